@@ -1,0 +1,452 @@
+package graphdef
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	apb "github.com/wamuir/graft/tensorflow/core/framework/attr_value_go_proto"
+	gpb "github.com/wamuir/graft/tensorflow/core/framework/graph_go_proto"
+	npb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
+)
+
+// Graph is an indexed, validated view of a GraphDef. It is read-only: build a new Graph
+// after changing the GraphDef.
+type Graph struct {
+	// Def is the GraphDef the view was built from.
+	Def *gpb.GraphDef
+	// Source names where the graph came from, for errors.
+	Source string
+	// Nodes are the graph's nodes in GraphDef order; Nodes[i].Index == i.
+	Nodes []*Node
+	// Topo is a topological order of the nodes (data and control edges, loop back edges
+	// from NextIteration excluded), stable: among nodes whose inputs are all placed, the one
+	// earliest in the GraphDef comes first.
+	Topo []*Node
+
+	byName map[string]*Node
+}
+
+// Node is one node of a Graph with its edges resolved.
+type Node struct {
+	// Index is the node's position in the GraphDef.
+	Index int
+	// Def is the node's NodeDef. It must not be mutated.
+	Def *npb.NodeDef
+	// Name and Op are Def's name and op.
+	Name, Op string
+	// Device is Def's device string parsed; the zero Device (IsZero) when it is empty.
+	Device Device
+	// Inputs are the tensors read by the node's data inputs, in input order.
+	Inputs []Tensor
+	// ControlInputs are the nodes the node has control dependencies on, in input order.
+	ControlInputs []*Node
+	// Consumers lists, per output port, the data inputs that read that output, ordered by
+	// consumer index and then input index.
+	Consumers [][]Use
+	// ControlOutputs are the nodes that have a control dependency on this one, by index.
+	ControlOutputs []*Node
+	// OutputTypes are the dtypes of the node's outputs; nil when they are not known (see
+	// TypeError).
+	OutputTypes []DataType
+	// TypeError says why OutputTypes is nil, or is nil.
+	TypeError error
+	// OutputShapes are the shapes from the node's _output_shapes attr, per port: nil for a
+	// port whose shape (or rank) is unknown; dimensions of -1 are unknown. OutputShapes is nil
+	// when the attr is missing or does not match the outputs.
+	OutputShapes [][]int64
+	// TopoIndex is the node's position in Graph.Topo.
+	TopoIndex int
+	// Level is the length of the longest path of data and control edges from a node with no
+	// inputs to this node (0 for such nodes): the "topological level" distances are counted in.
+	Level int
+}
+
+// Tensor names one output of a node.
+type Tensor struct {
+	Node *Node
+	Port int
+}
+
+// Use is one data input of a node: Node's input number Input.
+type Use struct {
+	Node  *Node
+	Input int
+}
+
+// String returns the tensor's name, "node:port".
+func (t Tensor) String() string { return t.Node.Name + ":" + strconv.Itoa(t.Port) }
+
+// InputString returns the tensor as a NodeDef input string: "node" for port 0, else "node:port".
+func (t Tensor) InputString() string {
+	if t.Port == 0 {
+		return t.Node.Name
+	}
+	return t.String()
+}
+
+// DataType returns the tensor's dtype and whether it is known.
+func (t Tensor) DataType() (DataType, bool) {
+	if t.Port < len(t.Node.OutputTypes) {
+		return t.Node.OutputTypes[t.Port], true
+	}
+	return 0, false
+}
+
+// Shape returns the tensor's shape from _output_shapes, or nil when unknown.
+func (t Tensor) Shape() []int64 {
+	if t.Port < len(t.Node.OutputShapes) {
+		return t.Node.OutputShapes[t.Port]
+	}
+	return nil
+}
+
+// Consumers returns the data inputs that read the tensor.
+func (t Tensor) Consumers() []Use {
+	if t.Port < len(t.Node.Consumers) {
+		return t.Node.Consumers[t.Port]
+	}
+	return nil
+}
+
+// Bytes returns the tensor's size in bytes. ok is false, with a reason, when the size is not
+// known: unknown dtype or shape, a dimension of unknown size, or a dtype without a fixed
+// element size (string, resource, variant).
+func (t Tensor) Bytes() (n int64, ok bool, reason string) {
+	dt, ok := t.DataType()
+	if !ok {
+		if t.Node.TypeError != nil {
+			return 0, false, "dtype unknown: " + t.Node.TypeError.Error()
+		}
+		return 0, false, "dtype unknown"
+	}
+	elem, ok := ElementBytes(dt)
+	if !ok {
+		return 0, false, "dtype " + DataTypeName(dt) + " has no fixed size"
+	}
+	if t.Node.OutputShapes == nil {
+		return 0, false, "no _output_shapes"
+	}
+	shape := t.Shape()
+	if shape == nil {
+		return 0, false, "shape unknown"
+	}
+	n = elem
+	for _, d := range shape {
+		if d < 0 {
+			return 0, false, "shape " + FormatShape(shape) + " is not fully known"
+		}
+		n *= d
+	}
+	return n, true, ""
+}
+
+// FormatShape formats a shape as TensorFlow prints it: "(8, 32, 32, 3)", "?" for unknown dims.
+func FormatShape(shape []int64) string {
+	parts := make([]string, len(shape))
+	for i, d := range shape {
+		if d < 0 {
+			parts[i] = "?"
+		} else {
+			parts[i] = strconv.FormatInt(d, 10)
+		}
+	}
+	return "(" + strings.Join(parts, ", ") + ")"
+}
+
+// Node returns the node with the given name, or nil.
+func (g *Graph) Node(name string) *Node { return g.byName[name] }
+
+// ParseInput splits a NodeDef input string into the producer's name, its output port, and
+// whether it is a control input ("^name").
+func ParseInput(s string) (name string, port int, control bool, err error) {
+	if strings.HasPrefix(s, "^") {
+		if len(s) == 1 {
+			return "", 0, true, fmt.Errorf("empty control input")
+		}
+		return s[1:], -1, true, nil
+	}
+	if s == "" {
+		return "", 0, false, fmt.Errorf("empty input")
+	}
+	if i := strings.LastIndexByte(s, ':'); i >= 0 {
+		p, err := strconv.Atoi(s[i+1:])
+		if err != nil || p < 0 {
+			return "", 0, false, fmt.Errorf("input %q: bad output port %q", s, s[i+1:])
+		}
+		return s[:i], p, false, nil
+	}
+	return s, 0, false, nil
+}
+
+// isLoopBackEdge reports whether an edge out of op is a while loop's back edge, which
+// TensorFlow's executor and topological orders skip.
+func isLoopBackEdge(op string) bool { return op == "NextIteration" || op == "RefNextIteration" }
+
+// NewGraph indexes and validates def. source names the graph in errors (usually its file).
+// It fails, with an *Error naming the node, on: nodes without a name or op, duplicate node
+// names, inputs that name missing nodes or ports, data inputs after control inputs, device
+// strings that do not parse, dtype attrs with values TensorFlow does not define, and cycles.
+// Nodes whose op is not in TensorFlow's registry (custom ops, function calls) are accepted
+// with unknown output types.
+func NewGraph(def *gpb.GraphDef, source string) (*Graph, error) {
+	g := &Graph{Def: def, Source: source, byName: make(map[string]*Node, len(def.GetNode()))}
+	g.Nodes = make([]*Node, len(def.GetNode()))
+	for i, nd := range def.GetNode() {
+		if nd.GetName() == "" {
+			return nil, errorf(source, "", "node #%d has no name", i)
+		}
+		if nd.GetOp() == "" {
+			return nil, errorf(source, nd.GetName(), "has no op")
+		}
+		if prev, dup := g.byName[nd.GetName()]; dup {
+			return nil, errorf(source, nd.GetName(), "duplicate node name (nodes #%d and #%d)", prev.Index, i)
+		}
+		dev, err := ParseDevice(nd.GetDevice())
+		if err != nil {
+			return nil, &Error{File: source, Node: nd.GetName(), Msg: "bad device", Err: err}
+		}
+		n := &Node{Index: i, Def: nd, Name: nd.GetName(), Op: nd.GetOp(), Device: dev}
+		if err := checkDataTypes(nd); err != nil {
+			return nil, &Error{File: source, Node: nd.GetName(), Err: err}
+		}
+		n.OutputTypes, n.TypeError = outputTypes(nd)
+		if n.TypeError != nil {
+			n.OutputTypes = nil
+		}
+		n.OutputShapes = outputShapes(nd, len(n.OutputTypes), n.TypeError == nil)
+		g.byName[n.Name] = n
+		g.Nodes[i] = n
+	}
+	for _, n := range g.Nodes {
+		seenControl := false
+		for j, in := range n.Def.GetInput() {
+			name, port, control, err := ParseInput(in)
+			if err != nil {
+				return nil, &Error{File: source, Node: n.Name, Msg: fmt.Sprintf("input %d", j), Err: err}
+			}
+			p := g.byName[name]
+			if p == nil {
+				return nil, errorf(source, n.Name, "input %d %q names node %q, which does not exist", j, in, name)
+			}
+			if control {
+				seenControl = true
+				n.ControlInputs = append(n.ControlInputs, p)
+				p.ControlOutputs = append(p.ControlOutputs, n)
+				continue
+			}
+			if seenControl {
+				return nil, errorf(source, n.Name, "data input %d %q comes after a control input", j, in)
+			}
+			if p.OutputTypes != nil && port >= len(p.OutputTypes) {
+				return nil, errorf(source, n.Name, "input %d %q reads output %d of %q, which has %d output(s)", j, in, port, name, len(p.OutputTypes))
+			}
+			for len(p.Consumers) <= port {
+				p.Consumers = append(p.Consumers, nil)
+			}
+			p.Consumers[port] = append(p.Consumers[port], Use{Node: n, Input: len(n.Inputs)})
+			n.Inputs = append(n.Inputs, Tensor{Node: p, Port: port})
+		}
+	}
+	for _, n := range g.Nodes {
+		if n.OutputTypes != nil {
+			for len(n.Consumers) < len(n.OutputTypes) {
+				n.Consumers = append(n.Consumers, nil)
+			}
+		}
+		sort.SliceStable(n.ControlOutputs, func(a, b int) bool { return n.ControlOutputs[a].Index < n.ControlOutputs[b].Index })
+	}
+	if err := g.sortTopo(); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// checkDataTypes fails when a type or list(type) attr of nd holds a value that is not a dtype.
+func checkDataTypes(nd *npb.NodeDef) error {
+	keys := make([]string, 0, len(nd.GetAttr()))
+	for k := range nd.GetAttr() {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v := nd.GetAttr()[k]
+		if v.GetList() != nil {
+			for _, dt := range v.GetList().GetType() {
+				if !ValidDataType(dt) {
+					return fmt.Errorf("attr %q holds unknown dtype %d", k, int32(dt))
+				}
+			}
+		}
+		if tv, isType := v.GetValue().(*apb.AttrValue_Type); isType {
+			if t := tv.Type; !ValidDataType(t) {
+				return fmt.Errorf("attr %q holds unknown dtype %d", k, int32(t))
+			}
+		}
+	}
+	return nil
+}
+
+// outputShapes reads the _output_shapes attr of nd, which must list one shape per output.
+func outputShapes(nd *npb.NodeDef, nOutputs int, typesKnown bool) [][]int64 {
+	v, ok := nd.GetAttr()["_output_shapes"]
+	if !ok || v.GetList() == nil {
+		return nil
+	}
+	shapes := v.GetList().GetShape()
+	if typesKnown && len(shapes) != nOutputs {
+		return nil
+	}
+	out := make([][]int64, len(shapes))
+	for i, s := range shapes {
+		if s.GetUnknownRank() {
+			continue
+		}
+		dims := make([]int64, len(s.GetDim()))
+		for j, d := range s.GetDim() {
+			dims[j] = d.GetSize()
+		}
+		out[i] = dims
+	}
+	return out
+}
+
+// sortTopo computes Topo, TopoIndex and Level with Kahn's algorithm, taking ready nodes in
+// GraphDef order, and fails on a cycle.
+func (g *Graph) sortTopo() error {
+	n := len(g.Nodes)
+	indeg := make([]int, n)
+	for _, nd := range g.Nodes {
+		for _, in := range nd.Inputs {
+			if !isLoopBackEdge(in.Node.Op) {
+				indeg[nd.Index]++
+			}
+		}
+		for _, c := range nd.ControlInputs {
+			if !isLoopBackEdge(c.Op) {
+				indeg[nd.Index]++
+			}
+		}
+	}
+	ready := &indexHeap{}
+	for i := range g.Nodes {
+		if indeg[i] == 0 {
+			ready.push(i)
+		}
+	}
+	g.Topo = make([]*Node, 0, n)
+	release := func(from, to *Node) {
+		if to.Level < from.Level+1 {
+			to.Level = from.Level + 1
+		}
+		indeg[to.Index]--
+		if indeg[to.Index] == 0 {
+			ready.push(to.Index)
+		}
+	}
+	for ready.len() > 0 {
+		nd := g.Nodes[ready.pop()]
+		nd.TopoIndex = len(g.Topo)
+		g.Topo = append(g.Topo, nd)
+		if isLoopBackEdge(nd.Op) {
+			continue
+		}
+		for _, uses := range nd.Consumers {
+			for _, u := range uses {
+				release(nd, u.Node)
+			}
+		}
+		for _, c := range nd.ControlOutputs {
+			release(nd, c)
+		}
+	}
+	if len(g.Topo) != n {
+		// Name a node on a cycle: follow unplaced inputs until one repeats.
+		var start *Node
+		for _, nd := range g.Nodes {
+			if indeg[nd.Index] > 0 {
+				start = nd
+				break
+			}
+		}
+		cycle := findCycle(start, indeg)
+		return errorf(g.Source, start.Name, "the graph has a cycle: %s", strings.Join(cycle, " -> "))
+	}
+	return nil
+}
+
+func findCycle(start *Node, indeg []int) []string {
+	seen := map[*Node]int{}
+	var path []*Node
+	cur := start
+	for {
+		if i, ok := seen[cur]; ok {
+			var names []string
+			for _, p := range path[i:] {
+				names = append(names, p.Name)
+			}
+			return append(names, cur.Name)
+		}
+		seen[cur] = len(path)
+		path = append(path, cur)
+		var next *Node
+		for _, in := range cur.Inputs {
+			if indeg[in.Node.Index] > 0 && !isLoopBackEdge(in.Node.Op) {
+				next = in.Node
+				break
+			}
+		}
+		if next == nil {
+			for _, c := range cur.ControlInputs {
+				if indeg[c.Index] > 0 && !isLoopBackEdge(c.Op) {
+					next = c
+					break
+				}
+			}
+		}
+		if next == nil {
+			return []string{start.Name}
+		}
+		cur = next
+	}
+}
+
+// indexHeap is a min-heap of node indices.
+type indexHeap struct{ a []int }
+
+func (h *indexHeap) len() int { return len(h.a) }
+func (h *indexHeap) push(x int) {
+	h.a = append(h.a, x)
+	i := len(h.a) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if h.a[p] <= h.a[i] {
+			break
+		}
+		h.a[p], h.a[i] = h.a[i], h.a[p]
+		i = p
+	}
+}
+func (h *indexHeap) pop() int {
+	top := h.a[0]
+	last := len(h.a) - 1
+	h.a[0] = h.a[last]
+	h.a = h.a[:last]
+	i := 0
+	for {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < len(h.a) && h.a[l] < h.a[m] {
+			m = l
+		}
+		if r < len(h.a) && h.a[r] < h.a[m] {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		h.a[m], h.a[i] = h.a[i], h.a[m]
+		i = m
+	}
+	return top
+}

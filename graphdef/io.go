@@ -1,0 +1,500 @@
+package graphdef
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	gpb "github.com/wamuir/graft/tensorflow/core/framework/graph_go_proto"
+	npb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
+	cpb "github.com/wamuir/graft/tensorflow/core/protobuf/for_core_protos_go_proto"
+	"google.golang.org/protobuf/encoding/prototext"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+)
+
+// Format is a file format a graph can be read from and written to.
+type Format int
+
+const (
+	// FormatAuto picks the format from the path: a directory is a SavedModel, ".pbtxt"
+	// (or ".pbtx", ".txt", ".prototxt") is a text GraphDef, anything else a binary GraphDef.
+	FormatAuto Format = iota
+	// FormatPB is a binary-serialized GraphDef.
+	FormatPB
+	// FormatPBTXT is a GraphDef in protobuf text format.
+	FormatPBTXT
+	// FormatSavedModel is a SavedModel directory (saved_model.pb plus variables/ and assets/).
+	FormatSavedModel
+)
+
+func (f Format) String() string {
+	switch f {
+	case FormatPB:
+		return "pb"
+	case FormatPBTXT:
+		return "pbtxt"
+	case FormatSavedModel:
+		return "savedmodel"
+	}
+	return "auto"
+}
+
+// ParseFormat parses a format name as given to --format: "pb", "pbtxt", "savedmodel" or "auto".
+func ParseFormat(s string) (Format, error) {
+	switch strings.ToLower(s) {
+	case "", "auto":
+		return FormatAuto, nil
+	case "pb", "binary":
+		return FormatPB, nil
+	case "pbtxt", "text", "txt":
+		return FormatPBTXT, nil
+	case "savedmodel", "saved_model", "saved-model":
+		return FormatSavedModel, nil
+	}
+	return FormatAuto, fmt.Errorf("unknown format %q (want pb, pbtxt or savedmodel)", s)
+}
+
+// FormatOf returns the format a path names: a directory or a path ending in "/" or named
+// saved_model.pb is a SavedModel; text extensions are pbtxt; anything else is pb.
+func FormatOf(path string) Format {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return FormatSavedModel
+	}
+	if strings.HasSuffix(path, "/") || filepath.Base(path) == savedModelFile {
+		return FormatSavedModel
+	}
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".pbtxt", ".pbtx", ".txt", ".prototxt":
+		return FormatPBTXT
+	}
+	return FormatPB
+}
+
+const savedModelFile = "saved_model.pb"
+
+// LoadOptions say how to read a model.
+type LoadOptions struct {
+	// Format overrides the format FormatOf would pick.
+	Format Format
+	// Tags choose the MetaGraphDef of a SavedModel: the one whose tag set equals Tags. With no
+	// tags, a SavedModel with exactly one MetaGraphDef gives that one.
+	Tags []string
+}
+
+// Model is a graph as read from disk, with what is needed to write it back: the surrounding
+// SavedModel, and the exact bytes of every node as it was read, so that nodes a rewrite does
+// not touch are written back byte for byte.
+//
+// Graph may be changed in place by a rewrite, under one rule: a NodeDef that is changed is
+// replaced by a new message (proto.Clone it first), never mutated. Save writes every NodeDef
+// that is still the very message that was loaded from its original bytes.
+type Model struct {
+	// Source is the path the model was read from ("" for one built in memory).
+	Source string
+	// Format is the format it was read in.
+	Format Format
+	// Graph is the GraphDef.
+	Graph *gpb.GraphDef
+
+	rawNodes   map[*npb.NodeDef][]byte // node message -> its bytes in the input (binary input only)
+	rawRest    []byte                  // the GraphDef's fields other than node, as read
+	restProtos []proto.Message         // pristine copies of those fields, to detect changes
+	saved      *cpb.SavedModel         // the SavedModel, for FormatSavedModel
+	metaIndex  int                     // which MetaGraphDef of saved holds Graph
+}
+
+// Load reads a model from path.
+func Load(path string, opts LoadOptions) (*Model, error) {
+	format := opts.Format
+	if format == FormatAuto {
+		format = FormatOf(path)
+	}
+	if format == FormatSavedModel {
+		return loadSavedModel(path, opts.Tags)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &Error{File: path, Msg: "cannot read", Err: unwrapPathError(err)}
+	}
+	return Parse(data, format, path)
+}
+
+func unwrapPathError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// Parse reads a GraphDef from data in the given format (FormatPB or FormatPBTXT); source names
+// the data in errors.
+func Parse(data []byte, format Format, source string) (*Model, error) {
+	m := &Model{Source: source, Format: format}
+	switch format {
+	case FormatPB, FormatAuto:
+		m.Format = FormatPB
+		g := new(gpb.GraphDef)
+		if err := (proto.UnmarshalOptions{}).Unmarshal(data, g); err != nil {
+			return nil, &Error{File: source, Msg: "not a binary GraphDef (truncated or corrupt?)", Err: err}
+		}
+		m.Graph = g
+		if err := m.indexRaw(data); err != nil {
+			return nil, &Error{File: source, Msg: "not a binary GraphDef", Err: err}
+		}
+	case FormatPBTXT:
+		g := new(gpb.GraphDef)
+		if err := (prototext.UnmarshalOptions{}).Unmarshal(data, g); err != nil {
+			return nil, &Error{File: source, Msg: "not a text GraphDef", Err: err}
+		}
+		m.Graph = g
+	default:
+		return nil, &Error{File: source, Msg: fmt.Sprintf("cannot parse %s data as a single GraphDef", format)}
+	}
+	return m, nil
+}
+
+// indexRaw records the bytes of each node field (field 1) of a binary GraphDef, in order, and
+// the bytes of every other field.
+func (m *Model) indexRaw(data []byte) error {
+	m.rawNodes = make(map[*npb.NodeDef][]byte, len(m.Graph.Node))
+	i := 0
+	for b := data; len(b) > 0; {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		fieldLen := protowire.ConsumeFieldValue(num, typ, b[n:])
+		if fieldLen < 0 {
+			return protowire.ParseError(fieldLen)
+		}
+		field := b[:n+fieldLen]
+		if num == 1 && typ == protowire.BytesType {
+			if i >= len(m.Graph.Node) {
+				return fmt.Errorf("more node fields than nodes")
+			}
+			m.rawNodes[m.Graph.Node[i]] = field
+			i++
+		} else {
+			m.rawRest = append(m.rawRest, field...)
+		}
+		b = b[n+fieldLen:]
+	}
+	if i != len(m.Graph.Node) {
+		// Merged (split) node messages: fall back to re-serialising every node.
+		m.rawNodes = nil
+	}
+	m.restProtos = m.restSnapshot()
+	return nil
+}
+
+// restSnapshot copies the non-node fields of the graph, to tell at write time whether they
+// were changed.
+func (m *Model) restSnapshot() []proto.Message {
+	g := m.Graph
+	snap := &gpb.GraphDef{Library: g.Library, Versions: g.Versions, Version: g.Version, DebugInfo: g.DebugInfo}
+	return []proto.Message{proto.Clone(snap)}
+}
+
+// Marshal serialises the model's graph as a binary GraphDef. Nodes still holding the message
+// they were loaded as are written with their original bytes; every other node, and the rest
+// of the graph when it was changed, is serialised deterministically.
+func (m *Model) Marshal() ([]byte, error) {
+	return marshalGraph(m.Graph, m.rawNodes, m.rawRest, m.restProtos)
+}
+
+func marshalGraph(g *gpb.GraphDef, rawNodes map[*npb.NodeDef][]byte, rawRest []byte, restProtos []proto.Message) ([]byte, error) {
+	det := proto.MarshalOptions{Deterministic: true}
+	var out []byte
+	for _, n := range g.Node {
+		if raw, ok := rawNodes[n]; ok {
+			out = append(out, raw...)
+			continue
+		}
+		b, err := det.Marshal(n)
+		if err != nil {
+			return nil, fmt.Errorf("node %q: %v", n.GetName(), err)
+		}
+		out = protowire.AppendTag(out, 1, protowire.BytesType)
+		out = protowire.AppendBytes(out, b)
+	}
+	rest := &gpb.GraphDef{Library: g.Library, Versions: g.Versions, Version: g.Version, DebugInfo: g.DebugInfo}
+	rest.ProtoReflect().SetUnknown(g.ProtoReflect().GetUnknown())
+	if restProtos != nil && proto.Equal(rest, restProtos[0]) {
+		out = append(out, rawRest...)
+		return out, nil
+	}
+	b, err := det.Marshal(rest)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, b...), nil
+}
+
+// MarshalText serialises the model's graph as a text GraphDef. The output is the same for
+// the same graph (map entries are sorted; field order is the proto's).
+func (m *Model) MarshalText() ([]byte, error) {
+	return prototext.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(m.Graph)
+}
+
+// SaveOptions say how to write a model.
+type SaveOptions struct {
+	// Format overrides the format FormatOf would pick from the output path. A SavedModel can
+	// only be written as a SavedModel (and is written as one by default).
+	Format Format
+}
+
+// Save writes the model to path atomically: the data goes to a temporary file or directory
+// next to path, which is then renamed over it, so a failure never leaves a half-written graph.
+// Writing a SavedModel copies the input SavedModel's other files (variables/, assets/, ...).
+func (m *Model) Save(path string, opts SaveOptions) error {
+	format := opts.Format
+	if format == FormatAuto {
+		if m.Format == FormatSavedModel {
+			format = FormatSavedModel
+		} else {
+			format = FormatOf(path)
+		}
+	}
+	switch format {
+	case FormatSavedModel:
+		if m.saved == nil {
+			return &Error{File: path, Msg: "cannot write a SavedModel: the graph was not read from one"}
+		}
+		return m.saveSavedModel(path)
+	case FormatPBTXT:
+		b, err := m.MarshalText()
+		if err != nil {
+			return &Error{File: path, Msg: "cannot serialise graph", Err: err}
+		}
+		return WriteFileAtomic(path, b, 0o644)
+	default:
+		b, err := m.Marshal()
+		if err != nil {
+			return &Error{File: path, Msg: "cannot serialise graph", Err: err}
+		}
+		return WriteFileAtomic(path, b, 0o644)
+	}
+}
+
+// WriteFileAtomic writes data to a temporary file in path's directory, syncs it, and renames
+// it to path.
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return &Error{File: path, Msg: "cannot create output", Err: unwrapPathError(err)}
+	}
+	tmp := f.Name()
+	fail := func(err error) error {
+		f.Close()
+		os.Remove(tmp)
+		return &Error{File: path, Msg: "cannot write output", Err: unwrapPathError(err)}
+	}
+	if _, err := f.Write(data); err != nil {
+		return fail(err)
+	}
+	if err := f.Chmod(perm); err != nil {
+		return fail(err)
+	}
+	if err := f.Sync(); err != nil {
+		return fail(err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return &Error{File: path, Msg: "cannot write output", Err: err}
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return &Error{File: path, Msg: "cannot write output", Err: unwrapPathError(err)}
+	}
+	return nil
+}
+
+func loadSavedModel(path string, tags []string) (*Model, error) {
+	dir := path
+	if filepath.Base(path) == savedModelFile {
+		dir = filepath.Dir(path)
+	}
+	file := filepath.Join(dir, savedModelFile)
+	data, err := os.ReadFile(file)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, &Error{File: dir, Msg: "not a SavedModel directory: no " + savedModelFile}
+		}
+		return nil, &Error{File: file, Msg: "cannot read", Err: unwrapPathError(err)}
+	}
+	sm := new(cpb.SavedModel)
+	if err := proto.Unmarshal(data, sm); err != nil {
+		return nil, &Error{File: file, Msg: "not a SavedModel (truncated or corrupt?)", Err: err}
+	}
+	if len(sm.MetaGraphs) == 0 {
+		return nil, &Error{File: file, Msg: "the SavedModel has no MetaGraphDef"}
+	}
+	idx := -1
+	var available []string
+	for i, mg := range sm.MetaGraphs {
+		have := mg.GetMetaInfoDef().GetTags()
+		available = append(available, "["+strings.Join(have, ",")+"]")
+		if len(tags) > 0 && sameSet(have, tags) {
+			idx = i
+			break
+		}
+	}
+	if len(tags) == 0 {
+		if len(sm.MetaGraphs) != 1 {
+			return nil, &Error{File: file, Msg: fmt.Sprintf("the SavedModel has %d MetaGraphDefs (tag sets %s): choose one with --tags", len(sm.MetaGraphs), strings.Join(available, " "))}
+		}
+		idx = 0
+	}
+	if idx < 0 {
+		return nil, &Error{File: file, Msg: fmt.Sprintf("no MetaGraphDef has tags [%s] (tag sets: %s)", strings.Join(tags, ","), strings.Join(available, " "))}
+	}
+	g := sm.MetaGraphs[idx].GraphDef
+	if g == nil {
+		g = new(gpb.GraphDef)
+		sm.MetaGraphs[idx].GraphDef = g
+	}
+	return &Model{Source: dir, Format: FormatSavedModel, Graph: g, saved: sm, metaIndex: idx}, nil
+}
+
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	x := append([]string(nil), a...)
+	y := append([]string(nil), b...)
+	sort.Strings(x)
+	sort.Strings(y)
+	for i := range x {
+		if x[i] != y[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// saveSavedModel writes the SavedModel to dir. When dir is the directory the model was read
+// from, only saved_model.pb is replaced (atomically). Otherwise the whole SavedModel is built
+// in a temporary directory beside dir, with the input's other files copied, and renamed into
+// place; an existing dir is replaced only after the new one is complete.
+func (m *Model) saveSavedModel(dir string) error {
+	if strings.HasSuffix(dir, savedModelFile) {
+		dir = filepath.Dir(dir)
+	}
+	sm := proto.Clone(m.saved).(*cpb.SavedModel)
+	sm.MetaGraphs[m.metaIndex].GraphDef = m.Graph
+	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(sm)
+	if err != nil {
+		return &Error{File: dir, Msg: "cannot serialise SavedModel", Err: err}
+	}
+	if same, _ := samePath(dir, m.Source); same {
+		return WriteFileAtomic(filepath.Join(dir, savedModelFile), data, 0o644)
+	}
+	parent := filepath.Dir(filepath.Clean(dir))
+	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".tmp-*")
+	if err != nil {
+		return &Error{File: dir, Msg: "cannot create output", Err: unwrapPathError(err)}
+	}
+	cleanup := func(err error) error {
+		os.RemoveAll(tmp)
+		return err
+	}
+	if err := copyTree(m.Source, tmp, func(rel string) bool { return rel == savedModelFile }); err != nil {
+		return cleanup(&Error{File: dir, Msg: "cannot copy SavedModel files from " + m.Source, Err: err})
+	}
+	if err := os.WriteFile(filepath.Join(tmp, savedModelFile), data, 0o644); err != nil {
+		return cleanup(&Error{File: dir, Msg: "cannot write output", Err: unwrapPathError(err)})
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return cleanup(&Error{File: dir, Msg: "cannot write output", Err: err})
+	}
+	if _, err := os.Lstat(dir); err == nil {
+		old := tmp + ".old"
+		if err := os.Rename(dir, old); err != nil {
+			return cleanup(&Error{File: dir, Msg: "cannot replace existing output", Err: unwrapPathError(err)})
+		}
+		if err := os.Rename(tmp, dir); err != nil {
+			os.Rename(old, dir)
+			return cleanup(&Error{File: dir, Msg: "cannot write output", Err: unwrapPathError(err)})
+		}
+		os.RemoveAll(old)
+		return nil
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return cleanup(&Error{File: dir, Msg: "cannot write output", Err: unwrapPathError(err)})
+	}
+	return nil
+}
+
+func samePath(a, b string) (bool, error) {
+	sa, err := os.Stat(a)
+	if err != nil {
+		return false, err
+	}
+	sb, err := os.Stat(b)
+	if err != nil {
+		return false, err
+	}
+	return os.SameFile(sa, sb), nil
+}
+
+// copyTree copies the regular files and directories under src into dst, skipping the
+// relative paths skip reports.
+func copyTree(src, dst string, skip func(rel string) bool) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil || rel == "." {
+			return err
+		}
+		if skip(rel) {
+			return nil
+		}
+		target := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		if !d.Type().IsRegular() {
+			return fmt.Errorf("%s: not a regular file", p)
+		}
+		in, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		out, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(out, in); err != nil {
+			out.Close()
+			return err
+		}
+		return out.Close()
+	})
+}
+
+// Clone returns a model sharing m's original bytes and SavedModel but with its own copy of
+// the GraphDef's node list (the NodeDef messages are shared, and must not be mutated).
+func (m *Model) Clone() *Model {
+	c := *m
+	g := &gpb.GraphDef{
+		Node: append([]*npb.NodeDef(nil), m.Graph.Node...), Library: m.Graph.Library,
+		Versions: m.Graph.Versions, Version: m.Graph.Version, DebugInfo: m.Graph.DebugInfo,
+	}
+	g.ProtoReflect().SetUnknown(m.Graph.ProtoReflect().GetUnknown())
+	c.Graph = g
+	return &c
+}
+
+// NewModel wraps a GraphDef built in memory.
+func NewModel(g *gpb.GraphDef) *Model { return &Model{Format: FormatPB, Graph: g} }

@@ -1,0 +1,238 @@
+package rewrite
+
+import (
+	"sort"
+	"strings"
+
+	"github.com/tfswap/tfswap/graphdef"
+)
+
+// neverSwappedOps are ops whose outputs are never swapped: constants (Grappler folds them),
+// variables and their reads (the variable keeps its buffer, so a swap frees nothing), and
+// control flow (an edge into or out of a while loop frame must go through Enter/Exit).
+var neverSwappedOps = map[string]bool{
+	"Const": true, "HostConst": true,
+	"Variable": true, "VariableV2": true, "VarHandleOp": true, "ReadVariableOp": true,
+	"VarIsInitializedOp": true, "TemporaryVariable": true,
+	"Enter": true, "RefEnter": true, "Exit": true, "RefExit": true, "Switch": true,
+	"RefSwitch": true, "Merge": true, "RefMerge": true, "NextIteration": true,
+	"RefNextIteration": true, "LoopCond": true, "ControlTrigger": true,
+	"_Send": true, "_Recv": true, "_HostSend": true, "_HostRecv": true, "_Arg": true, "_Retval": true,
+}
+
+// notConsumers are ops whose inputs are never redirected to a swapped-in copy.
+var notConsumers = map[string]bool{
+	"Enter": true, "RefEnter": true, "Exit": true, "RefExit": true, "Switch": true,
+	"RefSwitch": true, "Merge": true, "RefMerge": true, "NextIteration": true,
+	"RefNextIteration": true, "LoopCond": true, "_Send": true, "_HostSend": true, "_Retval": true,
+}
+
+// Analysis is what the planners know of a graph beyond its structure: which device each
+// node runs on, which nodes are compute nodes, and which sit in while loops or conditional
+// branches.
+type Analysis struct {
+	Graph *graphdef.Graph
+	Opts  Options
+
+	computeSpec   graphdef.Device // the compute device; zero Type means "every GPU"
+	defaultDevice graphdef.Device // where nodes without a device run
+	hostSpec      graphdef.Device // zero when the host is derived per producer
+	inLoop        []bool
+	conditional   []bool
+	excludedOps   map[string]bool
+}
+
+// Analyze prepares the analysis of g under opts (whose defaults must be applied).
+func Analyze(g *graphdef.Graph, opts Options) *Analysis {
+	a := &Analysis{Graph: g, Opts: opts, excludedOps: map[string]bool{}}
+	a.computeSpec, _ = graphdef.ParseDevice(opts.ComputeDevice)
+	a.hostSpec, _ = graphdef.ParseDevice(opts.HostDevice)
+	if a.computeSpec.Type != "" {
+		a.defaultDevice = a.computeSpec
+		if a.defaultDevice.Index < 0 {
+			a.defaultDevice.Index = 0
+		}
+	} else {
+		a.defaultDevice = graphdef.Device{Replica: -1, Task: -1, Type: "GPU", Index: 0}
+	}
+	for _, op := range opts.ExcludeOps {
+		a.excludedOps[op] = true
+	}
+	a.inLoop = a.reachFrom(func(n *graphdef.Node) bool { return n.Op == "Enter" || n.Op == "RefEnter" },
+		func(n *graphdef.Node) bool { return n.Op == "Exit" || n.Op == "RefExit" })
+	a.conditional = a.reachFrom(func(n *graphdef.Node) bool { return n.Op == "Switch" || n.Op == "RefSwitch" },
+		func(n *graphdef.Node) bool { return n.Op == "Merge" || n.Op == "RefMerge" })
+	return a
+}
+
+// reachFrom marks the nodes reachable (by data or control edges, loop back edges included)
+// from the outputs of nodes for which start holds, not going past nodes for which stop holds
+// (those are marked but not expanded). The start nodes themselves are marked.
+func (a *Analysis) reachFrom(start, stop func(*graphdef.Node) bool) []bool {
+	mark := make([]bool, len(a.Graph.Nodes))
+	var stack []*graphdef.Node
+	for _, n := range a.Graph.Nodes {
+		if start(n) {
+			mark[n.Index] = true
+			stack = append(stack, n)
+		}
+	}
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if stop(n) {
+			continue
+		}
+		visit := func(c *graphdef.Node) {
+			if !mark[c.Index] {
+				mark[c.Index] = true
+				stack = append(stack, c)
+			}
+		}
+		for _, uses := range n.Consumers {
+			for _, u := range uses {
+				visit(u.Node)
+			}
+		}
+		for _, c := range n.ControlOutputs {
+			visit(c)
+		}
+	}
+	return mark
+}
+
+// Device returns the device node n runs on: its own device, or the default compute device
+// when it has none.
+func (a *Analysis) Device(n *graphdef.Node) graphdef.Device {
+	if n.Device.IsZero() || n.Device.Type == "" {
+		d := a.defaultDevice
+		if !n.Device.IsZero() {
+			d.Job, d.Replica, d.Task = n.Device.Job, n.Device.Replica, n.Device.Task
+		}
+		return d
+	}
+	return n.Device
+}
+
+// OnCompute reports whether n runs on a compute device: the one named by
+// Options.ComputeDevice, or any GPU when none is named.
+func (a *Analysis) OnCompute(n *graphdef.Node) bool {
+	d := a.Device(n)
+	if a.computeSpec.Type == "" {
+		return d.Type == "GPU"
+	}
+	return d.Type == a.computeSpec.Type && d.Index == a.defaultDevice.Index && d.Matches(a.computeSpec)
+}
+
+// Host returns the device a tensor made by producer is swapped to: Options.HostDevice, or
+// CPU:0 of the producer's job, replica and task.
+func (a *Analysis) Host(producer *graphdef.Node) graphdef.Device {
+	if a.hostSpec.Type != "" {
+		return a.hostSpec
+	}
+	return a.Device(producer).WithDevice("CPU", 0)
+}
+
+// InLoop reports whether n is inside a while loop frame.
+func (a *Analysis) InLoop(n *graphdef.Node) bool { return a.inLoop[n.Index] }
+
+// Conditional reports whether n may be dead: it is downstream of a Switch before its Merge.
+func (a *Analysis) Conditional(n *graphdef.Node) bool { return a.conditional[n.Index] }
+
+// Excluded reports whether n's outputs are never swapped, and why.
+func (a *Analysis) Excluded(n *graphdef.Node) (bool, string) {
+	if neverSwappedOps[n.Op] {
+		return true, "op " + n.Op + " is never swapped"
+	}
+	if a.excludedOps[n.Op] {
+		return true, "op " + n.Op + " is excluded"
+	}
+	for _, s := range a.Opts.ExcludeScopes {
+		s = strings.TrimSuffix(s, "/")
+		if n.Name == s || strings.HasPrefix(n.Name, s+"/") {
+			return true, "scope " + s + " is excluded"
+		}
+	}
+	if a.InLoop(n) {
+		return true, "inside a while loop"
+	}
+	return false, ""
+}
+
+// TriggerEligible reports whether n may gate a swap-in: it runs on a compute device, outside
+// while loops and conditional branches (a dead trigger would make the swap-in dead).
+func (a *Analysis) TriggerEligible(n *graphdef.Node) bool {
+	if !a.OnCompute(n) || a.InLoop(n) || a.Conditional(n) {
+		return false
+	}
+	switch n.Op {
+	case "Const", "HostConst", "_Send", "_Recv", "_HostSend", "_HostRecv", "Placeholder", "PlaceholderWithDefault":
+		return false
+	}
+	return true
+}
+
+// ConsumerEligible reports whether use may be redirected to a swapped-in copy.
+func (a *Analysis) ConsumerEligible(u graphdef.Use) bool {
+	return a.OnCompute(u.Node) && !notConsumers[u.Node.Op] && !a.InLoop(u.Node)
+}
+
+// Candidate is a tensor that may be swapped: made on a compute device, of known size, by an
+// op that is not excluded.
+type Candidate struct {
+	Tensor graphdef.Tensor
+	Bytes  int64
+}
+
+// Skipped is a tensor that was not swapped, with the reason.
+type Skipped struct {
+	Tensor string
+	Reason string
+}
+
+// Candidates returns the graph's swap candidates in topological order of their producers
+// (ports ascending), and the tensors on compute devices that cannot be swapped because
+// their size is unknown.
+func (a *Analysis) Candidates() (cands []Candidate, unsized []Skipped) {
+	for _, n := range a.Graph.Topo {
+		if !a.OnCompute(n) {
+			continue
+		}
+		if ex, _ := a.Excluded(n); ex {
+			continue
+		}
+		for port, uses := range n.Consumers {
+			if len(uses) == 0 {
+				continue
+			}
+			t := graphdef.Tensor{Node: n, Port: port}
+			if dt, ok := t.DataType(); ok && (graphdef.IsRef(dt) || graphdef.IsHandle(dt)) {
+				continue // ref, resource and variant tensors are handles, not data
+			}
+			size, ok, reason := t.Bytes()
+			if !ok {
+				unsized = append(unsized, Skipped{Tensor: t.String(), Reason: reason})
+				continue
+			}
+			if a.Opts.MinTensorBytes > 0 && size < a.Opts.MinTensorBytes {
+				continue
+			}
+			cands = append(cands, Candidate{Tensor: t, Bytes: size})
+		}
+	}
+	return cands, unsized
+}
+
+// sortUses orders uses by consumer level, then graph order, then input index.
+func sortUses(uses []graphdef.Use) {
+	sort.SliceStable(uses, func(i, j int) bool {
+		a, b := uses[i].Node, uses[j].Node
+		if a.Level != b.Level {
+			return a.Level < b.Level
+		}
+		if a.Index != b.Index {
+			return a.Index < b.Index
+		}
+		return uses[i].Input < uses[j].Input
+	})
+}

@@ -1,0 +1,231 @@
+package rewrite
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/tfswap/tfswap/graphdef"
+	apb "github.com/wamuir/graft/tensorflow/core/framework/attr_value_go_proto"
+	npb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
+	tspb "github.com/wamuir/graft/tensorflow/core/framework/tensor_shape_go_proto"
+	"google.golang.org/protobuf/proto"
+)
+
+// Scope is the name scope of every node tfswap adds.
+const Scope = "tfswap/"
+
+// RoleAttr is the attr that marks a node tfswap added, with its role ("swap_out", "swap_in").
+const RoleAttr = "_tfswap_role"
+
+// DoNotRemoveAttr is the attr Grappler honours to keep a node (GrapplerItem::NodesToPreserve).
+const DoNotRemoveAttr = "_grappler_do_not_remove"
+
+// Swap describes one swapped tensor in a Result.
+type Swap struct {
+	// Tensor is the swapped tensor, "producer:port".
+	Tensor string
+	// Producer is the node that makes it.
+	Producer string
+	// DType and Shape describe it; Bytes is its size.
+	DType string
+	Shape []int64
+	Bytes int64
+	// Host is the device it is kept on while swapped out.
+	Host string
+	// SwapOut is the name of the swap-out node.
+	SwapOut string
+	// SwapIns are the swap-ins, in order of their earliest consumer.
+	SwapIns []SwapIn
+}
+
+// SwapIn describes one swap-in of a Result.
+type SwapIn struct {
+	// Node is the swap-in node's name and Device its device.
+	Node   string
+	Device string
+	// Trigger is the op whose completion releases the swap-in.
+	Trigger string
+	// Consumers are the nodes that read the swapped-in copy.
+	Consumers []string
+	// Distance is the topological distance (levels) from the producer to the earliest consumer.
+	Distance int
+}
+
+// Result is a rewritten model and what was done to it.
+type Result struct {
+	// Model is the rewritten model. It shares the input model's untouched NodeDefs.
+	Model *graphdef.Model
+	// Swaps are the swapped tensors in topological order of their producers.
+	Swaps []Swap
+	// Skipped are the tensors and consumer groups that could not be swapped, with reasons
+	// (unknown sizes among them).
+	Skipped []Skipped
+}
+
+// BytesOut returns the bytes moved device-to-host per step, and BytesIn host-to-device.
+func (r *Result) BytesOut() int64 {
+	var n int64
+	for _, s := range r.Swaps {
+		n += s.Bytes
+	}
+	return n
+}
+
+// BytesIn returns the bytes moved host-to-device per step.
+func (r *Result) BytesIn() int64 {
+	var n int64
+	for _, s := range r.Swaps {
+		n += s.Bytes * int64(len(s.SwapIns))
+	}
+	return n
+}
+
+// CheckNotRewritten fails when g already holds swap nodes made by tfswap.
+func CheckNotRewritten(g *graphdef.Graph) error {
+	for _, n := range g.Nodes {
+		if _, ok := n.Def.GetAttr()[RoleAttr]; ok || strings.HasPrefix(n.Name, Scope) {
+			return &graphdef.Error{File: g.Source, Node: n.Name, Msg: "the graph was already rewritten by tfswap; rewrite the original graph instead"}
+		}
+	}
+	return nil
+}
+
+// SwapNodeName returns the name of a swap node for tensor t: "tfswap/<producer>_<port>/<suffix>".
+// Node names cannot hold ':', so the port follows an underscore; the result is unique among
+// swap nodes because the port is always the last "_"-separated part of the scope.
+func SwapNodeName(t graphdef.Tensor, suffix string) string {
+	return Scope + t.Node.Name + "_" + strconv.Itoa(t.Port) + "/" + suffix
+}
+
+// Apply performs plan on model (whose graph is g) and returns the rewritten model. It
+// changes only the consumers the plan names, adds the swap nodes after the original nodes,
+// and is deterministic.
+func Apply(model *graphdef.Model, a *Analysis, plan *Plan) (*Result, error) {
+	g := a.Graph
+	out := model.Clone()
+	res := &Result{Model: out}
+	// newInputs[node index][input index] = replacement input string.
+	newInputs := map[int]map[int]string{}
+	var added []*npb.NodeDef
+	swaps := append([]PlannedSwap(nil), plan.Swaps...)
+	sort.SliceStable(swaps, func(i, j int) bool {
+		ti, tj := swaps[i].Tensor, swaps[j].Tensor
+		if ti.Node.TopoIndex != tj.Node.TopoIndex {
+			return ti.Node.TopoIndex < tj.Node.TopoIndex
+		}
+		return ti.Port < tj.Port
+	})
+	for _, ps := range swaps {
+		t := ps.Tensor
+		dt, ok := t.DataType()
+		if !ok {
+			return nil, fmt.Errorf("tensor %s: dtype unknown", t)
+		}
+		host := a.Host(t.Node)
+		outName := SwapNodeName(t, "swap_out")
+		added = append(added, swapNode(outName, "swap_out", t.InputString(), host.String(), dt, t.Node, t.Port, ""))
+		sw := Swap{Tensor: t.String(), Producer: t.Node.Name, DType: graphdef.DataTypeName(dt), Shape: t.Shape(), Bytes: ps.Bytes, Host: host.String(), SwapOut: outName}
+		for k, grp := range ps.Groups {
+			if grp.Trigger == nil || len(grp.Uses) == 0 {
+				return nil, fmt.Errorf("tensor %s: swap-in %d has no trigger or no consumers", t, k)
+			}
+			inName := SwapNodeName(t, "swap_in_"+strconv.Itoa(k))
+			dev := host
+			if a.Opts.Gate == GateDevice {
+				dev = a.Device(grp.Uses[0].Node)
+			}
+			added = append(added, swapNode(inName, "swap_in", outName, dev.String(), dt, t.Node, t.Port, grp.Trigger.Name))
+			si := SwapIn{Node: inName, Device: dev.String(), Trigger: grp.Trigger.Name}
+			seen := map[string]bool{}
+			minLevel := -1
+			for _, u := range grp.Uses {
+				if u.Node.Inputs[u.Input] != t {
+					return nil, fmt.Errorf("tensor %s: input %d of %q does not read it", t, u.Input, u.Node.Name)
+				}
+				if grp.Trigger == u.Node {
+					return nil, fmt.Errorf("tensor %s: consumer %q cannot trigger its own swap-in", t, u.Node.Name)
+				}
+				m := newInputs[u.Node.Index]
+				if m == nil {
+					m = map[int]string{}
+					newInputs[u.Node.Index] = m
+				}
+				m[u.Input] = inName
+				if !seen[u.Node.Name] {
+					seen[u.Node.Name] = true
+					si.Consumers = append(si.Consumers, u.Node.Name)
+				}
+				if minLevel < 0 || u.Node.Level < minLevel {
+					minLevel = u.Node.Level
+				}
+			}
+			si.Distance = minLevel - t.Node.Level
+			sw.SwapIns = append(sw.SwapIns, si)
+		}
+		res.Swaps = append(res.Swaps, sw)
+	}
+	for idx, m := range newInputs {
+		orig := g.Nodes[idx].Def
+		nd := proto.Clone(orig).(*npb.NodeDef)
+		for input, name := range m {
+			nd.Input[input] = name
+		}
+		out.Graph.Node[idx] = nd
+	}
+	out.Graph.Node = append(out.Graph.Node, added...)
+	return res, nil
+}
+
+// swapNode builds a swap Identity.
+func swapNode(name, role, input, device string, dt graphdef.DataType, producer *graphdef.Node, port int, trigger string) *npb.NodeDef {
+	nd := &npb.NodeDef{
+		Name:   name,
+		Op:     "Identity",
+		Input:  []string{input},
+		Device: device,
+		Attr: map[string]*apb.AttrValue{
+			"T":             {Value: &apb.AttrValue_Type{Type: dt}},
+			DoNotRemoveAttr: {Value: &apb.AttrValue_B{B: true}},
+			RoleAttr:        {Value: &apb.AttrValue_S{S: []byte(role)}},
+		},
+	}
+	if trigger != "" {
+		nd.Input = append(nd.Input, "^"+trigger)
+	}
+	if v, ok := producer.Def.GetAttr()["_output_shapes"]; ok && port < len(v.GetList().GetShape()) {
+		nd.Attr["_output_shapes"] = &apb.AttrValue{Value: &apb.AttrValue_List{List: &apb.AttrValue_ListValue{
+			Shape: []*tspb.TensorShapeProto{proto.Clone(v.GetList().GetShape()[port]).(*tspb.TensorShapeProto)},
+		}}}
+	}
+	return nd
+}
+
+// Rewrite applies the LMS-style rewrite to model: it validates the graph, refuses one that
+// tfswap already rewrote, plans with PlanLMS and applies the plan. The input model is not
+// changed.
+func Rewrite(model *graphdef.Model, opts Options) (*Result, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	g, err := graphdef.NewGraph(model.Graph, model.Source)
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckNotRewritten(g); err != nil {
+		return nil, err
+	}
+	a := Analyze(g, opts)
+	plan, skipped := PlanLMS(a)
+	res, err := Apply(model, a, plan)
+	if err != nil {
+		return nil, err
+	}
+	res.Skipped = skipped
+	if _, err := graphdef.NewGraph(res.Model.Graph, model.Source+" (rewritten)"); err != nil {
+		return nil, fmt.Errorf("internal error: the rewritten graph is invalid: %v", err)
+	}
+	return res, nil
+}

@@ -1,0 +1,26 @@
+// Package rewrite picks the tensors to swap and performs the graph surgery.
+//
+// A swap moves a tensor that sits idle on a compute device (a GPU) between its forward use
+// and its backward use out to host memory, and brings it back just before it is needed:
+//
+//	producer (GPU) ──> swap_out Identity (CPU) ──> swap_in Identity (CPU) ──> far consumer (GPU)
+//	                                                     ^
+//	                                     trigger (GPU) ──┘ control edge
+//
+// TensorFlow turns each cross-device data edge into a _Send on the source device and a
+// _Recv on the destination device, and a _Recv of an ordinary tensor starts copying as soon
+// as the sending side has sent. So the gate must sit on the host side of the host-to-device
+// edge: the swap-in Identity is pinned to the host CPU and carries the trigger's control
+// edge, and the host's _Send of its output cannot run before the trigger has finished. (A
+// control edge on a device-side swap-in would delay only that Identity; the copy would already
+// have happened right after the swap-out. GateDevice builds that pattern, for experiments
+// that show the difference.) Near consumers keep reading the original tensor.
+//
+// Swap nodes are Identity ops named under the "tfswap/" scope, with the attr
+// _grappler_do_not_remove = true so that Grappler's dependency optimizer keeps them, and
+// _tfswap_role = "swap_out" or "swap_in" so that a rewritten graph is recognised.
+//
+// Planners (LMS and the ones to come) produce a Plan; Apply performs it. Apply never changes
+// a node's device, and replaces (never mutates) the NodeDefs it changes, so untouched nodes
+// are written back byte for byte.
+package rewrite

@@ -1,0 +1,106 @@
+package rewrite
+
+import (
+	"fmt"
+
+	"github.com/tfswap/tfswap/graphdef"
+)
+
+// Gate says which swap-in node carries the trigger's control edge.
+type Gate int
+
+const (
+	// GateHost pins the swap-in to the host CPU and puts the trigger's control edge on it, so
+	// the host-to-device copy waits for the trigger. This is the only placement that saves
+	// device memory.
+	GateHost Gate = iota
+	// GateDevice puts the swap-in on the consumer's device with the trigger's control edge:
+	// TensorFlow copies the tensor back right after the swap-out and only the Identity waits.
+	// It exists to demonstrate that failure; never use it to save memory.
+	GateDevice
+)
+
+func (g Gate) String() string {
+	if g == GateDevice {
+		return "device"
+	}
+	return "host"
+}
+
+// Options are the LMS-style rewrite options. The zero value of a field means its default.
+type Options struct {
+	// SwapoutThreshold is the least topological distance (in levels) between a tensor's
+	// producer and a consumer for that consumer to read a swapped-in copy (LMS's
+	// swapout_threshold). Default 10.
+	SwapoutThreshold int
+	// SwapinAhead is how many levels before its consumer the swap-in's trigger sits (LMS's
+	// swapin_ahead). Default 2.
+	SwapinAhead int
+	// SwapinGroupBy lets far consumers of a tensor whose levels are within this distance of
+	// the earliest of them share one swap-in (LMS's swapin_groupby). Default 5; -1 means every
+	// far consumer gets its own swap-in.
+	SwapinGroupBy int
+	// MinTensorBytes is the smallest tensor swapped. Default 64 KiB; -1 means no minimum.
+	MinTensorBytes int64
+	// ExcludeScopes are name scopes whose nodes' tensors are never swapped ("a/b" excludes
+	// "a/b" and "a/b/..."; not "a/bc").
+	ExcludeScopes []string
+	// ExcludeOps are op types whose outputs are never swapped, in addition to the ops that
+	// never are (constants, variables, control flow).
+	ExcludeOps []string
+	// ComputeDevice names the device whose tensors are swapped, e.g. "/device:GPU:0". Empty
+	// means every GPU. Nodes with no device are taken to run on the default compute device:
+	// ComputeDevice when set, else /device:GPU:0.
+	ComputeDevice string
+	// HostDevice names the device swapped tensors are kept on. Empty means CPU:0 of the
+	// producer's job, replica and task.
+	HostDevice string
+	// Gate says which swap-in carries the trigger. Default GateHost.
+	Gate Gate
+}
+
+// Defaults of Options.
+const (
+	DefaultSwapoutThreshold = 10
+	DefaultSwapinAhead      = 2
+	DefaultSwapinGroupBy    = 5
+	DefaultMinTensorBytes   = 64 << 10
+)
+
+// withDefaults returns o with zero fields replaced by their defaults, and checks it.
+func (o Options) withDefaults() (Options, error) {
+	if o.SwapoutThreshold == 0 {
+		o.SwapoutThreshold = DefaultSwapoutThreshold
+	}
+	if o.SwapinAhead == 0 {
+		o.SwapinAhead = DefaultSwapinAhead
+	}
+	if o.SwapinGroupBy == 0 {
+		o.SwapinGroupBy = DefaultSwapinGroupBy
+	}
+	if o.MinTensorBytes == 0 {
+		o.MinTensorBytes = DefaultMinTensorBytes
+	}
+	if o.SwapoutThreshold < 1 {
+		return o, fmt.Errorf("swapout threshold must be at least 1, not %d", o.SwapoutThreshold)
+	}
+	if o.SwapinAhead < 1 {
+		return o, fmt.Errorf("swap-in ahead must be at least 1, not %d", o.SwapinAhead)
+	}
+	if o.SwapinGroupBy < -1 {
+		return o, fmt.Errorf("swap-in group-by must be -1 or more, not %d", o.SwapinGroupBy)
+	}
+	if o.MinTensorBytes < -1 {
+		return o, fmt.Errorf("minimum tensor size must be -1 or more, not %d", o.MinTensorBytes)
+	}
+	if o.Gate != GateHost && o.Gate != GateDevice {
+		return o, fmt.Errorf("unknown gate %d", o.Gate)
+	}
+	if _, err := graphdef.ParseDevice(o.ComputeDevice); err != nil {
+		return o, fmt.Errorf("compute device: %v", err)
+	}
+	if _, err := graphdef.ParseDevice(o.HostDevice); err != nil {
+		return o, fmt.Errorf("host device: %v", err)
+	}
+	return o, nil
+}
