@@ -73,3 +73,13 @@ func useNodes(uses []graphdef.Use) []*graphdef.Node {
 	}
 	return nodes
 }
+
+// PlanFor plans the LMS rewrite of g under opts (defaults applied) without applying it.
+func PlanFor(g *graphdef.Graph, opts Options) (*Plan, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	plan, _ := PlanLMS(Analyze(g, opts))
+	return plan, nil
+}

@@ -1,0 +1,41 @@
+# tfswap's build, setup and test entry points. `make demo` and `make test` are the two
+# commands the README starts with; CI runs `make test` through .ci/run.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+GO ?= go
+# Packages that must build without cgo: the pure rewriter and its CLI.
+PURE_PKGS := ./graphdef/... ./rewrite/... ./triggers/... ./cost/... ./cmd/... ./internal/...
+TFENV := source ./.tfenv &&
+
+.PHONY: setup demo test test-go test-pure test-python bridge fixtures clean
+
+setup:
+	./scripts/setup.sh
+
+# demo rewrites the bundled residual-network training graph and trains the original and the
+# rewritten graph for a few steps in a Go TensorFlow session (two-device CPU emulation).
+demo: setup
+	./scripts/demo.sh
+
+test: setup test-pure test-go test-python
+
+# test-pure proves the rewriter builds and passes its tests without cgo or TensorFlow.
+test-pure:
+	CGO_ENABLED=0 $(GO) build $(PURE_PKGS)
+	CGO_ENABLED=0 $(GO) vet $(PURE_PKGS)
+
+# test-go runs every Go test, the TensorFlow-backed ones included.
+test-go:
+	$(TFENV) $(GO) vet -tags tensorflow ./...
+	$(TFENV) $(GO) test -tags tensorflow -count=1 -timeout 30m ./...
+
+test-python:
+	@if ls tests/python/test_*.py >/dev/null 2>&1; then \
+		.venv/bin/python -m pytest -q tests/python; \
+	fi
+
+fixtures:
+	.venv/bin/python testmodels/gen.py
+
+clean:
+	rm -rf bin out

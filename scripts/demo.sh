@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# demo.sh rewrites the bundled residual-network training graph with tfswap and trains both
+# graphs for a few steps in a Go TensorFlow session. Run `make demo` (it runs setup first).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+# shellcheck disable=SC1091
+. ./.tfenv
+mkdir -p out
+model=testmodels/fixtures/resnet.pb
+echo "== tfswap inspect $model"
+bin/tfswap inspect "$model" --top 5
+echo
+echo "== tfswap rewrite (two-device emulation: /device:CPU:1 stands for the GPU, CPU:0 is the host)"
+bin/tfswap place "$model" --device /device:CPU:1 -o out/resnet.placed.pb
+bin/tfswap rewrite out/resnet.placed.pb -o out/resnet.swap.pb --compute-device /device:CPU:1
+echo
+echo "== training both graphs for 5 steps in a Go TensorFlow session"
+bin/tfswap train out/resnet.placed.pb out/resnet.swap.pb --fixture testmodels/fixtures/resnet.json --steps 5
