@@ -58,17 +58,18 @@ func Analyze(g *graphdef.Graph, opts Options) *Analysis {
 	for _, op := range opts.ExcludeOps {
 		a.excludedOps[op] = true
 	}
+	// An Exit runs in its loop's frame; a Merge's output is live whichever branch ran.
 	a.inLoop = a.reachFrom(func(n *graphdef.Node) bool { return n.Op == "Enter" || n.Op == "RefEnter" },
-		func(n *graphdef.Node) bool { return n.Op == "Exit" || n.Op == "RefExit" })
+		func(n *graphdef.Node) bool { return n.Op == "Exit" || n.Op == "RefExit" }, true)
 	a.conditional = a.reachFrom(func(n *graphdef.Node) bool { return n.Op == "Switch" || n.Op == "RefSwitch" },
-		func(n *graphdef.Node) bool { return n.Op == "Merge" || n.Op == "RefMerge" })
+		func(n *graphdef.Node) bool { return n.Op == "Merge" || n.Op == "RefMerge" }, false)
 	return a
 }
 
 // reachFrom marks the nodes reachable (by data or control edges, loop back edges included)
 // from the outputs of nodes for which start holds, not going past nodes for which stop holds
-// (those are marked but not expanded). The start nodes themselves are marked.
-func (a *Analysis) reachFrom(start, stop func(*graphdef.Node) bool) []bool {
+// (those are marked only when markStop is set). The start nodes themselves are marked.
+func (a *Analysis) reachFrom(start, stop func(*graphdef.Node) bool, markStop bool) []bool {
 	mark := make([]bool, len(a.Graph.Nodes))
 	var stack []*graphdef.Node
 	for _, n := range a.Graph.Nodes {
@@ -81,6 +82,9 @@ func (a *Analysis) reachFrom(start, stop func(*graphdef.Node) bool) []bool {
 		n := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		if stop(n) {
+			if !markStop {
+				mark[n.Index] = false
+			}
 			continue
 		}
 		visit := func(c *graphdef.Node) {
@@ -143,6 +147,9 @@ func (a *Analysis) Conditional(n *graphdef.Node) bool { return a.conditional[n.I
 func (a *Analysis) Excluded(n *graphdef.Node) (bool, string) {
 	if neverSwappedOps[n.Op] {
 		return true, "op " + n.Op + " is never swapped"
+	}
+	if aliasesVariable(n) {
+		return true, "reads a variable, which keeps its buffer"
 	}
 	if a.excludedOps[n.Op] {
 		return true, "op " + n.Op + " is excluded"
@@ -235,4 +242,21 @@ func sortUses(uses []graphdef.Use) {
 		}
 		return uses[i].Input < uses[j].Input
 	})
+}
+
+// aliasesVariable reports whether n's output is (or may share its buffer with) a variable's
+// value: an Identity or Snapshot of a ref tensor or of a variable read. Swapping it frees
+// nothing while the variable lives.
+func aliasesVariable(n *graphdef.Node) bool {
+	if n.Op != "Identity" && n.Op != "Snapshot" && n.Op != "RefIdentity" {
+		return false
+	}
+	if len(n.Inputs) == 0 {
+		return false
+	}
+	in := n.Inputs[0]
+	if dt, ok := in.DataType(); ok && graphdef.IsRef(dt) {
+		return true
+	}
+	return neverSwappedOps[in.Node.Op] && (in.Node.Op == "ReadVariableOp" || in.Node.Op == "VariableV2" || in.Node.Op == "Variable")
 }
