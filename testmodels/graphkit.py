@@ -147,15 +147,35 @@ class Net:
                 y = tf.nn.relu(y)
         return y
 
-    def dense(self, x, units, name="dense", bias=True):
+    def dense(self, x, units, name="dense", bias=True, init=None):
         in_dim = int(x.shape[-1])
         with v1.variable_scope(name):
-            w = variable("weights", [in_dim, units], glorot_init())
+            w = variable("weights", [in_dim, units], init or glorot_init())
             y = tf.matmul(x, self._use(w))
             if bias:
                 b = variable("biases", [units], v1.zeros_initializer())
                 y = tf.nn.bias_add(y, self._use(b))
         return y
+
+    def dropout(self, x, rate):
+        """Inverted dropout (seeded from the graph seed)."""
+        if not rate:
+            return x
+        return tf.nn.dropout(x, rate=rate)
+
+    def gelu(self, x):
+        """tanh approximation of GELU (Hendrycks & Gimpel), as in BERT."""
+        c = 0.7978845608028654  # sqrt(2 / pi)
+        return 0.5 * x * (1.0 + tf.tanh(c * (x + 0.044715 * x * x * x)))
+
+    def embedding(self, ids, table):
+        """Row gather from a float32 table (ResourceGather), cast to the
+        compute dtype."""
+        return self._use(tf.gather(table, ids))
+
+    def use(self, v):
+        """The variable's value in the compute dtype."""
+        return self._use(v)
 
     def layer_norm(self, x, name="ln", eps=1e-12):
         """Layer norm over the last axis, written out with primitive ops."""
@@ -182,15 +202,21 @@ def softmax_ce_loss(logits, labels):
 # Finishing a graph
 
 
-def finish_training_graph(graph, loss, optimizer):
+def finish_training_graph(graph, loss, optimizer, clip_norm=None):
     """Adds gradients + optimizer update (``train``), ``init`` and the
-    ``fetch_var/<i>`` reads. Returns (trainable_vars, fetch_names)."""
+    ``fetch_var/<i>`` reads. With clip_norm the gradients are clipped by
+    their global norm first. Returns (trainable_vars, fetch_names)."""
     assert loss.op.name == "loss", loss.op.name
     tvars = v1.trainable_variables()
     grads_and_vars = optimizer.compute_gradients(loss, var_list=tvars)
     missing = [v.op.name for g, v in grads_and_vars if g is None]
     if missing:
         raise ValueError("variables without gradient: %s" % missing)
+    if clip_norm:
+        with tf.name_scope("clip_gradients"):
+            grads, _ = tf.clip_by_global_norm(
+                [g for g, _ in grads_and_vars], clip_norm)
+        grads_and_vars = list(zip(grads, [v for _, v in grads_and_vars]))
     apply_op = optimizer.apply_gradients(grads_and_vars,
                                          name="apply_gradients")
     updates = v1.get_collection(v1.GraphKeys.UPDATE_OPS)
