@@ -1,0 +1,203 @@
+package cost
+
+import (
+	"fmt"
+
+	"github.com/tfswap/tfswap/graphdef"
+)
+
+// Shapes gives the shape and size of every tensor of a graph as the simulator sees them: the
+// shapes from _output_shapes, with the batch dimension scaled when a batch scale is set.
+type Shapes struct {
+	g *graphdef.Graph
+	// out[node index][port] is the (possibly scaled) shape, nil when unknown.
+	out [][][]int64
+	// Scale is the batch scale applied; Batch the batch size found (0 when none was).
+	Scale int
+	Batch int64
+	// Scaled counts the tensors whose dimension 0 was scaled.
+	Scaled int
+	// BatchInputs names the placeholders taken to carry the batch.
+	BatchInputs []string
+}
+
+// batchContracting lists ops whose outputs never carry the batch in dimension 0 even when
+// an input does: they sum over the batch (weight and bias gradients) or describe shapes.
+var batchContracting = map[string]bool{
+	"Conv2DBackpropFilter": true, "Conv3DBackpropFilter": true, "Conv3DBackpropFilterV2": true,
+	"DepthwiseConv2dNativeBackpropFilter": true, "BiasAddGrad": true,
+	"Shape": true, "ShapeN": true, "Size": true, "Rank": true, "BroadcastGradientArgs": true,
+	"ConcatOffset": true,
+}
+
+// NewShapes reads the shapes of g's tensors and scales the batch dimension by scale (1 for
+// none). The rule, applied in topological order:
+//
+//   - the batch size B is dimension 0 of the first Placeholder (in graph order) of rank 1 or
+//     more whose dimension 0 is known; every Placeholder whose dimension 0 equals B carries
+//     the batch;
+//   - any other tensor carries the batch when its producer has a data input that carries it,
+//     its rank is 1 or more and its dimension 0 is a known positive multiple of B, and its
+//     producer does not sum over the batch: not a filter or bias gradient
+//     (Conv2DBackpropFilter, DepthwiseConv2dNativeBackpropFilter, BiasAddGrad, ...), not a
+//     shape op, not a MatMul with transpose_a (a weight gradient), and not one of
+//     FusedBatchNorm*'s per-channel outputs (ports 1 to 5);
+//   - dimension 0 of every tensor that carries the batch is multiplied by scale.
+//
+// Batch-major layouts are assumed: a time-major sequence tensor ([T, B, ...]) is not scaled,
+// nor are the values of shape tensors (only sizes matter to the simulator).
+func NewShapes(g *graphdef.Graph, scale int) (*Shapes, error) {
+	if scale < 1 {
+		return nil, fmt.Errorf("batch scale must be at least 1, not %d", scale)
+	}
+	s := &Shapes{g: g, out: make([][][]int64, len(g.Nodes)), Scale: scale}
+	for _, n := range g.Nodes {
+		s.out[n.Index] = n.OutputShapes
+	}
+	if scale == 1 {
+		return s, nil
+	}
+	for _, n := range g.Nodes {
+		if n.Op == "Placeholder" {
+			if sh := portShape(n, 0); len(sh) > 0 && sh[0] > 0 {
+				s.Batch = sh[0]
+				break
+			}
+		}
+	}
+	if s.Batch == 0 {
+		return nil, fmt.Errorf("cannot scale the batch: no Placeholder has a known dimension 0")
+	}
+	carries := make([][]bool, len(g.Nodes))
+	for _, n := range g.Topo {
+		if n.OutputShapes == nil {
+			continue
+		}
+		c := make([]bool, len(n.OutputShapes))
+		carries[n.Index] = c
+		if n.Op == "Placeholder" {
+			if sh := portShape(n, 0); len(sh) > 0 && sh[0] == s.Batch {
+				c[0] = true
+				s.BatchInputs = append(s.BatchInputs, n.Name)
+			}
+		} else if !batchContracting[n.Op] && !(n.Op == "MatMul" && attrBool(n, "transpose_a")) {
+			in := false
+			for _, t := range n.Inputs {
+				if cc := carries[t.Node.Index]; t.Port < len(cc) && cc[t.Port] {
+					in = true
+					break
+				}
+			}
+			if in {
+				for port, sh := range n.OutputShapes {
+					if isFusedBatchNorm(n.Op) && port > 0 {
+						continue
+					}
+					if len(sh) > 0 && sh[0] > 0 && sh[0]%s.Batch == 0 {
+						c[port] = true
+					}
+				}
+			}
+		}
+		var scaled [][]int64
+		for port, sh := range n.OutputShapes {
+			if !c[port] {
+				continue
+			}
+			if scaled == nil {
+				scaled = make([][]int64, len(n.OutputShapes))
+				copy(scaled, n.OutputShapes)
+			}
+			ns := append([]int64(nil), sh...)
+			ns[0] *= int64(scale)
+			scaled[port] = ns
+			s.Scaled++
+		}
+		if scaled != nil {
+			s.out[n.Index] = scaled
+		}
+	}
+	return s, nil
+}
+
+func isFusedBatchNorm(op string) bool {
+	return op == "FusedBatchNorm" || op == "FusedBatchNormV2" || op == "FusedBatchNormV3"
+}
+
+func portShape(n *graphdef.Node, port int) []int64 {
+	if port < len(n.OutputShapes) {
+		return n.OutputShapes[port]
+	}
+	return nil
+}
+
+// Out returns the shape of output port of n, or nil when unknown.
+func (s *Shapes) Out(n *graphdef.Node, port int) []int64 {
+	if sh := s.out[n.Index]; port < len(sh) {
+		return sh[port]
+	}
+	return nil
+}
+
+// In returns the shape of n's data input i, or nil when unknown.
+func (s *Shapes) In(n *graphdef.Node, i int) []int64 {
+	if i >= len(n.Inputs) {
+		return nil
+	}
+	t := n.Inputs[i]
+	return s.Out(t.Node, t.Port)
+}
+
+// Bytes returns the size of tensor t: ok is false when its dtype has no fixed size or its
+// shape is not fully known.
+func (s *Shapes) Bytes(t graphdef.Tensor) (int64, bool) {
+	dt, ok := t.DataType()
+	if !ok {
+		return 0, false
+	}
+	elem, ok := graphdef.ElementBytes(dt)
+	if !ok {
+		return 0, false
+	}
+	sh := s.Out(t.Node, t.Port)
+	if sh == nil {
+		return 0, false
+	}
+	n := elem
+	for _, d := range sh {
+		if d < 0 {
+			return 0, false
+		}
+		n *= d
+	}
+	return n, true
+}
+
+// Elements returns the number of elements of shape sh, or -1 when it is not fully known.
+func Elements(sh []int64) int64 {
+	if sh == nil {
+		return -1
+	}
+	n := int64(1)
+	for _, d := range sh {
+		if d < 0 {
+			return -1
+		}
+		n *= d
+	}
+	return n
+}
+
+// elementsMin1 is Grappler's rule for sizes: unknown dimensions count as 1, an unknown rank
+// as a scalar.
+func elementsMin1(sh []int64) int64 {
+	n := int64(1)
+	for _, d := range sh {
+		if d > 0 {
+			n *= d
+		} else if d == 0 {
+			return 0
+		}
+	}
+	return n
+}

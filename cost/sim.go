@@ -1,0 +1,1183 @@
+package cost
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/tfswap/tfswap/graphdef"
+)
+
+// Conventions are the memory and timing accounting rules of a simulation. The zero value is
+// tfswap's model of TensorFlow's runtime; GrapplerConventions gives the rules of Grappler's
+// VirtualCluster (VirtualScheduler + GraphMemory), which tfswap is checked against. Each
+// field switches one rule, so that a difference between the two can be traced to its cause.
+type Conventions struct {
+	// NoResidentVariables: variable buffers and constants are not resident for the step;
+	// ReadVariableOp and Const outputs are ordinary tensors, allocated when the op runs and
+	// freed after their last consumer (GraphMemory counts every op output that way; resource
+	// handles have size 0, so the variables and optimizer slots themselves are not counted).
+	NoResidentVariables bool
+	// NoAliasing: Identity, Reshape, Squeeze, ExpandDims, StopGradient and the like allocate
+	// their own output instead of sharing their input's buffer.
+	NoAliasing bool
+	// NoForwarding: elementwise ops never write into the buffer of an input they are the last
+	// reader of (TensorFlow's forward_input_or_allocate_output).
+	NoForwarding bool
+	// NoWorkspace: kernels' temporary buffers are not counted.
+	NoWorkspace bool
+	// UnknownDimsAsOne: a dimension of unknown size counts as 1 and a tensor of unknown rank
+	// as a scalar (Grappler's CalculateTensorSize); otherwise such tensors count 0 bytes and
+	// are reported as unsized.
+	UnknownDimsAsOne bool
+	// TransientRecv: a tensor sent to another device stays allocated on its producer's device
+	// until its consumers there have finished, and the received copy exists only while the
+	// transfer runs (GraphMemory extends a tensor's life to its last consumer in the original
+	// graph, on whatever device, and frees a _Recv's output when the _Recv ends). Otherwise
+	// the producer's buffer is released when the last transfer out of it completes, and the
+	// received copy lives until its last consumer on the receiving device has finished.
+	TransientRecv bool
+	// InstantTransfers: cross-device transfers take no time (the VirtualScheduler costs a
+	// _Send/_Recv like an Identity).
+	InstantTransfers bool
+	// DelayedFree: buffers released when an op or a transfer ends are freed just after the
+	// ops starting at that instant have allocated their outputs (GraphMemory frees a tensor
+	// 1 ns after its last consumer ends, "to account for TF overhead that slightly delays
+	// deallocations"). Otherwise they are freed before.
+	DelayedFree bool
+	// TieByName: among ops that became ready at the same time, the one whose name sorts
+	// first runs first (Grappler's FirstReadyManager); otherwise the one earliest in the
+	// graph's topological order (graphdef.Graph.Topo, stable in GraphDef order).
+	TieByName bool
+}
+
+// GrapplerConventions returns the accounting rules of Grappler's VirtualCluster.
+func GrapplerConventions() Conventions {
+	return Conventions{
+		NoResidentVariables: true, NoAliasing: true, NoForwarding: true, NoWorkspace: true,
+		UnknownDimsAsOne: true, TransientRecv: true, InstantTransfers: true, DelayedFree: true,
+		TieByName: true,
+	}
+}
+
+// Options control a simulation. The zero value simulates every node on the default
+// compute device /device:GPU:0 with tfswap's accounting.
+type Options struct {
+	// Fetch names the nodes a step runs (like Session.run's fetches and targets): only
+	// their transitive fan-in (data and control inputs) is simulated. Empty means every node.
+	Fetch []string
+	// BatchScale multiplies the batch dimension (see NewShapes); 0 or 1 means unchanged.
+	BatchScale int
+	// ComputeDevice is where nodes without a device run, e.g. "/device:GPU:0" (the default).
+	ComputeDevice string
+	// Measured, when set, gives measured compute times that replace the estimates.
+	Measured *Measured
+	// NoTF32 runs float32 matrix products and convolutions at the FP32 rate even on GPUs with
+	// TF32 tensor cores (tf.config.experimental.enable_tensor_float_32_execution(False)).
+	NoTF32 bool
+	// Conventions are the accounting rules.
+	Conventions Conventions
+	// Timeline records every op, transfer and memory change for traces and plots.
+	Timeline bool
+	// TopLive is how many of the tensors live at each device's peak to report (default 20;
+	// negative for none).
+	TopLive int
+}
+
+// LiveTensor is a buffer live at a device's peak.
+type LiveTensor struct {
+	// Name is the tensor ("node:port"), or the node for variables, constants and workspace.
+	Name string
+	Op   string
+	// Kind is "activation", "variable", "constant", "copy" (received from another device) or
+	// "workspace".
+	Kind  string
+	Bytes int64
+	// Since is when it was allocated, in ns from the start of the step.
+	Since int64
+}
+
+// DeviceResult is what a simulation found for one device.
+type DeviceResult struct {
+	// Name is the device ("/device:GPU:0"); GPU says whether it is simulated with the profile
+	// (otherwise it is the host).
+	Name string
+	GPU  bool
+	// MemoryLimit is the profile's memory size for GPUs, 0 for the host.
+	MemoryLimit int64
+	// PeakBytes is the most memory allocated at once, at PeakTime (ns).
+	PeakBytes int64
+	PeakTime  int64
+	// ResidentBytes are the buffers resident for the whole step (variables, optimizer
+	// slots, constants), included in PeakBytes.
+	ResidentBytes int64
+	// Live are the largest buffers live at the peak (Options.TopLive of them); LiveCount is
+	// how many there were in all.
+	Live      []LiveTensor
+	LiveCount int
+	// Ops is the number of ops run on the device; BusyTime the time its compute stream ran
+	// them (ns).
+	Ops      int
+	BusyTime int64
+	// SwapInStall is the time the compute stream sat idle with the next op waiting for a
+	// host-to-device transfer (a swap-in); IdleTime is the other idle time before the end of
+	// the step (waiting for other devices, control messages, ...).
+	SwapInStall int64
+	IdleTime    int64
+	// End is when the device's last op finished (ns).
+	End int64
+}
+
+// TransferStats sums the transfers of one direction.
+type TransferStats struct {
+	Count int
+	Bytes int64
+	// Busy is the time the copy engine(s) of this direction were busy (ns).
+	Busy int64
+}
+
+// OpSpan is one op's run on a device's compute stream.
+type OpSpan struct {
+	Node       *graphdef.Node
+	Device     int
+	Start, End int64
+}
+
+// XferSpan is one transfer on a copy engine.
+type XferSpan struct {
+	// Tensor is the tensor moved ("node:port"), or "^node" for a control message.
+	Tensor   string
+	Src, Dst int
+	// Engine is the copy engine's name ("/device:GPU:0 D2H").
+	Engine              string
+	Enqueue, Start, End int64
+	Bytes               int64
+}
+
+// MemPoint is a device's allocated bytes from time T on; Max is the most allocated at any
+// moment at time T (allocations and frees at the same instant can spike above Bytes).
+type MemPoint struct {
+	T     int64
+	Bytes int64
+	Max   int64
+}
+
+// Timeline is the full record of a simulation (Options.Timeline).
+type Timeline struct {
+	Ops    []OpSpan
+	Xfers  []XferSpan
+	Memory [][]MemPoint // per device, in Result.Devices order
+}
+
+// Result is a simulation's outcome.
+type Result struct {
+	Profile *Profile
+	Options Options
+	// Devices are the devices that ran ops or hold variables, GPUs first, by name.
+	Devices []*DeviceResult
+	// StepTime is when the last op or transfer finished (ns).
+	StepTime int64
+	// Simulated is the number of nodes simulated (the fetch fan-in, or all).
+	Simulated int
+	// UnknownOps counts the simulated nodes, by op type, that no rule estimates (timed by
+	// their bytes alone) or whose shapes were unknown.
+	UnknownOps map[string]int
+	// UnsizedTensors counts outputs of simulated nodes of unknown size (counted as 0 bytes
+	// unless Conventions.UnknownDimsAsOne).
+	UnsizedTensors int
+	// MeasuredNodes counts nodes timed from Options.Measured.
+	MeasuredNodes int
+	// D2H and H2D sum the transfers from a GPU to the host and from the host to a GPU.
+	D2H, H2D TransferStats
+	// Shapes are the shapes simulated (with the batch scale applied).
+	Shapes *Shapes
+	// Timeline is set when Options.Timeline is.
+	Timeline *Timeline
+}
+
+// Device returns the result for the named device, or nil.
+func (r *Result) Device(name string) *DeviceResult {
+	for _, d := range r.Devices {
+		if d.Name == name {
+			return d
+		}
+	}
+	return nil
+}
+
+// Compute returns the result of the default compute device (the first GPU), or nil.
+func (r *Result) Compute() *DeviceResult {
+	for _, d := range r.Devices {
+		if d.GPU {
+			return d
+		}
+	}
+	return nil
+}
+
+// SwapInStall sums the swap-in stalls of every device.
+func (r *Result) SwapInStall() int64 {
+	var s int64
+	for _, d := range r.Devices {
+		s += d.SwapInStall
+	}
+	return s
+}
+
+// buffer kinds
+const (
+	kindActivation uint8 = iota
+	kindVariable
+	kindConstant
+	kindCopy
+	kindWorkspace
+)
+
+var kindNames = [...]string{"activation", "variable", "constant", "copy", "workspace"}
+
+type buffer struct {
+	bytes    int64
+	allocT   int64
+	dev      int32
+	refs     int32
+	node     int32 // producing node, or -1
+	port     int32
+	allocEv  int32
+	freeEv   int32
+	kind     uint8
+	resident bool
+}
+
+type memEv struct {
+	t     int64
+	delta int64
+	buf   int32
+}
+
+type simDevice struct {
+	name      string
+	gpu       bool
+	ready     readyHeap
+	busy      bool
+	dirty     bool
+	idleSince int64
+	d2h, h2d  int32 // copy engines of a GPU; -1 on the host
+	cur, peak int64
+	peakT     int64
+	peakEv    int32
+	log       []memEv
+	resident  int64
+	res       DeviceResult
+}
+
+type xfer struct {
+	node, port int32 // source tensor; port -1 for a control message
+	src, dst   int32 // devices
+	bytes      int64
+	engine     int32 // -1: no engine (host to host, or instant)
+	srcBuf     int32
+	dstBuf     int32
+	waiters    []int32
+	enq        int64
+	start, end int64
+}
+
+type copyEngine struct {
+	name  string
+	dev   int32
+	h2d   bool
+	busy  bool
+	queue []int32
+	head  int
+}
+
+type xkey struct {
+	node, port, dev int32
+}
+
+type sim struct {
+	g        *graphdef.Graph
+	p        *Profile
+	opts     Options
+	conv     Conventions
+	shp      *Shapes
+	res      *Result
+	incl     []bool
+	dev      []int32
+	dur      []int64
+	wsz      []int64
+	tie      []int32
+	pend     []int32
+	ready    []int64
+	lastX    []int32 // the transfer that last delivered an input (stall attribution), or -1
+	start    []int64
+	outOf    []int32 // first index in outBuf of a node's outputs
+	outB     []int32 // per output: its buffer, -1 for none
+	newB     []bool  // per output: whether the buffer was allocated by the op (hold to release)
+	wsBuf    []int32
+	resid    []int32 // resident buffer of a variable or constant node, -1 for none
+	bufs     []buffer
+	devs     []*simDevice
+	engs     []*copyEngine
+	xfers    []*xfer
+	xmap     map[xkey]int32
+	evq      eventHeap
+	seq      int64
+	deferred []int32 // releases waiting for DelayedFree
+	tl       *Timeline
+}
+
+// Simulate replays one step of g on devices described by p. See docs/SIMULATOR.md for the
+// execution model.
+func Simulate(g *graphdef.Graph, p *Profile, opts Options) (*Result, error) {
+	if p == nil {
+		return nil, fmt.Errorf("no device profile")
+	}
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("profile %s: %v", p.Name, err)
+	}
+	if opts.BatchScale == 0 {
+		opts.BatchScale = 1
+	}
+	if opts.TopLive == 0 {
+		opts.TopLive = 20
+	}
+	shp, err := NewShapes(g, opts.BatchScale)
+	if err != nil {
+		return nil, err
+	}
+	s := &sim{g: g, p: p, opts: opts, conv: opts.Conventions, shp: shp, xmap: map[xkey]int32{}}
+	s.res = &Result{Profile: p, Options: opts, UnknownOps: map[string]int{}, Shapes: shp}
+	if opts.Timeline {
+		s.tl = &Timeline{}
+	}
+	if err := s.setup(); err != nil {
+		return nil, err
+	}
+	if err := s.run(); err != nil {
+		return nil, err
+	}
+	s.finish()
+	return s.res, nil
+}
+
+// fanin marks the nodes needed to run the fetches.
+func fanin(g *graphdef.Graph, fetch []string) ([]bool, error) {
+	incl := make([]bool, len(g.Nodes))
+	if len(fetch) == 0 {
+		for i := range incl {
+			incl[i] = true
+		}
+		return incl, nil
+	}
+	var stack []*graphdef.Node
+	for _, f := range fetch {
+		name, _, _ := strings.Cut(strings.TrimPrefix(f, "^"), ":")
+		n := g.Node(name)
+		if n == nil {
+			return nil, fmt.Errorf("fetch %q: no such node in %s", f, g.Source)
+		}
+		if !incl[n.Index] {
+			incl[n.Index] = true
+			stack = append(stack, n)
+		}
+	}
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		visit := func(m *graphdef.Node) {
+			if !incl[m.Index] {
+				incl[m.Index] = true
+				stack = append(stack, m)
+			}
+		}
+		for _, t := range n.Inputs {
+			visit(t.Node)
+		}
+		for _, c := range n.ControlInputs {
+			visit(c)
+		}
+	}
+	return incl, nil
+}
+
+func isBackEdgeSource(n *graphdef.Node) bool {
+	return n.Op == "NextIteration" || n.Op == "RefNextIteration"
+}
+
+func (s *sim) deviceIndex(name string, gpu bool) int32 {
+	for i, d := range s.devs {
+		if d.name == name {
+			return int32(i)
+		}
+	}
+	d := &simDevice{name: name, gpu: gpu, d2h: -1, h2d: -1, peakEv: -1}
+	d.res.Name, d.res.GPU = name, gpu
+	if gpu {
+		d.res.MemoryLimit = s.p.MemoryBytes
+	}
+	s.devs = append(s.devs, d)
+	return int32(len(s.devs) - 1)
+}
+
+// placement returns the device node n runs on: its own device, or the default compute device
+// (with n's job, replica and task) when it names none.
+func placement(n *graphdef.Node, def graphdef.Device) graphdef.Device {
+	d := n.Device
+	if d.Type == "" {
+		dd := def
+		if !d.IsZero() {
+			dd.Job, dd.Replica, dd.Task = d.Job, d.Replica, d.Task
+		}
+		return dd
+	}
+	if d.Index < 0 {
+		d.Index = 0
+	}
+	return d
+}
+
+func (s *sim) setup() error {
+	g := s.g
+	def := graphdef.Device{Replica: -1, Task: -1, Type: "GPU", Index: 0}
+	if s.opts.ComputeDevice != "" {
+		d, err := graphdef.ParseDevice(s.opts.ComputeDevice)
+		if err != nil {
+			return fmt.Errorf("compute device: %v", err)
+		}
+		if d.Type == "" {
+			return fmt.Errorf("compute device %q names no device type", s.opts.ComputeDevice)
+		}
+		if d.Index < 0 {
+			d.Index = 0
+		}
+		def = d
+	}
+	incl, err := fanin(g, s.opts.Fetch)
+	if err != nil {
+		return err
+	}
+	s.incl = incl
+	nn := len(g.Nodes)
+	s.dev = make([]int32, nn)
+	s.dur = make([]int64, nn)
+	s.wsz = make([]int64, nn)
+	s.tie = make([]int32, nn)
+	s.pend = make([]int32, nn)
+	s.ready = make([]int64, nn)
+	s.lastX = make([]int32, nn)
+	s.start = make([]int64, nn)
+	s.outOf = make([]int32, nn+1)
+	s.wsBuf = make([]int32, nn)
+	s.resid = make([]int32, nn)
+	// Devices: the default compute device first, then in order of first use.
+	s.deviceIndex(def.String(), def.Type != "CPU")
+	for _, n := range g.Nodes {
+		if !incl[n.Index] && !isVariableOp(n.Op) {
+			continue
+		}
+		d := placement(n, def)
+		s.dev[n.Index] = s.deviceIndex(d.String(), d.Type != "CPU")
+	}
+	// Tie-break ranks.
+	if s.conv.TieByName {
+		idx := make([]int, nn)
+		for i := range idx {
+			idx[i] = i
+		}
+		sort.Slice(idx, func(a, b int) bool { return g.Nodes[idx[a]].Name < g.Nodes[idx[b]].Name })
+		for r, i := range idx {
+			s.tie[i] = int32(r)
+		}
+	} else {
+		for _, n := range g.Nodes {
+			s.tie[n.Index] = int32(n.TopoIndex)
+		}
+	}
+	// Outputs.
+	total := 0
+	for _, n := range g.Nodes {
+		s.outOf[n.Index] = int32(total)
+		total += numOutputs(n)
+	}
+	s.outOf[nn] = int32(total)
+	s.outB = make([]int32, total)
+	s.newB = make([]bool, total)
+	for i := range s.outB {
+		s.outB[i] = -1
+	}
+	tf32 := !s.opts.NoTF32
+	for _, n := range g.Nodes {
+		s.resid[n.Index] = -1
+		s.wsBuf[n.Index] = -1
+		s.lastX[n.Index] = -1
+		if !incl[n.Index] {
+			continue
+		}
+		s.res.Simulated++
+		onHost := !s.devs[s.dev[n.Index]].gpu
+		e := EstimateOp(n, s.shp)
+		if e.Kind == KindUnknown {
+			s.res.UnknownOps[n.Op]++
+		}
+		if m, ok := s.opts.Measured.lookup(n, s.devs[s.dev[n.Index]].name); ok {
+			s.dur[n.Index] = max(MinOpTime, m)
+			s.res.MeasuredNodes++
+		} else {
+			s.dur[n.Index] = OpTime(e, s.p, onHost, tf32)
+		}
+		if !s.conv.NoWorkspace && !onHost {
+			s.wsz[n.Index] = e.Workspace
+		}
+		for port := 0; port < numOutputs(n); port++ {
+			t := graphdef.Tensor{Node: n, Port: port}
+			if dt, ok := t.DataType(); ok && (graphdef.IsHandle(dt) || graphdef.IsRef(dt)) {
+				continue
+			}
+			if _, ok := s.shp.Bytes(t); !ok {
+				s.res.UnsizedTensors++
+			}
+		}
+		for _, in := range n.Inputs {
+			if !isBackEdgeSource(in.Node) {
+				s.pend[n.Index]++
+			}
+		}
+		for _, c := range n.ControlInputs {
+			if !isBackEdgeSource(c) {
+				s.pend[n.Index]++
+			}
+		}
+	}
+	// Resident buffers: every variable of the graph (variables live in the session whether
+	// or not this step reads them) and the constants the step runs.
+	if !s.conv.NoResidentVariables {
+		for _, n := range g.Nodes {
+			var b int64
+			var ok bool
+			kind := kindVariable
+			switch {
+			case isVariableOp(n.Op):
+				b, ok = variableBytes(n)
+			case (n.Op == "Const" || n.Op == "HostConst") && incl[n.Index]:
+				b, ok = s.shp.Bytes(graphdef.Tensor{Node: n, Port: 0})
+				kind = kindConstant
+			}
+			if !ok || b == 0 {
+				continue
+			}
+			id := s.newBuffer(b, s.dev[n.Index], n.Index, 0, kind, 0)
+			s.bufs[id].resident = true
+			s.devs[s.dev[n.Index]].resident += b
+			s.resid[n.Index] = id
+		}
+	}
+	for _, d := range s.devs {
+		if !d.gpu {
+			continue
+		}
+		d.d2h = s.newEngine(d, false)
+		if s.p.Duplex {
+			d.h2d = s.newEngine(d, true)
+		} else {
+			d.h2d = d.d2h
+			s.engs[d.d2h].name = d.name + " copy"
+		}
+	}
+	for _, n := range g.Nodes {
+		if incl[n.Index] && s.pend[n.Index] == 0 {
+			s.makeReady(n.Index, 0)
+		}
+	}
+	return nil
+}
+
+func isVariableOp(op string) bool {
+	return op == "VarHandleOp" || op == "VariableV2" || op == "Variable"
+}
+
+func numOutputs(n *graphdef.Node) int {
+	if len(n.OutputTypes) > 0 {
+		return len(n.OutputTypes)
+	}
+	return len(n.Consumers)
+}
+
+func (s *sim) newEngine(d *simDevice, h2d bool) int32 {
+	dir := "D2H"
+	if h2d {
+		dir = "H2D"
+	}
+	s.engs = append(s.engs, &copyEngine{name: d.name + " " + dir, dev: int32(len(s.devs)), h2d: h2d})
+	for i, dd := range s.devs {
+		if dd == d {
+			s.engs[len(s.engs)-1].dev = int32(i)
+		}
+	}
+	return int32(len(s.engs) - 1)
+}
+
+// tensorBytes returns the size the simulation gives tensor (n, port).
+func (s *sim) tensorBytes(n *graphdef.Node, port int) int64 {
+	t := graphdef.Tensor{Node: n, Port: port}
+	dt, ok := t.DataType()
+	if !ok {
+		return 0
+	}
+	if graphdef.IsHandle(dt) {
+		return 0
+	}
+	if s.conv.UnknownDimsAsOne {
+		elem, ok := graphdef.ElementBytes(dt)
+		if !ok {
+			return 0
+		}
+		return elementsMin1(s.shp.Out(n, port)) * elem
+	}
+	b, ok := s.shp.Bytes(t)
+	if !ok {
+		// A measured profile may know the size the shapes do not.
+		b, _ = s.opts.Measured.outputBytes(n, port)
+	}
+	return b
+}
+
+func (s *sim) newBuffer(bytes int64, dev int32, node, port int, kind uint8, t int64) int32 {
+	s.bufs = append(s.bufs, buffer{bytes: bytes, allocT: t, dev: dev, node: int32(node), port: int32(port), kind: kind, freeEv: -1})
+	id := int32(len(s.bufs) - 1)
+	d := s.devs[dev]
+	d.cur += bytes
+	d.log = append(d.log, memEv{t: t, delta: bytes, buf: id})
+	s.bufs[id].allocEv = int32(len(d.log) - 1)
+	if d.cur > d.peak {
+		d.peak, d.peakT, d.peakEv = d.cur, t, int32(len(d.log)-1)
+	}
+	return id
+}
+
+// unref drops one reference to buffer id at time t, now or (DelayedFree) after the ops
+// starting at t have allocated.
+func (s *sim) unref(id int32, t int64) {
+	if id < 0 {
+		return
+	}
+	if s.conv.DelayedFree {
+		s.deferred = append(s.deferred, id)
+		return
+	}
+	s.release(id, t)
+}
+
+func (s *sim) release(id int32, t int64) {
+	if id < 0 {
+		return
+	}
+	b := &s.bufs[id]
+	if b.resident {
+		return
+	}
+	b.refs--
+	if b.refs > 0 {
+		return
+	}
+	if b.refs < 0 {
+		panic(fmt.Sprintf("cost: buffer of %s released too often", s.bufName(id)))
+	}
+	d := s.devs[b.dev]
+	d.cur -= b.bytes
+	d.log = append(d.log, memEv{t: t, delta: -b.bytes, buf: id})
+	b.freeEv = int32(len(d.log) - 1)
+}
+
+func (s *sim) bufName(id int32) string {
+	b := s.bufs[id]
+	if b.node < 0 {
+		return "?"
+	}
+	n := s.g.Nodes[b.node]
+	switch b.kind {
+	case kindVariable, kindConstant, kindWorkspace:
+		return n.Name
+	}
+	return n.Name + ":" + strconv.Itoa(int(b.port))
+}
+
+func (s *sim) push(t int64, kind uint8, id int32) {
+	s.seq++
+	s.evq.push(event{t: t, seq: s.seq, kind: kind, id: id})
+}
+
+func (s *sim) makeReady(node int, t int64) {
+	d := s.devs[s.dev[node]]
+	d.ready.push(readyItem{ready: t, tie: s.tie[node], node: int32(node)})
+	d.dirty = true
+}
+
+// arrive delivers one input (data or control) of node at time t, through transfer x (-1 for
+// a same-device input).
+func (s *sim) arrive(node int, t int64, x int32) {
+	s.pend[node]--
+	if t >= s.ready[node] {
+		s.ready[node] = t
+		s.lastX[node] = x
+	}
+	if s.pend[node] == 0 {
+		s.makeReady(node, s.ready[node])
+	}
+}
+
+// inputBuf returns the buffer node reads as data input i on its own device: the producer's
+// buffer, or the received copy, or -1.
+func (s *sim) inputBuf(n *graphdef.Node, i int) int32 {
+	t := n.Inputs[i]
+	if s.dev[t.Node.Index] == s.dev[n.Index] {
+		return s.outB[s.outOf[t.Node.Index]+int32(t.Port)]
+	}
+	if x, ok := s.xmap[xkey{int32(t.Node.Index), int32(t.Port), s.dev[n.Index]}]; ok {
+		return s.xfers[x].dstBuf
+	}
+	return -1
+}
+
+// uses counts the references a new output buffer of (n, port) starts with: one per consumer
+// edge on n's device, plus one per receiving device (released when the transfer completes)
+// or, with TransientRecv, one per consumer edge on other devices (released when that
+// consumer finishes).
+func (s *sim) uses(n *graphdef.Node, port int) int32 {
+	if port >= len(n.Consumers) {
+		return 0
+	}
+	var local, remote int32
+	var devs []int32
+	for _, u := range n.Consumers[port] {
+		if !s.incl[u.Node.Index] {
+			continue
+		}
+		dv := s.dev[u.Node.Index]
+		if dv == s.dev[n.Index] {
+			local++
+			continue
+		}
+		if s.conv.TransientRecv {
+			remote++
+			continue
+		}
+		seen := false
+		for _, d := range devs {
+			seen = seen || d == dv
+		}
+		if !seen {
+			devs = append(devs, dv)
+			remote++
+		}
+	}
+	return local + remote
+}
+
+// residentOf returns the resident buffer output port of n reads, or -1: a constant's own
+// buffer, a ref variable's, or for ReadVariableOp the variable's when it is on the same
+// device.
+func (s *sim) residentOf(n *graphdef.Node, port int) int32 {
+	if s.conv.NoResidentVariables {
+		return -1
+	}
+	switch n.Op {
+	case "Const", "HostConst", "VariableV2", "Variable":
+		return s.resid[n.Index]
+	case "ReadVariableOp":
+		v := n.Inputs[0].Node
+		for !isVariableOp(v.Op) && aliasInput(v.Op, 0) == 0 && len(v.Inputs) > 0 {
+			v = v.Inputs[0].Node
+		}
+		if isVariableOp(v.Op) && s.dev[v.Index] == s.dev[n.Index] {
+			return s.resid[v.Index]
+		}
+	}
+	return -1
+}
+
+func (s *sim) startOp(node int, t int64) {
+	n := s.g.Nodes[node]
+	dv := s.dev[node]
+	d := s.devs[dv]
+	s.start[node] = t
+	off := s.outOf[node]
+	for port := 0; port < numOutputs(n); port++ {
+		u := s.uses(n, port)
+		if r := s.residentOf(n, port); r >= 0 {
+			s.outB[off+int32(port)] = r
+			continue
+		}
+		size := s.tensorBytes(n, port)
+		if !s.conv.NoAliasing {
+			if i := aliasInput(n.Op, port); i >= 0 && i < len(n.Inputs) {
+				if b := s.inputBuf(n, i); b >= 0 && s.bufs[b].dev == dv {
+					s.outB[off+int32(port)] = b
+					s.bufs[b].refs += u
+					continue
+				}
+			}
+		}
+		if !s.conv.NoForwarding && port == 0 && elementwiseOps[n.Op] && size > 0 {
+			if b := s.forwardable(n, size); b >= 0 {
+				// The buffer now holds n's output: report it under n's name.
+				s.outB[off+int32(port)] = b
+				s.bufs[b].refs += u
+				s.bufs[b].node, s.bufs[b].port, s.bufs[b].kind = int32(node), 0, kindActivation
+				continue
+			}
+		}
+		if size <= 0 {
+			continue
+		}
+		b := s.newBuffer(size, dv, node, port, kindActivation, t)
+		s.bufs[b].refs = u + 1 // the op holds it until it finishes
+		s.outB[off+int32(port)] = b
+		s.newB[off+int32(port)] = true
+	}
+	if s.wsz[node] > 0 {
+		b := s.newBuffer(s.wsz[node], dv, node, 0, kindWorkspace, t)
+		s.bufs[b].refs = 1
+		s.wsBuf[node] = b
+	}
+	d.busy = true
+	d.res.Ops++
+	d.res.BusyTime += s.dur[node]
+	s.push(t+s.dur[node], evOpDone, int32(node))
+}
+
+// forwardable returns an input buffer n may write its output into: on n's device, not
+// resident, of the output's size and dtype, and referenced only by this one input of n.
+func (s *sim) forwardable(n *graphdef.Node, size int64) int32 {
+	out, _ := graphdef.Tensor{Node: n, Port: 0}.DataType()
+	for i, t := range n.Inputs {
+		b := s.inputBuf(n, i)
+		if b < 0 {
+			continue
+		}
+		bb := s.bufs[b]
+		if bb.resident || bb.dev != s.dev[n.Index] || bb.bytes != size || bb.refs != 1 || bb.kind == kindWorkspace {
+			continue
+		}
+		if dt, ok := t.DataType(); !ok || graphdef.BaseType(dt) != graphdef.BaseType(out) {
+			continue
+		}
+		return b
+	}
+	return -1
+}
+
+func (s *sim) finishOp(node int, t int64) {
+	n := s.g.Nodes[node]
+	dv := s.dev[node]
+	d := s.devs[dv]
+	d.busy = false
+	d.idleSince = t
+	d.dirty = true
+	if t > d.res.End {
+		d.res.End = t
+	}
+	if s.tl != nil {
+		s.tl.Ops = append(s.tl.Ops, OpSpan{Node: n, Device: int(dv), Start: s.start[node], End: t})
+	}
+	// Release the inputs.
+	for i, in := range n.Inputs {
+		if isBackEdgeSource(in.Node) {
+			continue
+		}
+		if s.dev[in.Node.Index] != dv && s.conv.TransientRecv {
+			s.unref(s.outB[s.outOf[in.Node.Index]+int32(in.Port)], t)
+			continue
+		}
+		s.unref(s.inputBuf(n, i), t)
+	}
+	off := s.outOf[node]
+	for port := 0; port < numOutputs(n); port++ {
+		if s.newB[off+int32(port)] {
+			s.unref(s.outB[off+int32(port)], t)
+		}
+	}
+	s.unref(s.wsBuf[node], t)
+	if isBackEdgeSource(n) {
+		return
+	}
+	// Deliver the outputs.
+	for port, uses := range n.Consumers {
+		for _, u := range uses {
+			c := u.Node.Index
+			if !s.incl[c] {
+				continue
+			}
+			if s.dev[c] == dv {
+				s.arrive(c, t, -1)
+				continue
+			}
+			x := s.transfer(node, port, s.dev[c], t)
+			s.xfers[x].waiters = append(s.xfers[x].waiters, int32(c))
+		}
+	}
+	for _, c := range n.ControlOutputs {
+		if !s.incl[c.Index] {
+			continue
+		}
+		if s.dev[c.Index] == dv {
+			s.arrive(c.Index, t, -1)
+			continue
+		}
+		x := s.transfer(node, -1, s.dev[c.Index], t)
+		s.xfers[x].waiters = append(s.xfers[x].waiters, int32(c.Index))
+	}
+}
+
+// transfer returns the transfer of tensor (node, port) (port -1: a control message) to
+// device dst, creating and enqueueing it at time t the first time it is asked for: TensorFlow
+// sends a tensor once to each device that reads it.
+func (s *sim) transfer(node, port int, dst int32, t int64) int32 {
+	k := xkey{int32(node), int32(port), dst}
+	if x, ok := s.xmap[k]; ok {
+		return x
+	}
+	n := s.g.Nodes[node]
+	src := s.dev[node]
+	x := &xfer{node: int32(node), port: int32(port), src: src, dst: dst, engine: -1, srcBuf: -1, dstBuf: -1, enq: t}
+	if port >= 0 {
+		x.srcBuf = s.outB[s.outOf[node]+int32(port)]
+		if x.srcBuf >= 0 {
+			x.bytes = s.bufs[x.srcBuf].bytes
+		} else {
+			x.bytes = s.tensorBytes(n, port)
+		}
+	}
+	id := int32(len(s.xfers))
+	s.xfers = append(s.xfers, x)
+	s.xmap[k] = id
+	sd, dd := s.devs[src], s.devs[dst]
+	switch {
+	case sd.gpu:
+		x.engine = sd.d2h // device to host (or to a peer GPU)
+	case dd.gpu:
+		x.engine = dd.h2d
+	}
+	if port >= 0 && x.bytes > 0 {
+		// The receiving side allocates the destination buffer when the tensor is ready to be
+		// sent (TensorFlow's _Recv allocates it when the rendezvous delivers the tensor).
+		b := s.newBuffer(x.bytes, dst, node, port, kindCopy, t)
+		refs := int32(1) // held by the transfer
+		if !s.conv.TransientRecv {
+			for _, u := range n.Consumers[port] {
+				if s.incl[u.Node.Index] && s.dev[u.Node.Index] == dst {
+					refs++
+				}
+			}
+		}
+		s.bufs[b].refs = refs
+		x.dstBuf = b
+	}
+	if x.engine < 0 || s.conv.InstantTransfers {
+		x.start, x.end = t, t
+		s.push(t, evXferDone, id)
+		return id
+	}
+	e := s.engs[x.engine]
+	e.queue = append(e.queue, id)
+	if !e.busy {
+		s.startXfer(e, t)
+	}
+	return id
+}
+
+func (s *sim) xferDuration(x *xfer) int64 {
+	bw := s.p.D2H
+	if s.engs[x.engine].h2d || (!s.devs[x.src].gpu && s.devs[x.dst].gpu) {
+		bw = s.p.H2D
+	}
+	return ceilNS(s.p.TransferLatency + float64(x.bytes)/bw)
+}
+
+func (s *sim) startXfer(e *copyEngine, t int64) {
+	if e.head >= len(e.queue) {
+		return
+	}
+	id := e.queue[e.head]
+	e.head++
+	x := s.xfers[id]
+	x.start = t
+	x.end = t + s.xferDuration(x)
+	e.busy = true
+	s.push(x.end, evXferDone, id)
+}
+
+func (s *sim) finishXfer(id int32, t int64) {
+	x := s.xfers[id]
+	if x.engine >= 0 && !s.conv.InstantTransfers {
+		e := s.engs[x.engine]
+		e.busy = false
+		s.startXfer(e, t)
+	}
+	sd, dd := s.devs[x.src], s.devs[x.dst]
+	if x.port >= 0 {
+		switch {
+		case sd.gpu && !dd.gpu:
+			s.res.D2H.Count++
+			s.res.D2H.Bytes += x.bytes
+			s.res.D2H.Busy += x.end - x.start
+		case !sd.gpu && dd.gpu:
+			s.res.H2D.Count++
+			s.res.H2D.Bytes += x.bytes
+			s.res.H2D.Busy += x.end - x.start
+		}
+	}
+	if s.tl != nil && x.engine >= 0 {
+		name := s.g.Nodes[x.node].Name
+		if x.port >= 0 {
+			name += ":" + strconv.Itoa(int(x.port))
+		} else {
+			name = "^" + name
+		}
+		s.tl.Xfers = append(s.tl.Xfers, XferSpan{Tensor: name, Src: int(x.src), Dst: int(x.dst), Engine: s.engs[x.engine].name, Enqueue: x.enq, Start: x.start, End: x.end, Bytes: x.bytes})
+	}
+	s.unref(x.dstBuf, t)
+	if x.port >= 0 && !s.conv.TransientRecv {
+		s.unref(x.srcBuf, t)
+	}
+	// A host-to-device data transfer delivers a swap-in; it is what a stall waits for.
+	via := int32(-1)
+	if x.port >= 0 && !sd.gpu && dd.gpu {
+		via = id
+	}
+	for _, c := range x.waiters {
+		s.arrive(int(c), t, via)
+	}
+}
+
+func (s *sim) dispatch(t int64) {
+	for _, d := range s.devs {
+		if !d.dirty {
+			continue
+		}
+		d.dirty = false
+		if d.busy || d.ready.len() == 0 {
+			continue
+		}
+		it := d.ready.pop()
+		if gap := t - d.idleSince; gap > 0 {
+			if s.lastX[it.node] >= 0 {
+				d.res.SwapInStall += gap
+			} else {
+				d.res.IdleTime += gap
+			}
+		}
+		s.startOp(int(it.node), t)
+	}
+}
+
+func (s *sim) run() error {
+	s.dispatch(0)
+	for s.evq.len() > 0 {
+		t := s.evq.peek().t
+		for s.evq.len() > 0 && s.evq.peek().t == t {
+			e := s.evq.pop()
+			switch e.kind {
+			case evOpDone:
+				s.finishOp(int(e.id), t)
+			case evXferDone:
+				s.finishXfer(e.id, t)
+			}
+		}
+		s.dispatch(t)
+		for _, id := range s.deferred {
+			s.release(id, t)
+		}
+		s.deferred = s.deferred[:0]
+		if t > s.res.StepTime {
+			s.res.StepTime = t
+		}
+	}
+	for _, n := range s.g.Nodes {
+		if s.incl[n.Index] && s.pend[n.Index] > 0 {
+			return fmt.Errorf("%s: node %q never became ready (%d inputs outstanding): unsupported control flow?", s.g.Source, n.Name, s.pend[n.Index])
+		}
+	}
+	return nil
+}
+
+func (s *sim) finish() {
+	var gpus, hosts []*simDevice
+	for _, d := range s.devs {
+		if d.gpu {
+			gpus = append(gpus, d)
+		} else {
+			hosts = append(hosts, d)
+		}
+	}
+	order := append(gpus, hosts...)
+	if s.tl != nil {
+		s.tl.Memory = make([][]MemPoint, len(order))
+	}
+	remap := make([]int, len(s.devs))
+	for i, d := range order {
+		for j, dd := range s.devs {
+			if dd == d {
+				remap[j] = i
+			}
+		}
+	}
+	for i, d := range order {
+		r := d.res
+		r.PeakBytes, r.PeakTime, r.ResidentBytes = d.peak, d.peakT, d.resident
+		var live []LiveTensor
+		if d.peakEv >= 0 {
+			for id := range s.bufs {
+				b := &s.bufs[id]
+				if s.devs[b.dev] != d || b.allocEv > d.peakEv || (b.freeEv >= 0 && b.freeEv <= d.peakEv) {
+					continue
+				}
+				lt := LiveTensor{Name: s.bufName(int32(id)), Kind: kindNames[b.kind], Bytes: b.bytes, Since: b.allocT}
+				if b.node >= 0 {
+					lt.Op = s.g.Nodes[b.node].Op
+				}
+				live = append(live, lt)
+			}
+		}
+		sort.SliceStable(live, func(a, b int) bool {
+			if live[a].Bytes != live[b].Bytes {
+				return live[a].Bytes > live[b].Bytes
+			}
+			return live[a].Name < live[b].Name
+		})
+		r.LiveCount = len(live)
+		if s.opts.TopLive > 0 && len(live) > s.opts.TopLive {
+			live = live[:s.opts.TopLive]
+		} else if s.opts.TopLive < 0 {
+			live = nil
+		}
+		r.Live = live
+		rr := r
+		s.res.Devices = append(s.res.Devices, &rr)
+		if s.tl != nil {
+			var pts []MemPoint
+			var cur int64
+			for _, ev := range d.log {
+				cur += ev.delta
+				if k := len(pts); k > 0 && pts[k-1].T == ev.t {
+					pts[k-1].Bytes = cur
+					pts[k-1].Max = max(pts[k-1].Max, cur)
+					continue
+				}
+				pts = append(pts, MemPoint{T: ev.t, Bytes: cur, Max: cur})
+			}
+			s.tl.Memory[i] = pts
+		}
+	}
+	if s.tl != nil {
+		for i := range s.tl.Ops {
+			s.tl.Ops[i].Device = remap[s.tl.Ops[i].Device]
+		}
+		for i := range s.tl.Xfers {
+			s.tl.Xfers[i].Src = remap[s.tl.Xfers[i].Src]
+			s.tl.Xfers[i].Dst = remap[s.tl.Xfers[i].Dst]
+		}
+		s.res.Timeline = s.tl
+	}
+}
