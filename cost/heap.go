@@ -11,6 +11,7 @@ type event struct {
 const (
 	evOpDone uint8 = iota
 	evXferDone
+	evXferQueued // a transfer's fixed latency has passed: it joins its copy engine's queue
 )
 
 // eventHeap is a min-heap of events by (t, seq).

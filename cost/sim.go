@@ -979,12 +979,18 @@ func (s *sim) transfer(node, port int, dst int32, t int64) int32 {
 		s.push(t, evXferDone, id)
 		return id
 	}
-	e := s.engs[x.engine]
+	// The fixed latency (issuing the copy, TensorFlow's rendezvous) passes before the copy
+	// joins its engine's queue; the engine is then busy for bytes / bandwidth.
+	s.push(t+ceilNS(s.p.TransferLatency), evXferQueued, id)
+	return id
+}
+
+func (s *sim) queueXfer(id int32, t int64) {
+	e := s.engs[s.xfers[id].engine]
 	e.queue = append(e.queue, id)
 	if !e.busy {
 		s.startXfer(e, t)
 	}
-	return id
 }
 
 func (s *sim) xferDuration(x *xfer) int64 {
@@ -992,7 +998,7 @@ func (s *sim) xferDuration(x *xfer) int64 {
 	if s.engs[x.engine].h2d || (!s.devs[x.src].gpu && s.devs[x.dst].gpu) {
 		bw = s.p.H2D
 	}
-	return ceilNS(s.p.TransferLatency + float64(x.bytes)/bw)
+	return ceilNS(float64(x.bytes) / bw)
 }
 
 func (s *sim) startXfer(e *copyEngine, t int64) {
@@ -1083,6 +1089,8 @@ func (s *sim) run() error {
 				s.finishOp(int(e.id), t)
 			case evXferDone:
 				s.finishXfer(e.id, t)
+			case evXferQueued:
+				s.queueXfer(e.id, t)
 			}
 		}
 		s.dispatch(t)

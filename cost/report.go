@@ -1,0 +1,133 @@
+package cost
+
+import "sort"
+
+// Report is the JSON form of a Result (tfswap simulate --json). Times are nanoseconds,
+// sizes bytes.
+type Report struct {
+	Profile           string            `json:"profile"`
+	Conventions       string            `json:"conventions"`
+	Fetch             []string          `json:"fetch,omitempty"`
+	BatchScale        int               `json:"batch_scale"`
+	Simulated         int               `json:"simulated_nodes"`
+	StepTimeNS        int64             `json:"step_time_ns"`
+	Devices           []DeviceReport    `json:"devices"`
+	D2H               TransferStats     `json:"d2h"`
+	H2D               TransferStats     `json:"h2d"`
+	UnknownOps        map[string]int    `json:"unknown_ops"`
+	UnsizedTensors    int               `json:"unsized_tensors"`
+	MeasuredNodes     int               `json:"measured_nodes"`
+	ScaledTensors     int               `json:"scaled_tensors,omitempty"`
+	BatchPlaceholders []string          `json:"batch_placeholders,omitempty"`
+	Extra             map[string]string `json:"extra,omitempty"`
+}
+
+// DeviceReport is one device of a Report.
+type DeviceReport struct {
+	Name          string       `json:"name"`
+	GPU           bool         `json:"gpu"`
+	MemoryLimit   int64        `json:"memory_limit,omitempty"`
+	PeakBytes     int64        `json:"peak_bytes"`
+	PeakTimeNS    int64        `json:"peak_time_ns"`
+	ResidentBytes int64        `json:"resident_bytes"`
+	Ops           int          `json:"ops"`
+	BusyNS        int64        `json:"busy_ns"`
+	SwapInStallNS int64        `json:"swap_in_stall_ns"`
+	IdleNS        int64        `json:"idle_ns"`
+	LiveCount     int          `json:"live_count"`
+	Live          []LiveTensor `json:"live"`
+}
+
+// ConventionsName names a set of conventions: "tfswap", "grappler", or the list of rules
+// switched to Grappler's.
+func ConventionsName(c Conventions) string {
+	if c == (Conventions{}) {
+		return "tfswap"
+	}
+	if c == GrapplerConventions() {
+		return "grappler"
+	}
+	var parts []string
+	for _, r := range ConventionRules() {
+		if r.Get(c) {
+			parts = append(parts, r.Name)
+		}
+	}
+	s := ""
+	for i, p := range parts {
+		if i > 0 {
+			s += "+"
+		}
+		s += p
+	}
+	return s
+}
+
+// ConventionRule is one switchable accounting rule.
+type ConventionRule struct {
+	// Name is a short name ("resident-variables"); Grappler is what the rule does when set.
+	Name     string
+	Grappler string
+	Get      func(Conventions) bool
+	Set      func(*Conventions, bool)
+}
+
+// ConventionRules lists the rules in which tfswap's accounting and Grappler's differ.
+func ConventionRules() []ConventionRule {
+	return []ConventionRule{
+		{"no-resident-variables", "variables, optimizer slots and constants are not resident; ReadVariableOp and Const outputs are ordinary tensors",
+			func(c Conventions) bool { return c.NoResidentVariables }, func(c *Conventions, v bool) { c.NoResidentVariables = v }},
+		{"no-aliasing", "Identity, Reshape and the like allocate their own output",
+			func(c Conventions) bool { return c.NoAliasing }, func(c *Conventions, v bool) { c.NoAliasing = v }},
+		{"no-forwarding", "elementwise ops never reuse an input buffer",
+			func(c Conventions) bool { return c.NoForwarding }, func(c *Conventions, v bool) { c.NoForwarding = v }},
+		{"no-workspace", "kernel temporaries are not counted",
+			func(c Conventions) bool { return c.NoWorkspace }, func(c *Conventions, v bool) { c.NoWorkspace = v }},
+		{"unknown-dims-as-one", "unknown dimensions count as 1",
+			func(c Conventions) bool { return c.UnknownDimsAsOne }, func(c *Conventions, v bool) { c.UnknownDimsAsOne = v }},
+		{"transient-recv", "a sent tensor stays on its producer's device until its remote consumers finish; the received copy lives only during the transfer",
+			func(c Conventions) bool { return c.TransientRecv }, func(c *Conventions, v bool) { c.TransientRecv = v }},
+		{"instant-transfers", "transfers take no time",
+			func(c Conventions) bool { return c.InstantTransfers }, func(c *Conventions, v bool) { c.InstantTransfers = v }},
+		{"delayed-free", "buffers are freed 1 ns after their last reader ends",
+			func(c Conventions) bool { return c.DelayedFree }, func(c *Conventions, v bool) { c.DelayedFree = v }},
+		{"tie-by-name", "ops ready at the same time run in name order",
+			func(c Conventions) bool { return c.TieByName }, func(c *Conventions, v bool) { c.TieByName = v }},
+	}
+}
+
+// ReportOf builds the JSON report of r.
+func ReportOf(r *Result) *Report {
+	rep := &Report{
+		Profile: r.Profile.Name, Conventions: ConventionsName(r.Options.Conventions), Fetch: r.Options.Fetch,
+		BatchScale: r.Options.BatchScale, Simulated: r.Simulated, StepTimeNS: r.StepTime,
+		D2H: r.D2H, H2D: r.H2D, UnknownOps: r.UnknownOps, UnsizedTensors: r.UnsizedTensors,
+		MeasuredNodes: r.MeasuredNodes,
+	}
+	if r.Shapes != nil {
+		rep.ScaledTensors, rep.BatchPlaceholders = r.Shapes.Scaled, r.Shapes.BatchInputs
+	}
+	for _, d := range r.Devices {
+		rep.Devices = append(rep.Devices, DeviceReport{
+			Name: d.Name, GPU: d.GPU, MemoryLimit: d.MemoryLimit, PeakBytes: d.PeakBytes, PeakTimeNS: d.PeakTime,
+			ResidentBytes: d.ResidentBytes, Ops: d.Ops, BusyNS: d.BusyTime, SwapInStallNS: d.SwapInStall,
+			IdleNS: d.IdleTime, LiveCount: d.LiveCount, Live: d.Live,
+		})
+	}
+	return rep
+}
+
+// UnknownOpList returns the op types without a cost rule, most frequent first.
+func (r *Result) UnknownOpList() []string {
+	ops := make([]string, 0, len(r.UnknownOps))
+	for op := range r.UnknownOps {
+		ops = append(ops, op)
+	}
+	sort.Slice(ops, func(i, j int) bool {
+		if r.UnknownOps[ops[i]] != r.UnknownOps[ops[j]] {
+			return r.UnknownOps[ops[i]] > r.UnknownOps[ops[j]]
+		}
+		return ops[i] < ops[j]
+	})
+	return ops
+}
