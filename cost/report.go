@@ -1,6 +1,10 @@
 package cost
 
-import "sort"
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
 
 // Report is the JSON form of a Result (tfswap simulate --json). Times are nanoseconds,
 // sizes bytes.
@@ -53,14 +57,38 @@ func ConventionsName(c Conventions) string {
 			parts = append(parts, r.Name)
 		}
 	}
-	s := ""
-	for i, p := range parts {
-		if i > 0 {
-			s += "+"
-		}
-		s += p
+	return strings.Join(parts, ",")
+}
+
+// ParseConventions parses "tfswap", "grappler", or a comma-separated list of rule names
+// (ConventionRules) to switch to Grappler's.
+func ParseConventions(spec string) (Conventions, error) {
+	switch strings.TrimSpace(spec) {
+	case "tfswap", "":
+		return Conventions{}, nil
+	case "grappler":
+		return GrapplerConventions(), nil
 	}
-	return s
+	var c Conventions
+	rules := ConventionRules()
+	for _, name := range strings.Split(spec, ",") {
+		name = strings.TrimSpace(name)
+		found := false
+		for _, r := range rules {
+			if r.Name == name {
+				r.Set(&c, true)
+				found = true
+			}
+		}
+		if !found {
+			var names []string
+			for _, r := range rules {
+				names = append(names, r.Name)
+			}
+			return c, fmt.Errorf("unknown rule %q (rules: %s; or tfswap, grappler)", name, strings.Join(names, ", "))
+		}
+	}
+	return c, nil
 }
 
 // ConventionRule is one switchable accounting rule.

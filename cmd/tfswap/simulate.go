@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -36,6 +37,7 @@ func init() {
 			&cli.StringFlag{Name: "measured", Usage: "measured op profile JSON whose per-node times replace the estimates"},
 			&cli.BoolFlag{Name: "no-tf32", Usage: "run float32 matrix products at the FP32 rate even where TF32 tensor cores exist"},
 			&cli.BoolFlag{Name: "grappler", Usage: "account memory as Grappler's VirtualCluster does (for comparison with it)"},
+			&cli.StringFlag{Name: "conventions", Hidden: true, Usage: "accounting rules switched to Grappler's, comma-separated (see docs/SIMULATOR.md), or tfswap, grappler"},
 			&cli.StringFlag{Name: "compute-device", Usage: "the device nodes without a device run on (default /device:GPU:0)"},
 			&cli.StringFlag{Name: "trace", Usage: "write a Chrome trace event file (Perfetto, chrome://tracing) to this file"},
 			&cli.StringFlag{Name: "plot", Usage: "write an SVG plot of memory over time (with the budget line) to this file"},
@@ -102,6 +104,10 @@ func simulateAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if path := c.String("dump-profile"); path != "" && c.NArg() == 0 {
+		// Only the profile is wanted.
+		return dumpProfile(p, path)
+	}
 	if c.Int("batch-scale") < 1 {
 		return usagef("--batch-scale must be at least 1, not %d", c.Int("batch-scale"))
 	}
@@ -129,6 +135,16 @@ func simulateAction(c *cli.Context) error {
 	}
 	if c.Bool("grappler") {
 		opts.Conventions = cost.GrapplerConventions()
+	}
+	if spec := c.String("conventions"); spec != "" {
+		conv, err := cost.ParseConventions(spec)
+		if err != nil {
+			return usagef("--conventions: %v", err)
+		}
+		if c.Bool("grappler") && conv != cost.GrapplerConventions() {
+			return usagef("give either --grappler or --conventions, not both")
+		}
+		opts.Conventions = conv
 	}
 	if path := c.String("measured"); path != "" {
 		m, err := cost.LoadMeasured(path)
@@ -165,11 +181,7 @@ func simulateAction(c *cli.Context) error {
 		}
 	}
 	if path := c.String("dump-profile"); path != "" {
-		data, err := cost.MarshalProfile(p)
-		if err != nil {
-			return err
-		}
-		if err := graphdef.WriteFileAtomic(path, data, 0o644); err != nil {
+		if err := dumpProfile(p, path); err != nil {
 			return err
 		}
 	}
@@ -217,6 +229,18 @@ func simulateAction(c *cli.Context) error {
 	}
 	printSimulation(w, in, p, opts, res, basePath, base)
 	return nil
+}
+
+func dumpProfile(p *cost.Profile, path string) error {
+	data, err := cost.MarshalProfile(p)
+	if err != nil {
+		return err
+	}
+	if path == "-" {
+		_, err = os.Stdout.Write(data)
+		return err
+	}
+	return graphdef.WriteFileAtomic(path, data, 0o644)
 }
 
 func pct(a, b int64) string {
