@@ -593,6 +593,8 @@ func (s *sim) setup() error {
 	return nil
 }
 
+func isFeed(op string) bool { return op == "Placeholder" || op == "PlaceholderWithDefault" }
+
 func isVariableOp(op string) bool {
 	return op == "VarHandleOp" || op == "VariableV2" || op == "Variable"
 }
@@ -859,6 +861,9 @@ func (s *sim) forwardable(n *graphdef.Node, size int64) int32 {
 		bb := s.bufs[b]
 		if bb.resident || bb.dev != s.dev[n.Index] || bb.bytes != size || bb.refs != 1 || bb.kind == kindWorkspace {
 			continue
+		}
+		if bb.node >= 0 && isFeed(s.g.Nodes[bb.node].Op) {
+			continue // the caller of Session.run still holds a fed tensor
 		}
 		if dt, ok := t.DataType(); !ok || graphdef.BaseType(dt) != graphdef.BaseType(out) {
 			continue
