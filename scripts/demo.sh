@@ -15,5 +15,5 @@ echo "== tfswap rewrite (two-device emulation: /device:CPU:1 stands for the GPU,
 bin/tfswap place "$model" --device /device:CPU:1 -o out/resnet.placed.pb
 bin/tfswap rewrite out/resnet.placed.pb -o out/resnet.swap.pb --compute-device /device:CPU:1
 echo
-echo "== training both graphs for 5 steps in a Go TensorFlow session"
-bin/tfswap train out/resnet.placed.pb out/resnet.swap.pb --fixture testmodels/fixtures/resnet.json --steps 5
+echo "== training both graphs for 5 steps in a Go TensorFlow session (oneDNN off for bit-exact comparison)"
+TF_ENABLE_ONEDNN_OPTS=0 bin/tfswap train out/resnet.placed.pb out/resnet.swap.pb --fixture testmodels/fixtures/resnet.json --steps 5
