@@ -292,6 +292,14 @@ type copyEngine struct {
 	head  int
 }
 
+// rename records that a buffer started holding another op's output (forwarding) when its
+// device's memory log had ev entries; prev is the buffer as it was before.
+type rename struct {
+	ev   int32
+	node int32
+	prev buffer
+}
+
 type xkey struct {
 	node, port, dev int32
 }
@@ -322,6 +330,7 @@ type sim struct {
 	engs     []*copyEngine
 	xfers    []*xfer
 	xmap     map[xkey]int32
+	renames  map[int32][]rename
 	evq      eventHeap
 	seq      int64
 	deferred []int32 // releases waiting for DelayedFree
@@ -347,7 +356,7 @@ func Simulate(g *graphdef.Graph, p *Profile, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &sim{g: g, p: p, opts: opts, conv: opts.Conventions, shp: shp, xmap: map[xkey]int32{}}
+	s := &sim{g: g, p: p, opts: opts, conv: opts.Conventions, shp: shp, xmap: map[xkey]int32{}, renames: map[int32][]rename{}}
 	s.res = &Result{Profile: p, Options: opts, UnknownOps: map[string]int{}, Shapes: shp}
 	if opts.Timeline {
 		s.tl = &Timeline{}
@@ -692,8 +701,9 @@ func (s *sim) release(id int32, t int64) {
 	b.freeEv = int32(len(d.log) - 1)
 }
 
-func (s *sim) bufName(id int32) string {
-	b := s.bufs[id]
+func (s *sim) bufName(id int32) string { return s.nameOf(s.bufs[id]) }
+
+func (s *sim) nameOf(b buffer) string {
 	if b.node < 0 {
 		return "?"
 	}
@@ -823,9 +833,10 @@ func (s *sim) startOp(node int, t int64) {
 		}
 		if !s.conv.NoForwarding && port == 0 && elementwiseOps[n.Op] && size > 0 {
 			if b := s.forwardable(n, size); b >= 0 {
-				// The buffer now holds n's output: report it under n's name.
+				// The buffer now holds n's output: from now on it is reported under n's name.
 				s.outB[off+int32(port)] = b
 				s.bufs[b].refs += u
+				s.renames[b] = append(s.renames[b], rename{ev: int32(len(d.log)), node: int32(node), prev: s.bufs[b]})
 				s.bufs[b].node, s.bufs[b].port, s.bufs[b].kind = int32(node), 0, kindActivation
 				continue
 			}
@@ -1146,9 +1157,16 @@ func (s *sim) finish() {
 				if s.devs[b.dev] != d || b.allocEv > d.peakEv || (b.freeEv >= 0 && b.freeEv <= d.peakEv) {
 					continue
 				}
-				lt := LiveTensor{Name: s.bufName(int32(id)), Kind: kindNames[b.kind], Bytes: b.bytes, Since: b.allocT}
-				if b.node >= 0 {
-					lt.Op = s.g.Nodes[b.node].Op
+				// Name the buffer after the output it held at the peak.
+				at := *b
+				for i := len(s.renames[int32(id)]) - 1; i >= 0; i-- {
+					if rn := s.renames[int32(id)][i]; rn.ev > d.peakEv {
+						at = rn.prev
+					}
+				}
+				lt := LiveTensor{Name: s.nameOf(at), Kind: kindNames[at.kind], Bytes: b.bytes, Since: b.allocT}
+				if at.node >= 0 {
+					lt.Op = s.g.Nodes[at.node].Op
 				}
 				live = append(live, lt)
 			}
