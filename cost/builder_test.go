@@ -36,10 +36,12 @@ func shapesAttr(shapes ...[]int64) *apb.AttrValue {
 	return &apb.AttrValue{Value: &apb.AttrValue_List{List: l}}
 }
 
-func tAttr(dt tpb.DataType) *apb.AttrValue { return &apb.AttrValue{Value: &apb.AttrValue_Type{Type: dt}} }
-func bAttr(b bool) *apb.AttrValue          { return &apb.AttrValue{Value: &apb.AttrValue_B{B: b}} }
-func sAttr(s string) *apb.AttrValue        { return &apb.AttrValue{Value: &apb.AttrValue_S{S: []byte(s)}} }
-func iAttr(i int64) *apb.AttrValue         { return &apb.AttrValue{Value: &apb.AttrValue_I{I: i}} }
+func tAttr(dt tpb.DataType) *apb.AttrValue {
+	return &apb.AttrValue{Value: &apb.AttrValue_Type{Type: dt}}
+}
+func bAttr(b bool) *apb.AttrValue   { return &apb.AttrValue{Value: &apb.AttrValue_B{B: b}} }
+func sAttr(s string) *apb.AttrValue { return &apb.AttrValue{Value: &apb.AttrValue_S{S: []byte(s)}} }
+func iAttr(i int64) *apb.AttrValue  { return &apb.AttrValue{Value: &apb.AttrValue_I{I: i}} }
 func intsAttr(v ...int64) *apb.AttrValue {
 	return &apb.AttrValue{Value: &apb.AttrValue_List{List: &apb.AttrValue_ListValue{I: v}}}
 }
