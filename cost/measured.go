@@ -36,6 +36,19 @@ import (
 // inputs), and optionally output_bytes, the bytes allocated for each output port (-1 when
 // unknown). Required: format, version, device.name, iterations >= 1, and for every node name
 // and compute_ns >= 0. Unknown fields are errors.
+//
+// Optional, written by `tfswap profile`: "machine" describes the computer the profile was
+// taken on ({"hostname", "os", "arch", "cpu", "cpus", "gpus": [...], "onednn": bool}), for
+// the reader; the simulator does not use it.
+//
+// Scaling rule (Options.ScaleMeasured). A node's measurement is used as it is when it was
+// taken on the kind of device the node is simulated on: the same device type, and for GPUs
+// the same tfswap profile when device.profile names one. A node measured on another device
+// (a CPU profile used to simulate a GPU, or a T4 profile simulating a V100) is scaled by one
+// factor per simulation, S = (sum of the analytical estimates on the simulated device) /
+// (sum of the measured times), both summed over the nodes measured on another device: the
+// measurement gives the ops' relative times, the simulated device's profile the overall
+// speed. Without ScaleMeasured such nodes keep their analytical estimates.
 const (
 	MeasuredFormat  = "tfswap-op-profile"
 	MeasuredVersion = 1
@@ -49,7 +62,9 @@ type Measured struct {
 	TensorFlowVersion string         `json:"tensorflow_version,omitempty"`
 	Graph             string         `json:"graph,omitempty"`
 	Iterations        int            `json:"iterations"`
-	Nodes             []MeasuredNode `json:"nodes"`
+	// Machine describes the computer the profile was taken on (optional).
+	Machine *MeasuredMachine `json:"machine,omitempty"`
+	Nodes   []MeasuredNode   `json:"nodes"`
 
 	byName map[string]*MeasuredNode
 }
@@ -59,6 +74,19 @@ type MeasuredDevice struct {
 	Name    string `json:"name"`
 	Model   string `json:"model,omitempty"`
 	Profile string `json:"profile,omitempty"`
+}
+
+// MeasuredMachine describes the computer a profile was taken on: host name, operating system
+// and architecture (Go's GOOS and GOARCH), CPU model and logical CPU count, the GPUs found,
+// and whether TensorFlow's oneDNN optimizations were on.
+type MeasuredMachine struct {
+	Hostname string   `json:"hostname,omitempty"`
+	OS       string   `json:"os,omitempty"`
+	Arch     string   `json:"arch,omitempty"`
+	CPU      string   `json:"cpu,omitempty"`
+	CPUs     int      `json:"cpus,omitempty"`
+	GPUs     []string `json:"gpus,omitempty"`
+	OneDNN   *bool    `json:"onednn,omitempty"`
 }
 
 // MeasuredNode is one node's measurement.
@@ -155,18 +183,28 @@ func (m *Measured) Marshal() ([]byte, error) {
 // lookup returns node n's measured time when it was measured on the same kind of device
 // (GPU, CPU) as the one it is simulated on. A nil Measured has no entries.
 func (m *Measured) lookup(n *graphdef.Node, simDevice string) (int64, bool) {
+	ns, same, ok := m.lookupAny(n, simDevice, "")
+	return ns, ok && same
+}
+
+// lookupAny returns node n's measured time, if it was measured, and whether it was measured
+// on the kind of device it is simulated on (simDevice, simulated with the device profile
+// named profile; "" skips the profile check): the same device type, and for GPUs the same
+// profile when the measurement names one.
+func (m *Measured) lookupAny(n *graphdef.Node, simDevice, profile string) (ns int64, same, ok bool) {
 	if m == nil {
-		return 0, false
+		return 0, false, false
 	}
 	nd, ok := m.byName[n.Name]
 	if !ok {
-		return 0, false
+		return 0, false, false
 	}
 	d, _ := graphdef.ParseDevice(simDevice)
-	if nd.devType != "" && d.Type != "" && nd.devType != d.Type {
-		return 0, false
+	same = nd.devType == "" || d.Type == "" || nd.devType == d.Type
+	if same && profile != "" && d.Type == "GPU" && m.Device.Profile != "" && m.Device.Profile != profile {
+		same = false
 	}
-	return *nd.ComputeNS, true
+	return *nd.ComputeNS, same, true
 }
 
 // outputBytes returns the measured size of output port of n, if measured.

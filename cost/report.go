@@ -21,6 +21,8 @@ type Report struct {
 	UnknownOps        map[string]int    `json:"unknown_ops"`
 	UnsizedTensors    int               `json:"unsized_tensors"`
 	MeasuredNodes     int               `json:"measured_nodes"`
+	MeasuredScaled    int               `json:"measured_scaled,omitempty"`
+	MeasuredScale     float64           `json:"measured_scale,omitempty"`
 	ScaledTensors     int               `json:"scaled_tensors,omitempty"`
 	BatchPlaceholders []string          `json:"batch_placeholders,omitempty"`
 	Extra             map[string]string `json:"extra,omitempty"`
@@ -130,7 +132,7 @@ func ReportOf(r *Result) *Report {
 		Profile: r.Profile.Name, Conventions: ConventionsName(r.Options.Conventions), Fetch: r.Options.Fetch,
 		BatchScale: r.Options.BatchScale, Simulated: r.Simulated, StepTimeNS: r.StepTime,
 		D2H: r.D2H, H2D: r.H2D, UnknownOps: r.UnknownOps, UnsizedTensors: r.UnsizedTensors,
-		MeasuredNodes: r.MeasuredNodes,
+		MeasuredNodes: r.MeasuredNodes, MeasuredScaled: r.MeasuredScaled, MeasuredScale: r.MeasuredScale,
 	}
 	if r.Shapes != nil {
 		rep.ScaledTensors, rep.BatchPlaceholders = r.Shapes.Scaled, r.Shapes.BatchInputs

@@ -2,6 +2,7 @@ package cost
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -73,6 +74,10 @@ type Options struct {
 	ComputeDevice string
 	// Measured, when set, gives measured compute times that replace the estimates.
 	Measured *Measured
+	// ScaleMeasured also uses the times of nodes measured on another kind of device than
+	// the one they are simulated on, scaled by the rule stated with Measured (one factor,
+	// Result.MeasuredScale). Without it those nodes keep their analytical estimates.
+	ScaleMeasured bool
 	// NoTF32 runs float32 matrix products and convolutions at the FP32 rate even on GPUs with
 	// TF32 tensor cores (tf.config.experimental.enable_tensor_float_32_execution(False)).
 	NoTF32 bool
@@ -188,6 +193,11 @@ type Result struct {
 	UnsizedTensors int
 	// MeasuredNodes counts nodes timed from Options.Measured.
 	MeasuredNodes int
+	// MeasuredScaled counts those among them measured on another kind of device, whose
+	// times were multiplied by MeasuredScale (Options.ScaleMeasured); MeasuredScale is 0
+	// when no time was scaled.
+	MeasuredScaled int
+	MeasuredScale  float64
 	// D2H and H2D sum the transfers from a GPU to the host and from the host to a GPU.
 	D2H, H2D TransferStats
 	// Shapes are the shapes simulated (with the batch scale applied).
@@ -517,6 +527,15 @@ func (s *sim) setup() error {
 		s.outB[i] = -1
 	}
 	tf32 := !s.opts.NoTF32
+	// Nodes measured on another kind of device (Options.ScaleMeasured): their indices and
+	// measured times, and the sums the scale factor is made of.
+	var scaled []int
+	var scaledNS []int64
+	var estSum, measSum float64
+	profileName := "" // a GPU measured with another profile counts as another device only when scaling
+	if s.opts.ScaleMeasured {
+		profileName = s.p.Name
+	}
 	for _, n := range g.Nodes {
 		s.resid[n.Index] = -1
 		s.wsBuf[n.Index] = -1
@@ -530,10 +549,18 @@ func (s *sim) setup() error {
 		if e.Kind == KindUnknown {
 			s.res.UnknownOps[n.Op]++
 		}
-		if m, ok := s.opts.Measured.lookup(n, s.devs[s.dev[n.Index]].name); ok {
+		m, same, ok := s.opts.Measured.lookupAny(n, s.devs[s.dev[n.Index]].name, profileName)
+		switch {
+		case ok && same:
 			s.dur[n.Index] = max(MinOpTime, m)
 			s.res.MeasuredNodes++
-		} else {
+		case ok && s.opts.ScaleMeasured:
+			s.dur[n.Index] = OpTime(e, s.p, onHost, tf32)
+			scaled = append(scaled, n.Index)
+			scaledNS = append(scaledNS, m)
+			estSum += float64(s.dur[n.Index])
+			measSum += float64(m)
+		default:
 			s.dur[n.Index] = OpTime(e, s.p, onHost, tf32)
 		}
 		if !s.conv.NoWorkspace && !onHost {
@@ -558,6 +585,15 @@ func (s *sim) setup() error {
 				s.pend[n.Index]++
 			}
 		}
+	}
+	if len(scaled) > 0 && measSum > 0 {
+		f := estSum / measSum
+		for i, idx := range scaled {
+			s.dur[idx] = max(MinOpTime, int64(math.Round(float64(scaledNS[i])*f)))
+		}
+		s.res.MeasuredNodes += len(scaled)
+		s.res.MeasuredScaled = len(scaled)
+		s.res.MeasuredScale = f
 	}
 	// Resident buffers: every variable of the graph (variables live in the session whether
 	// or not this step reads them) and the constants the step runs.

@@ -34,7 +34,7 @@ func init() {
 			&cli.IntFlag{Name: "batch-scale", Value: 1, Usage: "multiply the batch dimension (dimension 0 of the tensors downstream of the batch placeholders) by this"},
 			&cli.StringFlag{Name: "baseline", Usage: "the original graph, simulated alongside for comparison"},
 			&cli.StringSliceFlag{Name: "fetch", Usage: "node a step runs (repeatable); only its fan-in is simulated (default: every node)"},
-			&cli.StringFlag{Name: "measured", Usage: "measured op profile JSON whose per-node times replace the estimates"},
+			&cli.StringFlag{Name: "measured", Aliases: []string{"profile"}, Usage: "measured op profile (tfswap profile -o FILE) whose per-node times replace the estimates; times taken on another kind of device are scaled (see cost.Measured)"},
 			&cli.BoolFlag{Name: "no-tf32", Usage: "run float32 matrix products at the FP32 rate even where TF32 tensor cores exist"},
 			&cli.BoolFlag{Name: "grappler", Usage: "account memory as Grappler's VirtualCluster does (for comparison with it)"},
 			&cli.StringFlag{Name: "conventions", Hidden: true, Usage: "accounting rules switched to Grappler's, comma-separated (see docs/SIMULATOR.md), or tfswap, grappler"},
@@ -152,8 +152,9 @@ func simulateAction(c *cli.Context) error {
 			return err
 		}
 		opts.Measured = m
+		opts.ScaleMeasured = true
 		if m.Device.Profile != "" && m.Device.Profile != p.Name {
-			fmt.Fprintf(c.App.ErrWriter, "tfswap: warning: %s was measured on %s (profile %s), simulating %s\n", path, m.Device.Model, m.Device.Profile, p.Name)
+			fmt.Fprintf(c.App.ErrWriter, "tfswap: warning: %s was measured on %s (profile %s), simulating %s: its GPU times are scaled\n", path, m.Device.Model, m.Device.Profile, p.Name)
 		}
 	}
 	m, in, err := loadModel(c, c.App.Reader)
@@ -351,6 +352,9 @@ func printSimulation(w io.Writer, in string, p *cost.Profile, opts cost.Options,
 		}
 		if r.MeasuredNodes > 0 {
 			fmt.Fprintf(w, "  %s: %d node(s) timed from measurements\n", label, r.MeasuredNodes)
+			if r.MeasuredScaled > 0 {
+				fmt.Fprintf(w, "  %s: %d of them measured on another kind of device, scaled by %.4g (their estimated / measured total)\n", label, r.MeasuredScaled, r.MeasuredScale)
+			}
 		}
 	}
 	for _, d := range res.Devices {
