@@ -12,6 +12,8 @@ const (
 	evOpDone uint8 = iota
 	evXferDone
 	evXferQueued // a transfer's fixed latency has passed: it joins its copy engine's queue
+	evSendDone   // RecvOps: a _Send finished on its channel
+	evRecvDone   // RecvOps: a _Recv finished on the receiving device
 )
 
 // eventHeap is a min-heap of events by (t, seq).

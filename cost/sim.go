@@ -39,9 +39,15 @@ type Conventions struct {
 	// the producer's buffer is released when the last transfer out of it completes, and the
 	// received copy lives until its last consumer on the receiving device has finished.
 	TransientRecv bool
-	// InstantTransfers: cross-device transfers take no time (the VirtualScheduler costs a
-	// _Send/_Recv like an Identity).
+	// InstantTransfers: cross-device transfers take no time (an infinitely fast link; not one
+	// of Grappler's rules, a what-if).
 	InstantTransfers bool
+	// RecvOps: a transfer is what Grappler's VirtualScheduler makes of it: a _Send taking 1 ns
+	// on a channel between the two devices (one queue per direction, ordered like ops), then
+	// a _Recv taking 1 ns that runs on the receiving device's compute stream, in the ready
+	// order, and outputs the received copy (4 bytes for a control edge); the consumers wait
+	// for the _Recv. Otherwise transfers run on the GPU's copy engines at the link's rate.
+	RecvOps bool
 	// DelayedFree: buffers released when an op or a transfer ends are freed just after the
 	// ops starting at that instant have allocated their outputs (GraphMemory frees a tensor
 	// 1 ns after its last consumer ends, "to account for TF overhead that slightly delays
@@ -57,7 +63,7 @@ type Conventions struct {
 func GrapplerConventions() Conventions {
 	return Conventions{
 		NoResidentVariables: true, NoAliasing: true, NoForwarding: true, NoWorkspace: true,
-		UnknownDimsAsOne: true, TransientRecv: true, InstantTransfers: true, DelayedFree: true,
+		UnknownDimsAsOne: true, TransientRecv: true, RecvOps: true, DelayedFree: true,
 		TieByName: true,
 	}
 }
@@ -286,6 +292,7 @@ type xfer struct {
 	src, dst   int32 // devices
 	bytes      int64
 	engine     int32 // -1: no engine (host to host, or instant)
+	channel    int32 // RecvOps: the channel the _Send runs on
 	srcBuf     int32
 	dstBuf     int32
 	waiters    []int32
@@ -308,6 +315,13 @@ type rename struct {
 	ev   int32
 	node int32
 	prev buffer
+}
+
+// channel is the VirtualScheduler's "Channel" device between two devices: _Sends run on it
+// one after the other (RecvOps).
+type channel struct {
+	busy, dirty bool
+	ready       readyHeap
 }
 
 type xkey struct {
@@ -341,6 +355,10 @@ type sim struct {
 	xfers    []*xfer
 	xmap     map[xkey]int32
 	renames  map[int32][]rename
+	chans    []*channel
+	chanIdx  map[[2]int32]int32
+	sendTie  map[xkey]int32 // RecvOps: rank of the _Send's name among the sends
+	recvTie  map[xkey]int32 // RecvOps: rank of the _Recv's name among the nodes' names
 	evq      eventHeap
 	seq      int64
 	deferred []int32 // releases waiting for DelayedFree
@@ -362,11 +380,17 @@ func Simulate(g *graphdef.Graph, p *Profile, opts Options) (*Result, error) {
 	if opts.TopLive == 0 {
 		opts.TopLive = 20
 	}
+	// Grappler's swap kernels run as host transfers (grappler_swaps.go).
+	g, err := lowerGrapplerSwaps(g)
+	if err != nil {
+		return nil, err
+	}
 	shp, err := NewShapes(g, opts.BatchScale)
 	if err != nil {
 		return nil, err
 	}
-	s := &sim{g: g, p: p, opts: opts, conv: opts.Conventions, shp: shp, xmap: map[xkey]int32{}, renames: map[int32][]rename{}}
+	s := &sim{g: g, p: p, opts: opts, conv: opts.Conventions, shp: shp, xmap: map[xkey]int32{}, renames: map[int32][]rename{},
+		chanIdx: map[[2]int32]int32{}, sendTie: map[xkey]int32{}, recvTie: map[xkey]int32{}}
 	s.res = &Result{Profile: p, Options: opts, UnknownOps: map[string]int{}, Shapes: shp}
 	if opts.Timeline {
 		s.tl = &Timeline{}
@@ -501,14 +525,7 @@ func (s *sim) setup() error {
 	}
 	// Tie-break ranks.
 	if s.conv.TieByName {
-		idx := make([]int, nn)
-		for i := range idx {
-			idx[i] = i
-		}
-		sort.Slice(idx, func(a, b int) bool { return g.Nodes[idx[a]].Name < g.Nodes[idx[b]].Name })
-		for r, i := range idx {
-			s.tie[i] = int32(r)
-		}
+		s.nameRanks()
 	} else {
 		for _, n := range g.Nodes {
 			s.tie[n.Index] = int32(n.TopoIndex)
@@ -638,6 +655,84 @@ func (s *sim) setup() error {
 	return nil
 }
 
+// vsDeviceName is a device's name as the VirtualScheduler spells it in the _Send and _Recv
+// nodes it adds: the full name with ':' replaced by '_'.
+func vsDeviceName(name string) string {
+	d, _ := graphdef.ParseDevice(name)
+	if d.Job == "" {
+		d.Job = "localhost"
+	}
+	if d.Replica < 0 {
+		d.Replica = 0
+	}
+	if d.Task < 0 {
+		d.Task = 0
+	}
+	return strings.ReplaceAll(d.String(), ":", "_")
+}
+
+// nameRanks ranks the nodes by name for TieByName; with RecvOps, the _Recv nodes the
+// VirtualScheduler would add ("Recv_<node>_<port>_on_<device>") are ranked among them, and
+// its _Sends among themselves.
+func (s *sim) nameRanks() {
+	g := s.g
+	type named struct {
+		name string
+		node int32 // >= 0: a graph node
+		key  xkey
+	}
+	all := make([]named, 0, len(g.Nodes))
+	for _, n := range g.Nodes {
+		all = append(all, named{name: n.Name, node: int32(n.Index)})
+	}
+	var sends []named
+	if s.conv.RecvOps {
+		seen := map[xkey]bool{}
+		add := func(p *graphdef.Node, port int, c *graphdef.Node) {
+			if !s.incl[c.Index] || s.dev[c.Index] == s.dev[p.Index] {
+				return
+			}
+			k := xkey{int32(p.Index), int32(port), s.dev[c.Index]}
+			if seen[k] {
+				return
+			}
+			seen[k] = true
+			src := p.Name + "_" + strconv.Itoa(port)
+			if port < 0 {
+				src = p.Name + "_minus1"
+			}
+			from, to := vsDeviceName(s.devs[s.dev[p.Index]].name), vsDeviceName(s.devs[s.dev[c.Index]].name)
+			all = append(all, named{name: "Recv_" + src + "_on_" + to, node: -1, key: k})
+			sends = append(sends, named{name: "Send_" + src + "_from_" + from + "_to_" + to, node: -1, key: k})
+		}
+		for _, n := range g.Nodes {
+			if !s.incl[n.Index] || isBackEdgeSource(n) {
+				continue
+			}
+			for port, uses := range n.Consumers {
+				for _, u := range uses {
+					add(n, port, u.Node)
+				}
+			}
+			for _, c := range n.ControlOutputs {
+				add(n, -1, c)
+			}
+		}
+	}
+	sort.SliceStable(all, func(a, b int) bool { return all[a].name < all[b].name })
+	for r, x := range all {
+		if x.node >= 0 {
+			s.tie[x.node] = int32(r)
+		} else {
+			s.recvTie[x.key] = int32(r)
+		}
+	}
+	sort.SliceStable(sends, func(a, b int) bool { return sends[a].name < sends[b].name })
+	for r, x := range sends {
+		s.sendTie[x.key] = int32(r)
+	}
+}
+
 func isFeed(op string) bool { return op == "Placeholder" || op == "PlaceholderWithDefault" }
 
 func isVariableOp(op string) bool {
@@ -747,6 +842,9 @@ func (s *sim) nameOf(b buffer) string {
 	switch b.kind {
 	case kindVariable, kindConstant, kindWorkspace:
 		return n.Name
+	}
+	if b.port < 0 {
+		return "^" + n.Name // a control message
 	}
 	return n.Name + ":" + strconv.Itoa(int(b.port))
 }
@@ -992,7 +1090,7 @@ func (s *sim) transfer(node, port int, dst int32, t int64) int32 {
 	}
 	n := s.g.Nodes[node]
 	src := s.dev[node]
-	x := &xfer{node: int32(node), port: int32(port), src: src, dst: dst, engine: -1, srcBuf: -1, dstBuf: -1, enq: t}
+	x := &xfer{node: int32(node), port: int32(port), src: src, dst: dst, engine: -1, channel: -1, srcBuf: -1, dstBuf: -1, enq: t}
 	if port >= 0 {
 		x.srcBuf = s.outB[s.outOf[node]+int32(port)]
 		if x.srcBuf >= 0 {
@@ -1004,6 +1102,21 @@ func (s *sim) transfer(node, port int, dst int32, t int64) int32 {
 	id := int32(len(s.xfers))
 	s.xfers = append(s.xfers, x)
 	s.xmap[k] = id
+	if s.conv.RecvOps {
+		// The _Send queues on the channel from src to dst; the _Recv follows (sendDone).
+		key := [2]int32{src, dst}
+		ci, ok := s.chanIdx[key]
+		if !ok {
+			ci = int32(len(s.chans))
+			s.chans = append(s.chans, &channel{})
+			s.chanIdx[key] = ci
+		}
+		x.channel = ci
+		ch := s.chans[ci]
+		ch.ready.push(readyItem{ready: t, tie: s.sendTie[k], node: id})
+		ch.dirty = true
+		return id
+	}
 	sd, dd := s.devs[src], s.devs[dst]
 	switch {
 	case sd.gpu:
@@ -1086,14 +1199,20 @@ func (s *sim) finishXfer(id int32, t int64) {
 			s.res.H2D.Busy += x.end - x.start
 		}
 	}
-	if s.tl != nil && x.engine >= 0 {
+	if s.tl != nil && (x.engine >= 0 || x.channel >= 0) {
 		name := s.g.Nodes[x.node].Name
 		if x.port >= 0 {
 			name += ":" + strconv.Itoa(int(x.port))
 		} else {
 			name = "^" + name
 		}
-		s.tl.Xfers = append(s.tl.Xfers, XferSpan{Tensor: name, Src: int(x.src), Dst: int(x.dst), Engine: s.engs[x.engine].name, Enqueue: x.enq, Start: x.start, End: x.end, Bytes: x.bytes})
+		engine := ""
+		if x.engine >= 0 {
+			engine = s.engs[x.engine].name
+		} else {
+			engine = "channel " + s.devs[x.src].name + " to " + s.devs[x.dst].name
+		}
+		s.tl.Xfers = append(s.tl.Xfers, XferSpan{Tensor: name, Src: int(x.src), Dst: int(x.dst), Engine: engine, Enqueue: x.enq, Start: x.start, End: x.end, Bytes: x.bytes})
 	}
 	s.unref(x.dstBuf, t)
 	if x.port >= 0 && !s.conv.TransientRecv {
@@ -1110,7 +1229,7 @@ func (s *sim) finishXfer(id int32, t int64) {
 }
 
 func (s *sim) dispatch(t int64) {
-	for _, d := range s.devs {
+	for di, d := range s.devs {
 		if !d.dirty {
 			continue
 		}
@@ -1119,6 +1238,12 @@ func (s *sim) dispatch(t int64) {
 			continue
 		}
 		it := d.ready.pop()
+		if it.node < 0 {
+			// A _Recv (RecvOps).
+			d.res.IdleTime += t - d.idleSince
+			s.startRecv(int32(di), -it.node-1, t)
+			continue
+		}
 		if gap := t - d.idleSince; gap > 0 {
 			if s.lastX[it.node] >= 0 {
 				d.res.SwapInStall += gap
@@ -1128,6 +1253,71 @@ func (s *sim) dispatch(t int64) {
 		}
 		s.startOp(int(it.node), t)
 	}
+	for _, ch := range s.chans {
+		if !ch.dirty {
+			continue
+		}
+		ch.dirty = false
+		if ch.busy || ch.ready.len() == 0 {
+			continue
+		}
+		id := ch.ready.pop().node
+		ch.busy = true
+		s.xfers[id].start = t
+		s.push(t+MinOpTime, evSendDone, id)
+	}
+}
+
+// sendDone: a _Send finished on its channel; its _Recv becomes ready on the receiving device.
+func (s *sim) sendDone(id int32, t int64) {
+	x := s.xfers[id]
+	ch := s.chans[x.channel]
+	ch.busy, ch.dirty = false, true
+	tie, ok := s.recvTie[xkey{x.node, x.port, x.dst}]
+	if !ok {
+		tie = int32(len(s.g.Nodes)) + id
+	}
+	d := s.devs[x.dst]
+	d.ready.push(readyItem{ready: t, tie: tie, node: -id - 1})
+	d.dirty = true
+}
+
+// startRecv runs a _Recv on its device's stream: it allocates the received copy (4 bytes for
+// a control message), held until the _Recv ends unless consumers keep it (!TransientRecv).
+func (s *sim) startRecv(dev int32, id int32, t int64) {
+	x := s.xfers[id]
+	d := s.devs[dev]
+	bytes := x.bytes
+	if x.port < 0 {
+		bytes = 4
+	}
+	if bytes > 0 {
+		b := s.newBuffer(bytes, dev, int(x.node), int(x.port), kindCopy, t)
+		refs := int32(1)
+		if !s.conv.TransientRecv && x.port >= 0 {
+			for _, u := range s.g.Nodes[x.node].Consumers[x.port] {
+				if s.incl[u.Node.Index] && s.dev[u.Node.Index] == dev {
+					refs++
+				}
+			}
+		}
+		s.bufs[b].refs = refs
+		x.dstBuf = b
+	}
+	d.busy = true
+	d.res.BusyTime += MinOpTime
+	s.push(t+MinOpTime, evRecvDone, id)
+}
+
+func (s *sim) recvDone(id int32, t int64) {
+	x := s.xfers[id]
+	d := s.devs[x.dst]
+	d.busy, d.dirty, d.idleSince = false, true, t
+	if t > d.res.End {
+		d.res.End = t
+	}
+	x.end = t
+	s.finishXfer(id, t)
 }
 
 func (s *sim) run() error {
@@ -1143,6 +1333,10 @@ func (s *sim) run() error {
 				s.finishXfer(e.id, t)
 			case evXferQueued:
 				s.queueXfer(e.id, t)
+			case evSendDone:
+				s.sendDone(e.id, t)
+			case evRecvDone:
+				s.recvDone(e.id, t)
 			}
 		}
 		s.dispatch(t)

@@ -368,3 +368,33 @@ func TestSimulateLargeGraph(t *testing.T) {
 		t.Errorf("simulated %d, ran %d", r.Simulated, r.Compute().Ops)
 	}
 }
+
+func TestSimulateSwapGrapplerConventions(t *testing.T) {
+	r, err := Simulate(swapGraph(t), unitProfile(), Options{Timeline: true, Conventions: GrapplerConventions()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each transfer is a 1 ns _Send on the channel and a 1 ns _Recv on the receiving device:
+	// f's copy reaches the host at 2051; h2's control message lets si run at 6147; si's copy
+	// is received on the GPU at 6149-6150, and c runs after it.
+	got := spans(r)
+	want := map[string][2]int64{
+		"x": {0, 1}, "f": {1, 2049}, "h1": {2049, 4097}, "h2": {4097, 6145},
+		"so": {2051, 2052}, "si": {6147, 6148}, "c": {6150, 9222}, "train": {9222, 9222},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("spans:\n got %v\nwant %v", got, want)
+	}
+	// GPU: when h1 starts, x (freed 1 ns after f ends), f (kept until its host consumer and
+	// h1 have ended) and h1. Host: so's and si's outputs and h2's 4-byte control message.
+	gpu, cpu := r.Device(gpu0), r.Device(cpu0)
+	if gpu.PeakBytes != 3072 || gpu.PeakTime != 2049 {
+		t.Errorf("GPU peak %d at %d, want 3072 at 2049", gpu.PeakBytes, gpu.PeakTime)
+	}
+	if cpu.PeakBytes != 2052 || cpu.PeakTime != 6147 {
+		t.Errorf("host peak %d at %d, want 2052 at 6147", cpu.PeakBytes, cpu.PeakTime)
+	}
+	if got := liveNames(cpu); !reflect.DeepEqual(got, []string{"^h2", "si:0", "so:0"}) {
+		t.Errorf("host live %v", got)
+	}
+}
