@@ -158,11 +158,14 @@ func drawPlot(c canvas, runs []Run, opts PlotOptions) error {
 		if px > (x0+x1)*0.7 {
 			anchor = "end"
 		}
-		dx := 8.0
+		dx, dy := 8.0, -8.0
+		if budgetShown && math.Abs(py-8-Y(float64(budget))) < 14 {
+			dy = 18 // keep clear of the budget line
+		}
 		if anchor == "end" {
 			dx = -8
 		}
-		c.text(px+dx, py-8, "peak "+fmtBytes(d.PeakBytes), 12, anchor, color, true, false)
+		c.text(px+dx, py+dy, "peak "+fmtBytes(d.PeakBytes), 12, anchor, color, true, false)
 	}
 	// Legend.
 	ly := y1 + 14
