@@ -94,6 +94,10 @@ type Options struct {
 	// TopLive is how many of the tensors live at each device's peak to report (default 20;
 	// negative for none).
 	TopLive int
+	// SharedLinks lists groups of GPUs (device names or specs such as "/device:GPU:1") that
+	// share one host link, a PCIe switch: each group's transfers queue on common copy
+	// engines (see sharedlink.go).
+	SharedLinks [][]string
 }
 
 // LiveTensor is a buffer live at a device's peak.
@@ -635,18 +639,7 @@ func (s *sim) setup() error {
 			s.resid[n.Index] = id
 		}
 	}
-	for _, d := range s.devs {
-		if !d.gpu {
-			continue
-		}
-		d.d2h = s.newEngine(d, false)
-		if s.p.Duplex {
-			d.h2d = s.newEngine(d, true)
-		} else {
-			d.h2d = d.d2h
-			s.engs[d.d2h].name = d.name + " copy"
-		}
-	}
+	s.makeEngines()
 	for _, n := range g.Nodes {
 		if incl[n.Index] && s.pend[n.Index] == 0 {
 			s.makeReady(n.Index, 0)
