@@ -12,8 +12,20 @@
 // RunMetadata: per-device node timelines from StepStats and the _Send/_Recv pairs of the
 // partition graphs.
 //
-// Determinism: TensorFlow's oneDNN graph rewrites are turned off for every program that links
-// this package with the tag, by setting TF_ENABLE_ONEDNN_OPTS=0 before the library is first
-// used (see session.go); TwoDeviceConfig fixes the thread pools. With both, two sessions of
-// the same graph train to bit-identical losses and variables.
+// For the rewrite's runtime tests, PlaceAll pins a model to one device, AddProbes adds the
+// nodes that show when a swapped-in tensor reaches the device, CheckSwapPartitions checks
+// that the swap nodes survived the optimizers with the transfers they imply, and
+// CheckSwapOrder checks a traced step against the triggers.
+//
+// Two facts of TensorFlow 2.18 shape these checks. Step stats never hold _Send or _Recv
+// (StepStatsCollector skips transfer nodes), so a transfer's time is read off its neighbours
+// and the probes. And the partition graphs are what ran after Grappler and after the
+// classic graph optimizer that runs on each partition (common-subexpression elimination,
+// constant folding), which does not honour _grappler_do_not_remove.
+//
+// Determinism: TensorFlow reads TF_ENABLE_ONEDNN_OPTS while the library loads, before any
+// Go code runs, so the tests' TestMain calls ReexecWithOneDNNOff, which re-executes the test
+// binary with the variable set to 0 when it is unset. TwoDeviceConfig fixes the thread pools
+// (one intra-op thread: the rounding of multi-threaded kernels depends on the thread count).
+// With both, two sessions of the same graph train to bit-identical losses and variables.
 package tfrun

@@ -26,12 +26,14 @@ const OneDNNEnv = "TF_ENABLE_ONEDNN_OPTS"
 func OneDNNEnabled() bool { return bool(C._ZN10tensorflow12IsMKLEnabledEv()) }
 
 // ReexecWithOneDNNOff makes sure the process runs with TensorFlow's oneDNN optimizations
-// off, which the bit-exact comparisons need: oneDNN fuses and reorders floating-point work
-// differently depending on the graph's shape, so a rewritten graph would not compute the
-// same bits as its original. When TF_ENABLE_ONEDNN_OPTS is unset, it sets it to 0 and
-// re-executes the running program with the same arguments (it does not return then). When
-// the variable is set, it returns nil and leaves the choice to the caller. It fails when
-// oneDNN is still on after all, or when the program cannot be re-executed.
+// off, so that bit-exact comparisons compare TensorFlow's plain Eigen kernels. With oneDNN
+// on, the results of the fixtures change (cnn, resnet and lstm train to different bits), and
+// oneDNN's graph pass picks kernels and fusions from the shape of the graph, which a rewrite
+// changes; with it off, the arithmetic depends only on the ops and the intra-op thread count.
+// When TF_ENABLE_ONEDNN_OPTS is unset, it sets it to 0 and re-executes the running program
+// with the same arguments (it does not return then). When the variable is set, it returns nil
+// and leaves the choice to the caller. It fails when TF_ENABLE_ONEDNN_OPTS=0 but oneDNN is on
+// all the same, or when the program cannot be re-executed.
 func ReexecWithOneDNNOff() error {
 	if _, set := os.LookupEnv(OneDNNEnv); set {
 		if os.Getenv(OneDNNEnv) == "0" && OneDNNEnabled() {

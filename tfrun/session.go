@@ -180,11 +180,10 @@ func goTensor(ct *C.TF_Tensor) (*Tensor, error) {
 	for i := 0; i < n; i++ {
 		t.Shape[i] = int64(C.TF_Dim(ct, C.int(i)))
 	}
-	size := C.TF_TensorByteSize(ct)
+	size := int(C.TF_TensorByteSize(ct))
+	t.Data = make([]byte, size)
 	if size > 0 {
-		t.Data = C.GoBytes(C.TF_TensorData(ct), C.int(size))
-	} else {
-		t.Data = []byte{}
+		copy(t.Data, unsafe.Slice((*byte)(C.TF_TensorData(ct)), size))
 	}
 	if err := t.Validate(); err != nil {
 		return nil, err

@@ -229,13 +229,20 @@ func canonicalTensor(s string) string {
 	return fmt.Sprintf("%s:%d", name, port)
 }
 
-// SendOf returns the cross-device transfers of a producer's output: every _Send whose data
-// input is producer ("node" for every port, or "node:port" for one), each with its matching
-// _Recv.
+// IsSend reports whether op sends a tensor to another device: _Send, or _HostSend, which the
+// partitioner uses for tensors kept in host memory (int32 shape tensors, for example).
+func IsSend(op string) bool { return op == "_Send" || op == "_HostSend" }
+
+// IsRecv reports whether op receives a tensor from another device: _Recv or _HostRecv.
+func IsRecv(op string) bool { return op == "_Recv" || op == "_HostRecv" }
+
+// SendOf returns the cross-device transfers of a producer's output: every _Send (or
+// _HostSend) whose data input is producer ("node" for every port, or "node:port" for one),
+// each with its matching _Recv.
 func (t *Trace) SendOf(producer string) []Transfer {
 	var out []Transfer
 	for _, pn := range t.Nodes {
-		if pn.Op != "_Send" || len(pn.Def.GetInput()) == 0 {
+		if !IsSend(pn.Op) || len(pn.Def.GetInput()) == 0 {
 			continue
 		}
 		in := pn.Def.GetInput()[0]
@@ -262,7 +269,7 @@ func (t *Trace) SendOf(producer string) []Transfer {
 func (t *Trace) ControlSendOf(node string) []Transfer {
 	var out []Transfer
 	for _, pn := range t.Nodes {
-		if pn.Op != "_Send" || len(pn.Def.GetInput()) == 0 {
+		if !IsSend(pn.Op) || len(pn.Def.GetInput()) == 0 {
 			continue
 		}
 		name, _, _, err := graphdef.ParseInput(pn.Def.GetInput()[0])
@@ -283,12 +290,12 @@ func (t *Trace) ControlSendOf(node string) []Transfer {
 	return out
 }
 
-// RecvFor returns the _Recv matching a _Send (same tensor_name, send_device and
-// recv_device, in another partition), or nil.
+// RecvFor returns the _Recv (or _HostRecv) matching a _Send (same tensor_name, send_device
+// and recv_device, in another partition), or nil.
 func (t *Trace) RecvFor(send PartitionNode) *PartitionNode {
 	for i := range t.Nodes {
 		r := &t.Nodes[i]
-		if r.Op == "_Recv" && r.Partition != send.Partition && r.TensorName == send.TensorName &&
+		if IsRecv(r.Op) && r.Partition != send.Partition && r.TensorName == send.TensorName &&
 			r.SendDevice == send.SendDevice && r.RecvDevice == send.RecvDevice {
 			return r
 		}
@@ -296,13 +303,119 @@ func (t *Trace) RecvFor(send PartitionNode) *PartitionNode {
 	return nil
 }
 
-// Transfers returns every _Send of the partition graphs with its matching _Recv.
+// Transfers returns every _Send (and _HostSend) of the partition graphs with its matching
+// _Recv.
 func (t *Trace) Transfers() []Transfer {
 	var out []Transfer
 	for _, pn := range t.Nodes {
-		if pn.Op == "_Send" {
+		if IsSend(pn.Op) {
 			out = append(out, Transfer{Send: pn, Recv: t.RecvFor(pn)})
 		}
 	}
 	return out
+}
+
+// ControlGates returns the nodes whose completion a partition-graph node waits for through
+// its control inputs, seen through the partitioner's rewriting of cross-device control
+// edges: an edge ^X from another device arrives as a control input from an Identity that
+// reads a _Recv, whose _Send sends a constant that has the control input ^X. Control inputs
+// from the same device are returned as they are. The result is in input order.
+func (t *Trace) ControlGates(node string) []string {
+	pn, ok := t.Node(node)
+	if !ok {
+		return nil
+	}
+	var gates []string
+	for _, in := range pn.Def.GetInput() {
+		if !strings.HasPrefix(in, "^") {
+			continue
+		}
+		gates = append(gates, t.controlSource(in[1:])...)
+	}
+	return gates
+}
+
+// controlSource follows a control input back across a device boundary, if it crosses one.
+func (t *Trace) controlSource(name string) []string {
+	n, ok := t.Node(name)
+	if !ok {
+		return []string{name}
+	}
+	recvName := name
+	if n.Op == "Identity" && len(n.Def.GetInput()) == 1 {
+		recvName, _, _, _ = graphdef.ParseInput(n.Def.GetInput()[0])
+	}
+	r, ok := t.Node(recvName)
+	if !ok || !IsRecv(r.Op) {
+		return []string{name}
+	}
+	if s := t.SendFor(r); s != nil {
+		src, _, _, _ := graphdef.ParseInput(s.Def.GetInput()[0])
+		c, ok := t.Node(src)
+		if !ok {
+			return []string{name}
+		}
+		var out []string
+		for _, in := range c.Def.GetInput() {
+			if strings.HasPrefix(in, "^") {
+				out = append(out, in[1:])
+			}
+		}
+		if len(out) > 0 && c.Op == "Const" {
+			return out
+		}
+	}
+	return []string{name}
+}
+
+// SendFor returns the _Send matching a _Recv, or nil.
+func (t *Trace) SendFor(recv PartitionNode) *PartitionNode {
+	for i := range t.Nodes {
+		s := &t.Nodes[i]
+		if IsSend(s.Op) && s.Partition != recv.Partition && s.TensorName == recv.TensorName &&
+			s.SendDevice == recv.SendDevice && s.RecvDevice == recv.RecvDevice && len(s.Def.GetInput()) > 0 {
+			return s
+		}
+	}
+	return nil
+}
+
+// OriginOf returns the node whose output a data input string of a partition-graph node
+// ("name" or "name:port") carries, looking through a _Recv to the input of its _Send: the
+// producer on the other side of a transfer. ok is false when a node on the way is missing.
+func (t *Trace) OriginOf(input string) (PartitionNode, bool) {
+	name, _, _, err := graphdef.ParseInput(input)
+	if err != nil {
+		return PartitionNode{}, false
+	}
+	n, ok := t.Node(name)
+	if !ok || !IsRecv(n.Op) {
+		return n, ok
+	}
+	s := t.SendFor(n)
+	if s == nil {
+		return PartitionNode{}, false
+	}
+	src, _, _, err := graphdef.ParseInput(s.Def.GetInput()[0])
+	if err != nil {
+		return PartitionNode{}, false
+	}
+	return t.Node(src)
+}
+
+// FedNode returns the _Arg node that replaced a fed tensor ("node:port") in the partition
+// graphs: a session turns every feed into an _Arg named "_arg_<node>_<port>_<index>" on the
+// client device, so the fed node itself does not appear.
+func (t *Trace) FedNode(tensor string) (PartitionNode, bool) {
+	name, port, _, err := graphdef.ParseInput(tensor)
+	if err != nil {
+		return PartitionNode{}, false
+	}
+	prefix := fmt.Sprintf("_arg_%s_%d_", name, port)
+	for _, pn := range t.Nodes {
+		if pn.Op == "_Arg" && strings.HasPrefix(pn.Name, prefix) {
+			return pn, true
+		}
+	}
+	return PartitionNode{}, false
 }

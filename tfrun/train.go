@@ -56,7 +56,8 @@ func TrainSession(s *Session, fx *Fixture, steps int) (*TrainResult, error) {
 
 // TraceStep runs init_op and warmup training steps in a new session, then one more training
 // step with TraceOptions (FULL_TRACE and partition graphs), and returns that step's trace.
-func TraceStep(graphDef []byte, fx *Fixture, cfg []byte, warmup int) (*Trace, error) {
+// extraTargets are run as targets of the traced step besides train_op (probes, for example).
+func TraceStep(graphDef []byte, fx *Fixture, cfg []byte, warmup int, extraTargets ...string) (*Trace, error) {
 	s, err := NewSession(graphDef, cfg)
 	if err != nil {
 		return nil, err
@@ -70,7 +71,8 @@ func TraceStep(graphDef []byte, fx *Fixture, cfg []byte, warmup int) (*Trace, er
 			return nil, fmt.Errorf("fixture %s: warm-up step %d: %w", fx.Name, i+1, err)
 		}
 	}
-	out, md, err := s.Run(fx.FeedTensors, []string{fx.Loss}, []string{fx.TrainOp}, TraceOptions())
+	targets := append([]string{fx.TrainOp}, extraTargets...)
+	out, md, err := s.Run(fx.FeedTensors, []string{fx.Loss}, targets, TraceOptions())
 	if err != nil {
 		return nil, fmt.Errorf("fixture %s: traced step: %w", fx.Name, err)
 	}
