@@ -141,6 +141,20 @@ func drawPlot(c canvas, runs []Run, opts PlotOptions) error {
 	}
 	// Series.
 	cols := int(x1 - x0)
+	type box struct{ x0, x1, y0, y1 float64 }
+	var placed []box
+	if budgetShown {
+		yb := Y(float64(budget))
+		placed = append(placed, box{x0, x1, yb - 2, yb + 2})
+	}
+	overlaps := func(b box) bool {
+		for _, p := range placed {
+			if b.x0 < p.x1 && p.x0 < b.x1 && b.y0 < p.y1 && p.y0 < b.y1 {
+				return true
+			}
+		}
+		return false
+	}
 	for i, r := range runs {
 		color := seriesColors[i%len(seriesColors)]
 		d := r.Result.Compute()
@@ -154,18 +168,26 @@ func drawPlot(c canvas, runs []Run, opts PlotOptions) error {
 		c.path(stepPath(pts, r.Result.StepTime, cols, X, Y, tMax), color, 1.8)
 		px, py := X(float64(d.PeakTime)), Y(float64(d.PeakBytes))
 		c.circle(px, py, 4, color)
-		anchor := "start"
+		label := "peak " + fmtBytes(d.PeakBytes)
+		w := 7.2 * float64(len(label)) // approximate width of 12 px bold text
+		anchor, dx := "start", 8.0
 		if px > (x0+x1)*0.7 {
-			anchor = "end"
+			anchor, dx = "end", -8
 		}
-		dx, dy := 8.0, -8.0
-		if budgetShown && math.Abs(py-8-Y(float64(budget))) < 14 {
-			dy = 18 // keep clear of the budget line
+		// Above the point if there is room, else below, further away each try.
+		var lx, ly float64
+		for k, dy := range []float64{-8, 20, -24, 36, -40, 52, -56, 68} {
+			lx, ly = px+dx, py+dy
+			bx := box{lx, lx + w, ly - 12, ly + 3}
+			if anchor == "end" {
+				bx.x0, bx.x1 = lx-w, lx
+			}
+			if !overlaps(bx) || k == 7 {
+				placed = append(placed, bx)
+				break
+			}
 		}
-		if anchor == "end" {
-			dx = -8
-		}
-		c.text(px+dx, py+dy, "peak "+fmtBytes(d.PeakBytes), 12, anchor, color, true, false)
+		c.text(lx, ly, label, 12, anchor, color, true, false)
 	}
 	// Legend.
 	ly := y1 + 14
