@@ -46,7 +46,8 @@ func venvPython(t *testing.T) string {
 	return p
 }
 
-// TestVirtualClusterAgreement runs every fixture graph, original and rewritten by tfswap,
+// TestVirtualClusterAgreement runs every fixture graph (and, with TFSWAP_VCLUSTER_LARGE set,
+// every graph testmodels/large.py wrote), original and rewritten by tfswap,
 // through Grappler's VirtualCluster (tools/vcluster/vcluster.py) on the v100-16gb profile
 // and checks that tfswap's predicted peak on the compute device, accounted by Grappler's
 // conventions, is within 10% of VirtualCluster's. tfswap's own accounting differs from
@@ -64,6 +65,12 @@ func TestVirtualClusterAgreement(t *testing.T) {
 		t.Fatalf("no fixtures: %v", err)
 	}
 	sort.Strings(fixtures)
+	if os.Getenv("TFSWAP_VCLUSTER_LARGE") != "" {
+		// The large models of testmodels/large.py too (about a minute more).
+		large, _ := filepath.Glob("../testmodels/large/*.pb")
+		sort.Strings(large)
+		fixtures = append(fixtures, large...)
+	}
 	tmp := t.TempDir()
 	p, err := cost.LookupProfile("v100-16gb")
 	if err != nil {
