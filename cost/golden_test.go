@@ -6,6 +6,7 @@ import (
 	"encoding/xml"
 	"flag"
 	"fmt"
+	"image/png"
 	"os"
 	"path/filepath"
 	"strings"
@@ -201,6 +202,30 @@ func TestTraceAndPlot(t *testing.T) {
 	}
 	if err := WritePlotSVG(&buf, []Run{{Label: "x", Result: &Result{}}}, PlotOptions{}); err == nil {
 		t.Error("a result without a timeline was plotted")
+	}
+	buf.Reset()
+	if err := WritePlotPNG(&buf, runs, PlotOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(&buf)
+	if err != nil {
+		t.Fatalf("the PNG does not decode: %v", err)
+	}
+	if b := img.Bounds(); b.Dx() != 1920 || b.Dy() != 960 {
+		t.Errorf("PNG is %v, want 1920x960", b)
+	}
+	// The baseline's curve colour is drawn somewhere.
+	found := false
+	for y := 0; y < 960 && !found; y += 2 {
+		for x := 0; x < 1920; x += 2 {
+			if r, g, b, _ := img.At(x, y).RGBA(); r>>8 == 0x4c && g>>8 == 0x72 && b>>8 == 0xb0 {
+				found = true
+				break
+			}
+		}
+	}
+	if !found {
+		t.Error("the PNG has no curve in the first series' colour")
 	}
 }
 

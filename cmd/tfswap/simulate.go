@@ -40,7 +40,7 @@ func init() {
 			&cli.StringFlag{Name: "conventions", Hidden: true, Usage: "accounting rules switched to Grappler's, comma-separated (see docs/SIMULATOR.md), or tfswap, grappler"},
 			&cli.StringFlag{Name: "compute-device", Usage: "the device nodes without a device run on (default /device:GPU:0)"},
 			&cli.StringFlag{Name: "trace", Usage: "write a Chrome trace event file (Perfetto, chrome://tracing) to this file"},
-			&cli.StringFlag{Name: "plot", Usage: "write an SVG plot of memory over time (with the budget line) to this file"},
+			&cli.StringFlag{Name: "plot", Usage: "write a plot of memory over time (with the budget line) to this file: .svg or .png"},
 			&cli.StringFlag{Name: "json", Usage: "write the results as JSON to this file (- for stdout)"},
 			&cli.IntFlag{Name: "top", Value: 10, Usage: "how many of the tensors live at the peak to list"},
 		),
@@ -114,8 +114,10 @@ func simulateAction(c *cli.Context) error {
 	if c.Int("top") < 0 {
 		return usagef("--top must not be negative")
 	}
-	if plot := c.String("plot"); plot != "" && !strings.EqualFold(filepath.Ext(plot), ".svg") {
-		return usagef("--plot writes SVG: give a file name ending in .svg, not %q", plot)
+	if plot := c.String("plot"); plot != "" {
+		if ext := strings.ToLower(filepath.Ext(plot)); ext != ".svg" && ext != ".png" {
+			return usagef("--plot writes SVG or PNG: give a file name ending in .svg or .png, not %q", plot)
+		}
 	}
 	if d := c.String("compute-device"); d != "" {
 		if dev, err := graphdef.ParseDevice(d); err != nil || dev.Type == "" {
@@ -202,7 +204,11 @@ func simulateAction(c *cli.Context) error {
 	}
 	if path := c.String("plot"); path != "" {
 		var buf bytes.Buffer
-		if err := cost.WritePlotSVG(&buf, runs, cost.PlotOptions{}); err != nil {
+		write := cost.WritePlotSVG
+		if strings.EqualFold(filepath.Ext(path), ".png") {
+			write = cost.WritePlotPNG
+		}
+		if err := write(&buf, runs, cost.PlotOptions{}); err != nil {
 			return err
 		}
 		if err := graphdef.WriteFileAtomic(path, buf.Bytes(), 0o644); err != nil {

@@ -82,7 +82,7 @@ func TestSimulateCommandErrors(t *testing.T) {
 		{[]string{"simulate", simResnetFixture, "--device", "v100", "--device-file", badProfile}, 2, "not both"},
 		{[]string{"simulate", simResnetFixture, "--device-file", badProfile}, 1, "missing required field(s)"},
 		{[]string{"simulate", simResnetFixture, "--device", "v100", "--batch-scale", "0"}, 2, "--batch-scale must be at least 1"},
-		{[]string{"simulate", simResnetFixture, "--device", "v100", "--plot", "m.png"}, 2, "--plot writes SVG"},
+		{[]string{"simulate", simResnetFixture, "--device", "v100", "--plot", "m.pdf"}, 2, "--plot writes SVG or PNG"},
 		{[]string{"simulate", simResnetFixture, "--device", "v100", "--fetch", "nope"}, 1, `fetch "nope": no such node`},
 		{[]string{"simulate", simResnetFixture, "--device", "v100", "--conventions", "bogus"}, 2, `unknown rule "bogus"`},
 		{[]string{"simulate", filepath.Join(tmp, "missing.pb"), "--device", "v100"}, 1, "no such file"},
