@@ -213,6 +213,7 @@ def write(out, profiles, names, rows, scaled, r50, plot_rel, tfver, gpu, dev, co
     d("    --trace step.json --plot memory.svg            # side by side, trace, memory plot")
     d("tfswap simulate model.pb --device a100-40gb --batch-scale 4   # 4x the batch")
     d("tfswap simulate model.pb --device-file my-gpu.json --measured ops.json")
+    d("tfswap simulate model.pb --device v100-16gb --grappler      # Grappler's accounting (see below)")
     d("tfswap simulate --list-devices")
     d("tfswap inspect model.pb --device h100 --fetch train           # adds the predicted peak")
     d("```")
@@ -220,7 +221,8 @@ def write(out, profiles, names, rows, scaled, r50, plot_rel, tfver, gpu, dev, co
     d("`--trace` writes a Chrome trace event file (open it in Perfetto or chrome://tracing): a process "
       "per device, a thread for the compute stream and one per copy engine, a `memory` counter per "
       "device and a marker at each peak. `--plot` draws the compute device's memory over the step "
-      "for the baseline and the rewritten graph with the device's memory as the budget line. "
+      "for the baseline and the rewritten graph with the device's memory as the budget line (SVG, "
+      "or PNG for a file name ending in `.png`). "
       "`--json` gives everything in machine-readable form. `--fetch NODE` simulates only what "
       "`Session.run(NODE)` would run (its fan-in); without it every node of the graph runs, "
       "initialisers included.")
