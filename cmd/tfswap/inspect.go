@@ -44,13 +44,13 @@ func inspectAction(c *cli.Context) error {
 	printGraphSummary(w, in, m, g, top)
 	if err := rewrite.CheckNotRewritten(g); err != nil {
 		fmt.Fprintf(w, "\nThe graph was already rewritten by tfswap: no swap candidates.\n")
-		return nil
+	} else {
+		plan, err := rewrite.PlanFor(g, opts)
+		if err != nil {
+			return usagef("%v", err)
+		}
+		printCandidates(w, plan, top)
 	}
-	plan, err := rewrite.PlanFor(g, opts)
-	if err != nil {
-		return usagef("%v", err)
-	}
-	printCandidates(w, plan, top)
 	for _, hook := range inspectHooks {
 		if err := hook(c, w, g); err != nil {
 			return err
