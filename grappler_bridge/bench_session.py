@@ -12,7 +12,8 @@ is first used, so the process times
     callable  creating the callable of the training step (feeds input, labels; fetches loss;
               target train) with TF_SessionMakeCallable: Grappler + executor creation, no step
 
-and, with the bridge, reads the bridge's own timing of the training graph (verbose=1): static
+each as wall time and as CPU time (this process's plus its reaped children's, so tfswap's
+included), and, with the bridge, reads the bridge's own timing of the training graph (verbose=1): static
 shape inference and the tfswap child process (which includes parsing, planning and writing
 the GraphDef and the pipe transfer both ways). Prints a table of medians and JSON.
 """
@@ -22,6 +23,7 @@ import json
 import os
 import pathlib
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -31,6 +33,7 @@ import time
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent
+KEYS = ("init", "init_cpu", "callable", "callable_cpu")
 TIMING = re.compile(
     r"TFSwapOptimizer: graph (\S+) \((\d+) nodes\): (-?\d+) swap nodes added; shapes (\S+) s, tfswap (\S+) s"
 )
@@ -60,16 +63,23 @@ def child(args):
     g = tf.Graph()
     with g.as_default():
         tf.graph_util.import_graph_def(gd, name="")
+    def clocks():
+        # Wall time, and the CPU time of this process and of its reaped children (tfswap):
+        # CPU time is far less disturbed than wall time by other loads on a small machine.
+        ch = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return time.perf_counter(), time.process_time() + ch.ru_utime + ch.ru_stime
+
     with v1.Session(graph=g, config=config) as sess:
-        t0 = time.perf_counter()
+        t0, c0 = clocks()
         sess.run(side["init_op"])
-        t1 = time.perf_counter()
+        t1, c1 = clocks()
         # make_callable() defers creating the callable to its first call; this creates it
         # (TF_SessionMakeCallable: Grappler and the executors) without running a step.
         sess._make_callable_from_options(config_pb2.CallableOptions(
             feed=[f["name"] for f in side["feeds"]], fetch=[side["loss"]], target=[side["train_op"]]))
-        t2 = time.perf_counter()
-    print("BENCH " + json.dumps({"init": t1 - t0, "callable": t2 - t1}), flush=True)
+        t2, c2 = clocks()
+    print("BENCH " + json.dumps({"init": t1 - t0, "callable": t2 - t1,
+                                 "init_cpu": c1 - c0, "callable_cpu": c2 - c1}), flush=True)
 
 
 def run_once(args, bridge):
@@ -120,7 +130,9 @@ def main():
         for bridge in (False, True):
             r = run_once(args, bridge)
             runs[bridge].append(r)
-            print("run %d %-9s init %.3f s  callable %.3f s" % (i, "bridge" if bridge else "baseline", r["init"], r["callable"]), file=sys.stderr)
+            print("run %d %-9s init %.3f s (cpu %.3f s)  callable %.3f s (cpu %.3f s)"
+                  % (i, "bridge" if bridge else "baseline", r["init"], r["init_cpu"],
+                     r["callable"], r["callable_cpu"]), file=sys.stderr)
     if tmp:
         shutil.rmtree(tmp)
 
@@ -130,8 +142,8 @@ def main():
     result = {
         "graph": args.graph,
         "repeats": args.repeats,
-        "baseline": {k: med(False, k) for k in ("init", "callable")},
-        "bridge": {k: med(True, k) for k in ("init", "callable")},
+        "baseline": {k: med(False, k) for k in KEYS},
+        "bridge": {k: med(True, k) for k in KEYS},
     }
     tg = [r["train_graph"] for r in runs[True] if r["train_graph"]]
     if tg:
@@ -141,10 +153,10 @@ def main():
             "shape_inference_s": statistics.median(g["shapes"] for g in tg),
             "tfswap_s": statistics.median(g["tfswap"] for g in tg),
         }
-    print("%-10s %12s %12s %12s" % ("", "baseline", "bridge", "added"))
-    for k in ("init", "callable"):
+    print("median of %d    %12s %12s %12s" % (args.repeats, "baseline", "bridge", "added"))
+    for k in KEYS:
         b, s = result["baseline"][k], result["bridge"][k]
-        print("%-10s %10.3f s %10.3f s %+10.3f s" % (k, b, s, s - b))
+        print("%-14s %10.3f s %10.3f s %+10.3f s" % (k, b, s, s - b))
     if tg:
         t = result["train_graph"]
         print("training graph: %d nodes, %d swap nodes added; shape inference %.3f s, tfswap %.3f s"
