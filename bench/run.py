@@ -1,0 +1,682 @@
+#!/usr/bin/env python3
+"""tfswap's benchmark harness (issue 4): budget-driven swap planning on the large training
+graphs, every strategy side by side with TensorFlow's own Grappler swapping.
+
+    .venv/bin/python bench/run.py            # full run (all models x devices), ~30 min on 2 cores
+    .venv/bin/python bench/run.py --quick    # a subset in a few minutes
+    .venv/bin/python bench/report.py         # docs/BENCHMARKS.md and docs/bench/*.svg from it
+
+For each model (testmodels/large.py) and device profile it finds the largest batch whose
+simulated peak fits the budget without swapping (B0), then plans batches up to 10 x B0 with
+every strategy `tfswap rewrite --strategy` offers and with Grappler's SWAPPING_HEURISTICS,
+and records per (model, device, batch, strategy): the predicted peak and step time (tfswap's
+simulator), the predicted overhead against the unswapped graph at the same batch, the
+VirtualCluster peak of the planned graph and the rewrite time. It also sweeps the budget at
+a fixed batch for the overhead-vs-memory-reduction curves, and evaluates the issue's
+targets. Everything goes to out/bench/results.json; see bench/README.md.
+"""
+
+import argparse
+import datetime
+import hashlib
+import json
+import math
+import multiprocessing as mp
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HARNESS_VERSION = 1
+
+MODELS = ["resnet50", "vgg16", "inception_v3", "unet", "transformer", "lstm_lm"]
+DEVICES = ["gtx1080ti", "titanx", "v100-16gb", "h100"]
+# Strategies of `tfswap rewrite --strategy`, in the order tables show them.
+PLANNERS = ["lms", "vdnn-all", "vdnn-conv", "vdnn-dyn", "autoswap", "window", "auto"]
+# Strategies whose plan does not depend on the budget (the vDNN static policies).
+STATIC = {"vdnn-all", "vdnn-conv"}
+GRAPPLER = "grappler"
+# Before the planners exist: LMS with fixed thresholds, the harness picking the fastest
+# plan that fits from a sweep of --swapout-threshold (a user tuning TFLMS by hand).
+LMS_SWEEP = "lms-sweep"
+LMS_THRESHOLDS = [2, 4, 8, 16, 32]
+
+PRESETS = {
+    "full": dict(models=MODELS, devices=DEVICES, ladder=[1, 1.5, 2, 3, 4, 6, 8, 10],
+                 curve_device="v100-16gb", curve_models=MODELS,
+                 curve_fractions=[0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2],
+                 targets=True, vc="fits"),
+    # The harness's own test (tests/python/test_bench.py): VGG-16 on a 2 GiB GPU.
+    "smoke": dict(models=["vgg16"], devices=["smoke-2gb"], ladder=[1, 2],
+                  curve_device="smoke-2gb", curve_models=["vgg16"], curve_fractions=[0.7],
+                  targets=False, vc="fits"),
+    "quick": dict(models=["resnet50", "vgg16"], devices=["v100-16gb"], ladder=[1, 2, 4, 8],
+                  curve_device="v100-16gb", curve_models=["resnet50"],
+                  curve_fractions=[0.8, 0.6, 0.4], targets=False, vc="fits"),
+}
+
+# The issue's targets that need points of their own (besides the ladder and curves).
+TARGET_CURVE = dict(model="resnet50", device="gtx1080ti", batch=100,
+                    fractions=[0.9, 0.8, 0.7, 0.65, 0.6, 0.55, 0.5, 0.4])
+TARGET_VGG = dict(model="vgg16", device="titanx", batch=256)
+
+
+# ---------------------------------------------------------------------------------------
+# tfswap CLI
+
+
+class Tfswap:
+    """Runs the tfswap binary."""
+
+    def __init__(self, binary, timeout):
+        self.binary = binary
+        self.timeout = timeout
+        self.env = dict(os.environ, GOMAXPROCS="1")
+
+    def run(self, args, timeout=None):
+        t0 = time.perf_counter()
+        p = subprocess.run([self.binary] + args, capture_output=True, text=True,
+                           timeout=timeout or self.timeout, env=self.env)
+        return p, time.perf_counter() - t0
+
+    def device_flags(self, device):
+        if os.path.isfile(device):
+            return ["--device-file", device]
+        return ["--device", device]
+
+    def simulate(self, path, device, scale=1):
+        args = ["simulate", path] + self.device_flags(device) + ["--fetch", "train", "--top", "3",
+                                                                 "--json", "-"]
+        if scale != 1:
+            args += ["--batch-scale", str(scale)]
+        p, secs = self.run(args)
+        if p.returncode != 0:
+            raise RuntimeError("tfswap simulate %s: %s" % (path, p.stderr.strip()[-2000:]))
+        # --json - prints the JSON first, then the text summary.
+        data, _ = json.JSONDecoder().raw_decode(p.stdout)
+        r = data["result"]
+        gpu = next(d for d in r["devices"] if d["gpu"])
+        host = next((d for d in r["devices"] if not d["gpu"]), None)
+        return {
+            "peak": gpu["peak_bytes"], "step_ns": r["step_time_ns"],
+            "resident": gpu["resident_bytes"], "stall_ns": gpu["swap_in_stall_ns"],
+            "host_peak": host["peak_bytes"] if host else 0,
+            "d2h_bytes": r["d2h"].get("Bytes", r["d2h"].get("bytes", 0)),
+            "h2d_bytes": r["h2d"].get("Bytes", r["h2d"].get("bytes", 0)),
+            "live": [{"name": l["Name"], "bytes": l["Bytes"], "kind": l["Kind"]}
+                     for l in gpu.get("live") or []][:3],
+            "unknown_ops": sum((r.get("unknown_ops") or {}).values()),
+            "seconds": round(secs, 3),
+        }
+
+    def strategies(self):
+        """The strategies `tfswap rewrite` offers (parsed from its --help), or []."""
+        p, _ = self.run(["rewrite", "--help"], timeout=60)
+        text = p.stdout + p.stderr
+        m = re.search(r"--strategy[^\n]*(\n(?!\s*--)[^\n]*)*", text)
+        if not m:
+            return []
+        block = m.group(0)
+        found = [s for s in PLANNERS if re.search(r"(?<![\w-])%s(?![\w-])" % re.escape(s), block)]
+        return found or list(PLANNERS)
+
+
+def build_tfswap(out_dir):
+    """Builds tfswap (pure Go) from this checkout into out_dir."""
+    path = os.path.join(out_dir, "tfswap")
+    env = dict(os.environ, CGO_ENABLED="0")
+    subprocess.run(["go", "build", "-o", path, "./cmd/tfswap"], cwd=ROOT, check=True, env=env)
+    return path
+
+
+def git_state():
+    def git(*a):
+        p = subprocess.run(["git"] + list(a), cwd=ROOT, capture_output=True, text=True)
+        return p.stdout.strip() if p.returncode == 0 else ""
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": git("rev-parse", "HEAD"), "subject": git("log", "-1", "--format=%s"),
+            "dirty": bool(dirty)}
+
+
+def default_budget(profile):
+    """The default per-device budget of `tfswap rewrite`: memory less the larger of 300 MiB and
+    6% (what TensorFlow's GPU allocator keeps back; rewrite.DefaultReserve)."""
+    mem = int(profile["memory_bytes"])
+    return mem - max(300 << 20, mem * 6 // 100)
+
+
+# ---------------------------------------------------------------------------------------
+# Worker side (runs in pool processes that import TensorFlow once)
+
+_W = {}
+
+
+def _init_worker(cfg):
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import tfside  # noqa: F401
+    _W["cfg"] = cfg
+    _W["tfside"] = tfside
+    _W["tfswap"] = Tfswap(cfg["tfswap"], cfg["timeout"])
+    tfside.load_swap_ops(cfg["cache"])
+
+
+def _task(kind, args):
+    t0 = time.time()
+    try:
+        out = TASKS[kind](**args)
+        err = None
+    except Exception as e:  # recorded, the run goes on
+        out, err = None, "%s: %s\n%s" % (type(e).__name__, e, traceback.format_exc()[-3000:])
+    return {"kind": kind, "args": args, "result": out, "error": err,
+            "seconds": round(time.time() - t0, 2)}
+
+
+def graph(model, batch):
+    path, secs = _W["tfside"].build_graph(model, batch, _W["cfg"]["cache"])
+    return path
+
+
+def profile_of(device):
+    return _W["cfg"]["profiles"][device]
+
+
+def task_nosswap(model, device):
+    """The largest batch whose simulated peak fits the budget without swapping: bisection on
+    --batch-scale of the batch-2 graph (cheap: one graph, scaled in the simulator), then
+    confirmed and corrected with graphs generated at the batch itself."""
+    ts = _W["tfswap"]
+    prof = profile_of(device)
+    budget = _W["cfg"]["budgets"][device]
+    dev = _W["cfg"]["device_args"][device]
+    base = graph(model, 2)
+    sims = 0
+
+    def fits_scaled(k):
+        nonlocal sims
+        sims += 1
+        return ts.simulate(base, dev, k)["peak"] <= budget
+
+    real = {}
+
+    def fits_real(b):
+        if b not in real:
+            real[b] = ts.simulate(graph(model, b), dev)
+        return real[b]["peak"] <= budget
+
+    if not fits_scaled(1):
+        lo = 0
+    else:
+        lo, hi = 1, 2
+        while hi <= 8192 and fits_scaled(hi):
+            lo, hi = hi, hi * 2
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if fits_scaled(mid):
+                lo = mid
+            else:
+                hi = mid
+    guess = max(1, 2 * lo)
+    # Correct the guess with real graphs: gallop up or down, then bisect.
+    if fits_real(guess):
+        lo, step = guess, 1
+        while fits_real(lo + step):
+            lo += step
+            step *= 2
+        hi = lo + step
+    else:
+        hi, step = guess, 1
+        while hi - step >= 1 and not fits_real(hi - step):
+            hi -= step
+            step *= 2
+        lo = max(0, hi - step)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if fits_real(mid):
+            lo = mid
+        else:
+            hi = mid
+    b0 = lo
+    rec = {"model": model, "device": device, "budget": budget,
+           "memory": int(prof["memory_bytes"]), "b0": b0, "scaled_guess": guess,
+           "simulations_scaled": sims, "graphs_checked": sorted(real)}
+    side = os.path.splitext(base)[0] + ".json"
+    if os.path.exists(side):
+        with open(side) as f:
+            meta = json.load(f)
+        rec["graph"] = {k: meta.get(k) for k in ("node_count", "parameter_count", "description")}
+    if b0 >= 1:
+        rec["sim"] = real[b0]
+        rec["sim_next"] = real.get(b0 + 1) or ts.simulate(graph(model, b0 + 1), dev)
+        rec["vc"] = _W["tfside"].check_cached(graph(model, b0), prof, _W["cfg"]["cache"])
+    return rec
+
+
+def _summarize_report(path):
+    try:
+        with open(path) as f:
+            rep = json.load(f)
+    except (OSError, ValueError):
+        return None
+    out = {}
+    for k, v in rep.items():
+        if isinstance(v, (str, int, float, bool)) or v is None:
+            out[k] = v
+        elif isinstance(v, list):
+            out[k + "_count"] = len(v)
+        elif isinstance(v, dict):
+            for k2, v2 in v.items():
+                if isinstance(v2, (str, int, float, bool)):
+                    out[k + "." + k2] = v2
+    return out
+
+
+def evaluate(model, device, batch, strategy, budget, src, base, vc_policy, tag):
+    """Plans src with strategy, simulates the plan and checks it with the VirtualCluster."""
+    cfg = _W["cfg"]
+    ts = _W["tfswap"]
+    prof = profile_of(device)
+    dev = cfg["device_args"][device]
+    work = tempfile.mkdtemp(prefix="plan-", dir=cfg["scratch"])
+    rec = {"model": model, "device": device, "batch": batch, "strategy": strategy,
+           "budget": budget, "tag": tag}
+    try:
+        out = os.path.join(work, "plan.pb")
+        if strategy == GRAPPLER:
+            raw = os.path.join(work, "grappler_raw.pb")
+            st = _W["tfside"].grappler_swap(src, raw, out, prof, budget, cfg["cache"])
+            rec["rewrite_s"] = st["seconds"]  # OptimizeGraph alone
+            rec["plan"] = st
+            rec["swaps"] = st["swaps"]
+        elif strategy == LMS_SWEEP:
+            best, total = None, 0.0
+            if base["peak"] <= budget:  # fits as it is: a user would not swap
+                shutil.copy(src, out)
+                rec["rewrite_s"] = 0.0
+                rec["plan"] = {"swapout_threshold": None, "thresholds_tried": []}
+                rec["sim"] = base
+                best = ()
+            for thr in ([] if best == () else LMS_THRESHOLDS):
+                cand = os.path.join(work, "lms_%d.pb" % thr)
+                p, secs = ts.run(["rewrite", src, "-o", cand, "--swapout-threshold", str(thr)])
+                total += secs
+                if p.returncode != 0:
+                    continue
+                s = ts.simulate(cand, dev)
+                key = (s["peak"] > budget, s["step_ns"], s["peak"])
+                if best is None or key < best[0]:
+                    best = (key, thr, cand, s)
+            if best is None:
+                rec["error"] = "no threshold gave a plan"
+                return rec
+            if best != ():
+                shutil.copy(best[2], out)
+                rec["rewrite_s"] = round(total, 3)
+                rec["plan"] = {"swapout_threshold": best[1], "thresholds_tried": LMS_THRESHOLDS}
+                rec["sim"] = best[3]
+        else:
+            rep = os.path.join(work, "report.json")
+            args = ["rewrite", src, "-o", out, "--strategy", strategy, "--budget", str(budget),
+                    "--report", rep] + ts.device_flags(dev)
+            try:
+                p, secs = ts.run(args)
+            except subprocess.TimeoutExpired:
+                rec["error"] = "timeout after %ds" % ts.timeout
+                return rec
+            rec["rewrite_s"] = round(secs, 3)
+            rec["plan"] = _summarize_report(rep)
+            if p.returncode != 0:
+                msg = (p.stderr or p.stdout).strip()
+                rec["error"] = msg[-1500:]
+                rec["no_plan"] = True
+                return rec
+        if "sim" not in rec:
+            rec["sim"] = ts.simulate(out, dev)
+        s = rec["sim"]
+        rec["fits_sim"] = s["peak"] <= budget
+        rec["overhead"] = s["step_ns"] / base["step_ns"] - 1
+        rec["reduction"] = 1 - s["peak"] / base["peak"]
+        if vc_policy == "all" or (vc_policy == "fits" and rec["fits_sim"]):
+            vc = _W["tfside"].check_cached(out, prof, cfg["cache"])
+            rec["vc"] = vc
+            # The judge: TensorFlow's own peak. GraphMemory does not count variables and
+            # optimizer slots (resource handles are 0 bytes); with tfswap's figure for them
+            # added, the check is stricter (fits_vc_resident).
+            rec["fits_vc"] = vc["peak_bytes"] <= budget
+            rec["fits_vc_resident"] = vc["peak_bytes"] + s["resident"] <= budget
+        if cfg.get("keep_plans"):
+            keep = os.path.join(cfg["out"], "plans", model, device, "b%d" % batch)
+            os.makedirs(keep, exist_ok=True)
+            shutil.copy(out, os.path.join(keep, "%s_%s_%d.pb" % (tag, strategy, budget)))
+        return rec
+    except Exception as e:
+        rec["error"] = "%s: %s" % (type(e).__name__, e)
+        return rec
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def task_point(model, device, batch, multiple, strategies, budget=None, tag="ladder",
+               vc_baseline=False):
+    """One (model, device, batch): the unswapped graph, then every strategy."""
+    cfg = _W["cfg"]
+    ts = _W["tfswap"]
+    dev = cfg["device_args"][device]
+    budget = budget or cfg["budgets"][device]
+    src = graph(model, batch)
+    base = ts.simulate(src, dev)
+    out = {"model": model, "device": device, "batch": batch, "multiple": multiple,
+           "budget": budget, "tag": tag, "base": base, "plans": []}
+    if vc_baseline:
+        out["base_vc"] = _W["tfside"].check_cached(src, profile_of(device), cfg["cache"])
+    for s in strategies:
+        out["plans"].append(evaluate(model, device, batch, s, budget, src, base, cfg["vc"], tag))
+    return out
+
+
+def task_curve(model, device, batch, fraction, strategies, tag="curve"):
+    """One budget of a curve: budget = fraction x the unswapped graph's simulated peak."""
+    cfg = _W["cfg"]
+    ts = _W["tfswap"]
+    dev = cfg["device_args"][device]
+    src = graph(model, batch)
+    base = ts.simulate(src, dev)
+    budget = int(base["peak"] * fraction) if fraction else cfg["budgets"][device]
+    out = {"model": model, "device": device, "batch": batch, "fraction": fraction,
+           "budget": budget, "tag": tag, "base": base, "plans": []}
+    for s in strategies:
+        out["plans"].append(evaluate(model, device, batch, s, budget, src, base, "none", tag))
+    return out
+
+
+def task_lms_thresholds(model, device, batch, tag="curve"):
+    """Fixed-threshold LMS plans (no budget), for the curves before the lms planner exists."""
+    cfg = _W["cfg"]
+    ts = _W["tfswap"]
+    dev = cfg["device_args"][device]
+    src = graph(model, batch)
+    base = ts.simulate(src, dev)
+    out = {"model": model, "device": device, "batch": batch, "tag": tag, "base": base,
+           "plans": []}
+    work = tempfile.mkdtemp(prefix="lms-", dir=cfg["scratch"])
+    try:
+        for thr in LMS_THRESHOLDS + [64, 128]:
+            p_out = os.path.join(work, "p.pb")
+            p, secs = ts.run(["rewrite", src, "-o", p_out, "--swapout-threshold", str(thr)])
+            rec = {"strategy": "lms-threshold", "threshold": thr, "rewrite_s": round(secs, 3)}
+            if p.returncode != 0:
+                rec["error"] = p.stderr.strip()[-500:]
+            else:
+                s = ts.simulate(p_out, dev)
+                rec.update(sim=s, overhead=s["step_ns"] / base["step_ns"] - 1,
+                           reduction=1 - s["peak"] / base["peak"])
+            out["plans"].append(rec)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return out
+
+
+TASKS = {"nosswap": task_nosswap, "point": task_point, "curve": task_curve,
+         "lms_thresholds": task_lms_thresholds}
+
+# Rough relative cost per model (graph size), to start the longest tasks first.
+WEIGHT = {"transformer": 5, "lstm_lm": 4, "inception_v3": 4, "resnet50": 3, "unet": 1,
+          "vgg16": 1}
+
+
+# ---------------------------------------------------------------------------------------
+# Driver
+
+
+def run_tasks(pool, tasks, log, done_cb):
+    tasks = sorted(tasks, key=lambda t: -WEIGHT.get(t[1].get("model"), 1))
+    results = []
+    pending = [pool.apply_async(_task, t) for t in tasks]
+    for i, p in enumerate(pending):
+        r = p.get()
+        results.append(r)
+        done_cb(r)
+        a = r["args"]
+        log("  [%d/%d] %s %s %s%s %.1fs%s" % (
+            i + 1, len(pending), r["kind"], a.get("model"), a.get("device"),
+            " b%s" % a["batch"] if "batch" in a else "", r["seconds"],
+            "  ERROR " + r["error"].splitlines()[0] if r["error"] else ""))
+    return results
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="a subset that runs in a few minutes")
+    ap.add_argument("--smoke", action="store_true", help="the harness's self-test: VGG-16 on a "
+                    "made-up 2 GiB GPU (v100-16gb with less memory), two batches, under a minute")
+    ap.add_argument("--models", help="comma-separated models (default: the preset's)")
+    ap.add_argument("--devices", help="comma-separated device profiles or profile files")
+    ap.add_argument("--ladder", help="comma-separated multiples of B0 (default: the preset's)")
+    ap.add_argument("--strategies", help="comma-separated strategies (default: every one "
+                    "`tfswap rewrite --strategy` offers, and grappler)")
+    ap.add_argument("--curve-fractions", help="comma-separated budget fractions of the "
+                    "unswapped peak for the curves ('' for none)")
+    ap.add_argument("--curve-models", help="comma-separated models with curves")
+    ap.add_argument("--curve-device", help="device profile of the curves")
+    ap.add_argument("--no-targets", action="store_true", help="skip the targets' extra points")
+    ap.add_argument("--vc", choices=["all", "fits", "none"],
+                    help="VirtualCluster-check every plan, those the simulator says fit "
+                    "(default), or none")
+    ap.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
+    ap.add_argument("--tfswap", help="tfswap binary (default: built from this checkout)")
+    ap.add_argument("--timeout", type=int, default=300, help="seconds per tfswap run")
+    ap.add_argument("--out", default=os.path.join(ROOT, "out", "bench"),
+                    help="output directory (default out/bench)")
+    ap.add_argument("--cache", help="graph and VirtualCluster cache (default OUT/cache)")
+    ap.add_argument("--keep-plans", action="store_true", help="keep the planned graphs")
+    ap.add_argument("--report", action="store_true",
+                    help="then write docs/BENCHMARKS.md and docs/bench/ (bench/report.py)")
+    args = ap.parse_args(argv)
+
+    mode = "smoke" if args.smoke else "quick" if args.quick else "full"
+    preset = dict(PRESETS[mode])
+    split = lambda s: [x for x in s.split(",") if x] if s is not None else None  # noqa: E731
+    models = split(args.models) or preset["models"]
+    devices = split(args.devices) or preset["devices"]
+    ladder = [float(x) for x in split(args.ladder)] if args.ladder else preset["ladder"]
+    fractions = ([float(x) for x in split(args.curve_fractions)]
+                 if args.curve_fractions is not None else preset["curve_fractions"])
+    curve_models = split(args.curve_models) or [m for m in preset["curve_models"] if m in models]
+    curve_device = args.curve_device or preset["curve_device"]
+    if curve_device not in devices:
+        curve_device = devices[0]
+    targets = preset["targets"] and not args.no_targets
+    custom = any(x is not None for x in (args.models, args.devices, args.ladder))
+    if custom:
+        mode += "-custom"
+
+    os.makedirs(args.out, exist_ok=True)
+    cache = args.cache or os.path.join(args.out, "cache")
+    scratch = tempfile.mkdtemp(prefix="bench-", dir=args.out)
+    log_path = os.path.join(args.out, "run.log")
+    logf = open(log_path, "w")
+
+    def log(msg):
+        line = "%s %s" % (time.strftime("%H:%M:%S"), msg)
+        print(line, flush=True)
+        logf.write(line + "\n")
+        logf.flush()
+
+    t_start = time.time()
+    binary = args.tfswap or build_tfswap(args.out)
+    ts = Tfswap(binary, args.timeout)
+    offered = ts.strategies()
+    if args.strategies:
+        strategies = split(args.strategies)
+    else:
+        strategies = (list(offered) if offered else [LMS_SWEEP]) + [GRAPPLER]
+    log("tfswap %s; strategies offered: %s; benchmarking: %s" % (
+        binary, ", ".join(offered) or "(no --strategy yet)", ", ".join(strategies)))
+
+    # Device profiles: the built-in ones dumped to files for the checker.
+    profiles, device_args, budgets = {}, {}, {}
+    pdir = os.path.join(args.out, "profiles")
+    os.makedirs(pdir, exist_ok=True)
+    for d in set(devices) | {curve_device} | ({TARGET_CURVE["device"], TARGET_VGG["device"]}
+                                             if targets else set()):
+        if os.path.isfile(d):  # a profile file of the user's
+            path = arg = os.path.abspath(d)
+        else:
+            path = os.path.join(pdir, d + ".json")
+            builtin = "v100-16gb" if d == "smoke-2gb" else d
+            p, _ = ts.run(["simulate", "--device", builtin, "--dump-profile", path])
+            if p.returncode != 0:
+                raise SystemExit("profile %s: %s" % (d, p.stderr.strip()))
+            arg = d
+            if d == "smoke-2gb":
+                with open(path) as f:
+                    prof = json.load(f)
+                prof.update(name="v100-2gb", memory_bytes=2 << 30,
+                            description="a made-up V100 with 2 GiB, for the harness's self-test")
+                with open(path, "w") as f:
+                    json.dump(prof, f, indent=1)
+                arg = os.path.abspath(path)
+        with open(path) as f:
+            prof = json.load(f)
+        profiles[d] = prof
+        device_args[d] = arg
+        budgets[d] = default_budget(prof)
+
+    cfg = {"tfswap": binary, "timeout": args.timeout, "cache": cache, "scratch": scratch,
+           "out": args.out, "profiles": profiles, "device_args": device_args,
+           "budgets": budgets, "vc": args.vc or preset["vc"], "keep_plans": args.keep_plans}
+    records = []
+    rec_path = os.path.join(args.out, "records.jsonl")
+    recf = open(rec_path, "w")
+
+    def done(r):
+        records.append(r)
+        recf.write(json.dumps(r) + "\n")
+        recf.flush()
+
+    ctx = mp.get_context("spawn")
+    phases = {}
+    with ctx.Pool(args.jobs, initializer=_init_worker, initargs=(cfg,)) as pool:
+        tf_version = pool.apply(_worker_tf_version)
+        # Phase 1: the no-swap maximum batch per (model, device).
+        t0 = time.time()
+        log("phase 1: largest batch without swapping, %d (model, device) pairs" %
+            (len(models) * len(devices)))
+        extra = set()
+        if targets:
+            extra = {(TARGET_CURVE["model"], TARGET_CURVE["device"]),
+                     (TARGET_VGG["model"], TARGET_VGG["device"])}
+        pairs = [(m, d) for m in models for d in devices] + sorted(
+            extra - {(m, d) for m in models for d in devices})
+        res = run_tasks(pool, [("nosswap", {"model": m, "device": d}) for m, d in pairs], log, done)
+        b0 = {}
+        for r in res:
+            if r["result"]:
+                b0[(r["args"]["model"], r["args"]["device"])] = r["result"]["b0"]
+        phases["nosswap_s"] = round(time.time() - t0, 1)
+
+        # Phase 2: the batch ladder, the curves and the targets' points.
+        t0 = time.time()
+        tasks = []
+        for m in models:
+            for d in devices:
+                base = b0.get((m, d), 0)
+                if base < 1:
+                    continue
+                seen = set()
+                for mult in ladder:
+                    b = max(1, int(round(mult * base)))
+                    if b in seen:
+                        continue
+                    seen.add(b)
+                    tasks.append(("point", {"model": m, "device": d, "batch": b,
+                                            "multiple": mult, "strategies": strategies,
+                                            "vc_baseline": mult == 1}))
+        curve_strats = [s for s in strategies if s != LMS_SWEEP]
+        for m in curve_models:
+            base = b0.get((m, curve_device), 0)
+            if base < 1:
+                continue
+            for f in fractions:
+                tasks.append(("curve", {"model": m, "device": curve_device, "batch": base,
+                                        "fraction": f,
+                                        "strategies": [s for s in curve_strats if s not in STATIC]}))
+            static = [s for s in curve_strats if s in STATIC]
+            if static:
+                tasks.append(("curve", {"model": m, "device": curve_device, "batch": base,
+                                        "fraction": None, "strategies": static}))
+            if "lms" not in strategies:
+                tasks.append(("lms_thresholds", {"model": m, "device": curve_device,
+                                                 "batch": base}))
+        if targets:
+            tc = TARGET_CURVE
+            for f in tc["fractions"]:
+                tasks.append(("curve", {"model": tc["model"], "device": tc["device"],
+                                        "batch": tc["batch"], "fraction": f,
+                                        "strategies": [s for s in curve_strats if s not in STATIC],
+                                        "tag": "target-autoswap"}))
+            tasks.append(("curve", {"model": tc["model"], "device": tc["device"],
+                                    "batch": tc["batch"], "fraction": None,
+                                    "strategies": [s for s in curve_strats if s in STATIC],
+                                    "tag": "target-autoswap"}))
+            if "lms" not in strategies:
+                tasks.append(("lms_thresholds", {"model": tc["model"], "device": tc["device"],
+                                                 "batch": tc["batch"], "tag": "target-autoswap"}))
+            tv = TARGET_VGG
+            mem = int(profiles[tv["device"]]["memory_bytes"])
+            for budget in sorted({budgets[tv["device"]], mem}):
+                tasks.append(("point", {"model": tv["model"], "device": tv["device"],
+                                        "batch": tv["batch"], "multiple": None,
+                                        "strategies": strategies, "budget": budget,
+                                        "tag": "target-vdnn"}))
+        log("phase 2: %d tasks (ladder points, curve budgets, targets)" % len(tasks))
+        run_tasks(pool, tasks, log, done)
+        phases["points_s"] = round(time.time() - t0, 1)
+
+    shutil.rmtree(scratch, ignore_errors=True)
+    elapsed = time.time() - t_start
+    meta = {
+        "harness_version": HARNESS_VERSION, "mode": mode,
+        "command": "bench/run.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "started": datetime.datetime.fromtimestamp(t_start, datetime.timezone.utc).isoformat(
+            timespec="seconds"),
+        "elapsed_s": round(elapsed, 1), "phases": phases, "jobs": args.jobs,
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
+                    "python": platform.python_version()},
+        "git": git_state(), "tfswap": binary, "strategies_offered": offered,
+        "strategies": strategies, "models": models, "devices": devices, "ladder": ladder,
+        "curve_device": curve_device, "curve_models": curve_models,
+        "curve_fractions": fractions, "targets": targets, "vc_policy": cfg["vc"],
+        "budgets": budgets,
+        "profiles": {d: {k: p.get(k) for k in ("name", "memory_bytes", "fp32_flops",
+                                                 "mem_bytes_per_s", "d2h_bytes_per_s",
+                                                 "h2d_bytes_per_s", "description")}
+                     for d, p in profiles.items()},
+        "tensorflow": tf_version,
+    }
+    out = {"meta": meta, "records": records}
+    path = os.path.join(args.out, "results.json")
+    with open(path + ".tmp", "w") as f:
+        json.dump(out, f, indent=1)
+    os.replace(path + ".tmp", path)
+    errors = sum(1 for r in records if r["error"])
+    log("done in %.1f min: %d tasks (%d failed), results in %s" % (
+        elapsed / 60, len(records), errors, path))
+    if args.report:
+        sys.path.insert(0, os.path.join(ROOT, "bench"))
+        import report
+        report.main(["--results", path])
+    return 0
+
+
+def _worker_tf_version():
+    return _W["tfside"].tf().__version__
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""The benchmark harness (bench/) in its smallest mode, so that it cannot rot: VGG-16 on a
+made-up 2 GiB GPU, two batches, every strategy tfswap offers and Grappler's swapping, then
+the report. Also checks that the harness's lowering of Grappler's swap kernels (for the
+VirtualCluster) and the simulator's (cost/grappler_swaps.go) agree.
+
+Run:  .venv/bin/python -m pytest -q tests/python/test_bench.py   (about a minute)
+"""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+
+# Graphs, the Grappler op library and VirtualCluster results are cached across runs here
+# (git-ignored), so that a second run of the test skips the compile and the graph builds.
+CACHE = ROOT / "out" / "bench-test-cache"
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / "run.py"), "--smoke", "--out", str(out),
+                        "--cache", str(CACHE)], capture_output=True, text=True, env=env,
+                       timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    with open(out / "results.json") as f:
+        return out, json.load(f)
+
+
+def test_smoke_run_measures_every_point(smoke):
+    out, res = smoke
+    meta, recs = res["meta"], res["records"]
+    assert meta["mode"] == "smoke"
+    assert not [r for r in recs if r["error"]], [r["error"] for r in recs if r["error"]]
+    ns = [r["result"] for r in recs if r["kind"] == "nosswap"]
+    assert len(ns) == 1 and ns[0]["b0"] >= 2
+    b0 = ns[0]["b0"]
+    # The no-swap maximum: fits at B0, not at B0 + 1 (simulated, real graphs).
+    assert ns[0]["sim"]["peak"] <= ns[0]["budget"] < ns[0]["sim_next"]["peak"]
+    points = [r["result"] for r in recs if r["kind"] == "point"]
+    assert sorted(p["batch"] for p in points) == [b0, 2 * b0]
+    for p in points:
+        names = [x["strategy"] for x in p["plans"]]
+        assert names == meta["strategies"] and "grappler" in names
+        for x in p["plans"]:
+            if x.get("no_plan"):
+                continue
+            assert not x.get("error"), x
+            assert x["sim"]["peak"] > 0 and x["overhead"] > -0.01
+            assert x["rewrite_s"] >= 0
+            if x["fits_sim"]:
+                # Every plan the simulator says fits was checked with the VirtualCluster.
+                assert x["vc"]["peak_bytes"] > 0 and isinstance(x["fits_vc"], bool)
+    # At B0 the unswapped graph fits: the VirtualCluster checked it too.
+    p1 = next(p for p in points if p["batch"] == b0)
+    assert p1["base_vc"]["peak_bytes"] > 0
+    curves = [r["result"] for r in recs if r["kind"] == "curve"]
+    assert curves and all(c["budget"] < c["base"]["peak"] for c in curves if c["fraction"])
+
+
+def test_smoke_report(smoke, tmp_path):
+    out, res = smoke
+    import report
+    assert report.main(["--results", str(out / "results.json"), "--docs", str(tmp_path)]) == 0
+    text = (tmp_path / "BENCHMARKS.md").read_text()
+    for heading in ("## Largest batch without swapping", "## Largest trainable batch",
+                    "## Overhead versus memory reduction", "## Targets", "## Every ladder point"):
+        assert heading in text
+    assert res["meta"]["git"]["commit"][:12] in text
+    svgs = list((tmp_path / "bench").glob("*.svg"))
+    assert svgs
+    for s in svgs:
+        ET.parse(s)  # well-formed
+    assert json.loads((tmp_path / "bench" / "results.json").read_text())["meta"]["mode"] == "smoke"
+
+
+def test_grappler_lowering_matches_the_simulator(smoke, tmp_path):
+    """tfswap simulate reads Grappler's raw output (cost/grappler_swaps.go lowers it) exactly as
+    it reads the harness's lowered graph (bench/tfside.py), which the VirtualCluster checks."""
+    out, res = smoke
+    import tfside
+    tfswap = res["meta"]["tfswap"]
+    prof = tfside.load_profile(str(out / "profiles" / "smoke-2gb.json"))
+    b0 = next(r["result"]["b0"] for r in res["records"] if r["kind"] == "nosswap")
+    src, _ = tfside.build_graph("vgg16", 2 * b0, str(CACHE))
+    tfside.load_swap_ops(str(CACHE))
+    raw, low = tmp_path / "raw.pb", tmp_path / "low.pb"
+    st = tfside.grappler_swap(src, str(raw), str(low), prof, 1 << 30, str(CACHE))
+    assert st["swaps"] > 0 and st["lowered"] == 2 * st["swaps"]
+
+    def sim(path):
+        p = subprocess.run([tfswap, "simulate", str(path), "--device-file",
+                            str(out / "profiles" / "smoke-2gb.json"), "--fetch", "train",
+                            "--json", "-"], capture_output=True, text=True, check=True)
+        r, _ = json.JSONDecoder().raw_decode(p.stdout)
+        r = r["result"]
+        return (r["step_time_ns"], [(d["name"], d["peak_bytes"]) for d in r["devices"]],
+                r["d2h"], r["h2d"], r["unsized_tensors"])
+
+    a, b = sim(raw), sim(low)
+    assert a == b
+    # One copy out per swapped tensor (TensorFlow sends a tensor once to each device), one
+    # copy in per swap pair.
+    assert 1 <= a[2]["Count"] <= st["swaps"] and a[3]["Count"] == st["swaps"]
