@@ -3,6 +3,7 @@ package tune
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"time"
 
@@ -29,8 +30,7 @@ type Options struct {
 	Steps int
 	// Tolerance is how much slower than the reference a plan may measure and still count as
 	// "no slower" (0.03: 3%), compared as the median of the paired step-time ratios (see
-	// PairedRatio); the measurement's own noise, half the interquartile range of those
-	// ratios, widens it when that is larger, so that noise is not taken for a stall.
+	// Slower).
 	Tolerance float64
 	// Report, when set, is called with every round as it ends.
 	Report func(Round)
@@ -85,9 +85,13 @@ type Round struct {
 	Predicted Prediction
 	// StepTime is the plan's measured median step time and Reference the reference plan's,
 	// in the same interleaved measurement; Ratio is the median of the paired ratios
-	// (PairedRatio) and Limit the ratio the plan had to stay within (phase "latest").
+	// (PairedRatio), Limit the ratio the plan had to stay within, SlowerSteps the number of
+	// pairs in which the plan's step was the slower one out of Pairs, and P the sign test's
+	// p-value of that count (phase "latest"; see Slower).
 	StepTime, Reference time.Duration
 	Ratio, Limit        float64
+	SlowerSteps, Pairs  int
+	P                   float64
 	// MeasuredPeak is the device memory the plan's step used, as the runtime measured it
 	// (PeakSession; 0 when not measured).
 	MeasuredPeak int64
@@ -108,7 +112,8 @@ func (r Round) String() string {
 	if r.Accepted {
 		verdict = "accepted"
 	}
-	s += fmt.Sprintf("  lead %3d  step %s vs reference %s, paired ratio %.3f (limit %.3f)  %s", r.Lead, fmtMS(r.StepTime), fmtMS(r.Reference), r.Ratio, r.Limit, verdict)
+	s += fmt.Sprintf("  lead %3d  step %s vs reference %s: paired ratio %.3f (limit %.3f), slower in %d/%d pairs (p %.3f)  %s",
+		r.Lead, fmtMS(r.StepTime), fmtMS(r.Reference), r.Ratio, r.Limit, r.SlowerSteps, r.Pairs, r.P, verdict)
 	if r.MeasuredPeak > 0 {
 		s += "  measured peak " + units.FormatBytes(r.MeasuredPeak)
 	}
@@ -213,20 +218,28 @@ func Capped(earliest Positions, lead int) Positions {
 	return out
 }
 
-// Compare times the plans of sessions a and b with n steps each, interleaved (a, b, a,
-// b, ...) so that both see the same machine load, and returns their step times.
+// Compare times the plans of sessions a and b with n steps each, interleaved in pairs so
+// that both see the same machine load, the order alternating (a b, b a, a b, ...) so that
+// neither always runs right after the other; it returns their step times in pair order.
 func Compare(a, b Session, n int) ([]time.Duration, []time.Duration, error) {
-	var ta, tb []time.Duration
+	ta, tb := make([]time.Duration, n), make([]time.Duration, n)
 	for i := 0; i < n; i++ {
-		d, err := a.Step()
+		first, second := a, b
+		if i%2 == 1 {
+			first, second = b, a
+		}
+		d1, err := first.Step()
 		if err != nil {
 			return nil, nil, err
 		}
-		ta = append(ta, d)
-		if d, err = b.Step(); err != nil {
+		d2, err := second.Step()
+		if err != nil {
 			return nil, nil, err
 		}
-		tb = append(tb, d)
+		if i%2 == 1 {
+			d1, d2 = d2, d1
+		}
+		ta[i], tb[i] = d1, d2
 	}
 	return ta, tb, nil
 }
@@ -243,6 +256,44 @@ func Median(d []time.Duration) time.Duration {
 		return s[m]
 	}
 	return (s[m-1] + s[m]) / 2
+}
+
+// SignificanceLevel is the sign test's level in Slower.
+const SignificanceLevel = 0.05
+
+// Slower decides whether cand measured slower than ref (interleaved pairs, see Compare):
+// the median of the paired ratios exceeds 1 + tolerance, and the candidate's step was the
+// slower one in so many pairs that a one-sided sign test rejects "equally fast" at
+// SignificanceLevel. Both must hold: a stall slows every step, while the load of a shared
+// machine slows single steps of either plan. It returns the decision, the median ratio,
+// the number of slower pairs and the sign test's p-value.
+func Slower(ref, cand []time.Duration, tolerance float64) (slower bool, ratio float64, k int, p float64) {
+	ratio, _ = PairedRatio(ref, cand)
+	n := min(len(ref), len(cand))
+	for i := 0; i < n; i++ {
+		if cand[i] > ref[i] {
+			k++
+		}
+	}
+	p = SignTestP(k, n)
+	return ratio > 1+tolerance && p <= SignificanceLevel, ratio, k, p
+}
+
+// SignTestP returns P(X >= k) for X binomial with n trials of probability 1/2: the
+// one-sided p-value of k successes out of n.
+func SignTestP(k, n int) float64 {
+	if k <= 0 {
+		return 1
+	}
+	var sum float64
+	c := 1.0 // C(n, i), built up from i = 0
+	for i := 0; i <= n; i++ {
+		if i >= k {
+			sum += c
+		}
+		c = c * float64(n-i) / float64(i+1)
+	}
+	return sum / math.Pow(2, float64(n))
 }
 
 // PairedRatio compares interleaved measurements of a candidate (cand) and a reference (ref)
@@ -281,9 +332,10 @@ func PairedRatio(ref, cand []time.Duration) (ratio, noise float64) {
 // that was slower (1, 2, 4, ...) and bisects between the largest slower and the smallest
 // accepted lead once one was accepted, for at most opts.Rounds measured rounds. Each round
 // times the candidate plan interleaved with the earliest safe plan, whose session stays
-// open as the reference; a plan is accepted when its paired step-time ratio to the
-// reference is within the tolerance (Options.Tolerance), and its predicted peak within the budget (moving triggers
-// later lowers the peak, but the check costs one simulation).
+// open as the reference. A plan is accepted unless it measured slower (Slower: the median
+// paired step-time ratio over 1 + opts.Tolerance, and a sign test over the pairs) or its
+// peak, predicted or (on a GPU) measured, exceeds the budget; moving triggers later lowers
+// the predicted peak, but the check costs one simulation.
 func Tune(p *Problem, pr *Predictor, rt Runner, opts Options) (*Result, error) {
 	opts = opts.withDefaults()
 	res := &Result{}
@@ -368,10 +420,10 @@ func Tune(p *Problem, pr *Predictor, rt Runner, opts Options) (*Result, error) {
 				return nil, fmt.Errorf("round %d: %w", len(res.Rounds)+1, err)
 			}
 			r.Reference, r.StepTime = Median(tr), Median(tc)
-			var noise float64
-			r.Ratio, noise = PairedRatio(tr, tc)
-			r.Limit = 1 + max(opts.Tolerance, noise)
-			r.Accepted = r.Ratio <= r.Limit && r.MeasuredPeak <= opts.Budget
+			var slower bool
+			slower, r.Ratio, r.SlowerSteps, r.P = Slower(tr, tc, opts.Tolerance)
+			r.Limit, r.Pairs = 1+opts.Tolerance, len(tr)
+			r.Accepted = !slower && r.MeasuredPeak <= opts.Budget
 			switch {
 			case r.MeasuredPeak > opts.Budget:
 				r.Note = "measured peak over budget"

@@ -234,3 +234,52 @@ func TestPairedRatioAndCapped(t *testing.T) {
 		t.Errorf("Median")
 	}
 }
+
+func TestSlower(t *testing.T) {
+	if p := SignTestP(9, 10); p < 0.0107 || p > 0.0108 {
+		t.Errorf("P(X>=9 of 10) = %v, want 11/1024", p)
+	}
+	if SignTestP(0, 10) != 1 || SignTestP(11, 10) != 0 {
+		t.Errorf("SignTestP edges")
+	}
+	ms := func(v ...float64) []time.Duration {
+		var d []time.Duration
+		for _, x := range v {
+			d = append(d, time.Duration(x*1e6))
+		}
+		return d
+	}
+	ref := ms(10, 10, 10, 10, 10, 10, 10, 10, 10, 10)
+	// A stall: every step 20% slower.
+	if slow, r, k, _ := Slower(ref, ms(12, 12, 12, 12, 12, 12, 12, 12, 12, 12), 0.03); !slow || k != 10 || r < 1.19 {
+		t.Errorf("stall: %v %v %v", slow, r, k)
+	}
+	// Load spikes in half of the candidate's steps: not significant.
+	if slow, _, k, _ := Slower(ref, ms(15, 9, 15, 9, 15, 9, 15, 9, 15, 9.5), 0.03); slow || k != 5 {
+		t.Errorf("spikes: %v %v", slow, k)
+	}
+	// Consistently but negligibly slower: within the tolerance.
+	if slow, _, _, _ := Slower(ref, ms(10.1, 10.1, 10.1, 10.1, 10.1, 10.1, 10.1, 10.1, 10.1, 10.1), 0.03); slow {
+		t.Errorf("1%% slower counted as slower")
+	}
+}
+
+// orderSession records the order of steps across sessions.
+type orderSession struct {
+	name string
+	log  *[]string
+}
+
+func (s orderSession) Step() (time.Duration, error) {
+	*s.log = append(*s.log, s.name)
+	return time.Millisecond, nil
+}
+func (s orderSession) Close() error { return nil }
+
+func TestCompareAlternates(t *testing.T) {
+	var log []string
+	ta, tb, err := Compare(orderSession{"a", &log}, orderSession{"b", &log}, 4)
+	if err != nil || len(ta) != 4 || len(tb) != 4 || strings.Join(log, "") != "abbaabba" {
+		t.Errorf("order %v, %d %d, %v", log, len(ta), len(tb), err)
+	}
+}

@@ -79,9 +79,15 @@ type tuneReport struct {
 	// Untuned and Tuned compare the plan with rewrite's distance triggers and the tuned plan:
 	// predicted peak, measured median step time (interleaved steps), paired ratio tuned/untuned.
 	Untuned, Tuned compared
-	Ratio          float64
+	// Ratio is the median of the paired step-time ratios tuned/untuned; SlowerSteps counts
+	// the pairs in which the tuned step was the slower, out of Pairs; P is the one-sided sign
+	// test's p-value of that count.
+	Ratio              float64
+	SlowerSteps, Pairs int
+	P                  float64
 }
 
+// compared is one plan of the final comparison.
 type compared struct {
 	PredictedPeak     int64
 	PredictedStepNS   int64
@@ -226,10 +232,10 @@ func tuneAction(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("%s: timing the untuned and the tuned plan: %w", in, err)
 	}
-	ratio, _ := tune.PairedRatio(tu, tt)
+	_, ratio, slower, pval := tune.Slower(tu, tt, c.Float64("tolerance"))
 	rep := tuneReport{
 		Input: in, Output: out, Budget: budget, Device: prof.Name, Swaps: len(base.Swaps), SwapIns: nIns,
-		Rounds: res.Rounds, Converged: res.Converged, Ratio: ratio,
+		Rounds: res.Rounds, Converged: res.Converged, Ratio: ratio, SlowerSteps: slower, Pairs: n, P: pval,
 		Untuned: compared{PredictedPeak: upd.Peak, PredictedStepNS: upd.StepTime, MedianStepNS: int64(tune.Median(tu)), MeanTriggerLevels: tune.PlanDistance(base)},
 		Tuned:   compared{PredictedPeak: res.Predicted.Peak, PredictedStepNS: res.Predicted.StepTime, MedianStepNS: int64(tune.Median(tt)), MeanTriggerLevels: p.Distance(res.Final)},
 	}
@@ -282,7 +288,8 @@ func printComparison(w io.Writer, r tuneReport, steps int, untunedOver bool) {
 	fmt.Fprintf(w, "  %-26s %14s %14s\n", "", "untuned", "tuned")
 	fmt.Fprintf(w, "  %-26s %14s %14s%s\n", "predicted peak", units.FormatBytes(r.Untuned.PredictedPeak), units.FormatBytes(r.Tuned.PredictedPeak), over)
 	fmt.Fprintf(w, "  %-26s %14s %14s\n", "predicted step time", cost.FormatDuration(r.Untuned.PredictedStepNS), cost.FormatDuration(r.Tuned.PredictedStepNS))
-	fmt.Fprintf(w, "  %-26s %14s %14s  (paired ratio tuned/untuned %.3f)\n", "measured median step time", fmtStep(r.Untuned.MedianStepNS), fmtStep(r.Tuned.MedianStepNS), r.Ratio)
+	fmt.Fprintf(w, "  %-26s %14s %14s  (paired ratio tuned/untuned %.3f; tuned slower in %d/%d pairs, sign test p %.3f)\n",
+		"measured median step time", fmtStep(r.Untuned.MedianStepNS), fmtStep(r.Tuned.MedianStepNS), r.Ratio, r.SlowerSteps, r.Pairs, r.P)
 	fmt.Fprintf(w, "  %-26s %14.1f %14.1f\n", "trigger lead (levels)", r.Untuned.MeanTriggerLevels, r.Tuned.MeanTriggerLevels)
 }
 
