@@ -132,15 +132,21 @@ func (r *Result) WriteSummary(w io.Writer, top int) {
 	if strings.Contains(r.ComputeDevice, "GPU") && !r.GPUKernels {
 		fmt.Fprintln(w, "warning: no GPU kernel times were traced (is CUPTI loadable?): GPU op times are the executor's, which time kernel launches only")
 	}
+	slowest, un := r.Slowest(top), r.Unstable()
+	width := 0
+	for i, st := range append(append([]*NodeStats(nil), slowest...), un...) {
+		if i < len(slowest) || i-len(slowest) < top {
+			width = max(width, min(len(st.Node.Name), maxNameWidth))
+		}
+	}
 	fmt.Fprintf(w, "slowest ops (median; share of the summed op time %s):\n", fmtDur(time.Duration(total)))
-	for _, st := range r.Slowest(top) {
+	for _, st := range slowest {
 		share := 0.0
 		if total > 0 {
 			share = 100 * float64(st.Median) / float64(total)
 		}
-		fmt.Fprintf(w, "  %-48s %-22s %10s %5.1f%%  %s\n", st.Node.Name, st.Node.Op, fmtDur(time.Duration(st.Median)), share, ShortDevice(st.Device))
+		fmt.Fprintf(w, "  %-*s  %-22s %10s %5.1f%%  %s\n", width, clipName(st.Node.Name), st.Node.Op, fmtDur(time.Duration(st.Median)), share, ShortDevice(st.Device))
 	}
-	un := r.Unstable()
 	fmt.Fprintf(w, "stability: %d of %d ops vary by more than %.0f%% across steps (coefficient of variation)", len(un), len(r.Nodes), 100*UnstableCV)
 	if len(un) == 0 {
 		fmt.Fprintln(w)
@@ -152,8 +158,20 @@ func (r *Result) WriteSummary(w io.Writer, top int) {
 			fmt.Fprintf(w, "  ... %d more\n", len(un)-top)
 			break
 		}
-		fmt.Fprintf(w, "  %-48s %-22s median %10s  min %10s  max %10s  cv %3.0f%%\n", st.Node.Name, st.Node.Op, fmtDur(time.Duration(st.Median)), fmtDur(time.Duration(st.Min)), fmtDur(time.Duration(st.Max)), 100*st.CV)
+		fmt.Fprintf(w, "  %-*s  %-22s median %10s  min %10s  max %10s  cv %3.0f%%\n", width, clipName(st.Node.Name), st.Node.Op, fmtDur(time.Duration(st.Median)), fmtDur(time.Duration(st.Min)), fmtDur(time.Duration(st.Max)), 100*st.CV)
 	}
+}
+
+// maxNameWidth is the widest node name the summary prints; longer names keep their end.
+const maxNameWidth = 60
+
+// clipName shortens a node name to maxNameWidth characters, keeping its end (the op's own
+// name) after "...".
+func clipName(name string) string {
+	if len(name) <= maxNameWidth {
+		return name
+	}
+	return "..." + name[len(name)-maxNameWidth+3:]
 }
 
 // fmtDur formats a duration with three significant figures.
