@@ -104,7 +104,7 @@ type Round struct {
 
 // String formats a round as one report line.
 func (r Round) String() string {
-	s := fmt.Sprintf("round %d %-8s dist %5.1f levels  predicted peak %s", r.N, r.Phase, r.Distance, units.FormatBytes(r.Predicted.Peak))
+	s := fmt.Sprintf("round %d %-8s dist %5.1f levels  predicted peak %s, step %s", r.N, r.Phase, r.Distance, units.FormatBytes(r.Predicted.Peak), fmtMS(time.Duration(r.Predicted.StepTime)))
 	if r.Phase == "earliest" {
 		return s + fmt.Sprintf("  (%d simulations) %s", r.Simulations, r.Note)
 	}
@@ -112,7 +112,7 @@ func (r Round) String() string {
 	if r.Accepted {
 		verdict = "accepted"
 	}
-	s += fmt.Sprintf("  lead %3d  step %s vs reference %s: paired ratio %.3f (limit %.3f), slower in %d/%d pairs (p %.3f)  %s",
+	s += fmt.Sprintf("  lead %3d  measured %s vs reference %s: paired ratio %.3f (limit %.3f), slower in %d/%d pairs (p %.3f)  %s",
 		r.Lead, fmtMS(r.StepTime), fmtMS(r.Reference), r.Ratio, r.Limit, r.SlowerSteps, r.Pairs, r.P, verdict)
 	if r.MeasuredPeak > 0 {
 		s += "  measured peak " + units.FormatBytes(r.MeasuredPeak)
@@ -123,7 +123,7 @@ func (r Round) String() string {
 	return s
 }
 
-func fmtMS(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d)/1e6) }
+func fmtMS(d time.Duration) string { return fmt.Sprintf("%.3fms", float64(d)/1e6) }
 
 // Result is what Tune found.
 type Result struct {
