@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/tfswap/tfswap/graphdef"
+	tpb "github.com/wamuir/graft/tensorflow/core/framework/types_go_proto"
 )
 
 // neverSwappedOps are ops whose outputs are never swapped: constants (Grappler folds them),
@@ -18,6 +19,18 @@ var neverSwappedOps = map[string]bool{
 	"RefSwitch": true, "Merge": true, "RefMerge": true, "NextIteration": true,
 	"RefNextIteration": true, "LoopCond": true, "ControlTrigger": true,
 	"_Send": true, "_Recv": true, "_HostSend": true, "_HostRecv": true, "_Arg": true, "_Retval": true,
+	// Shape arithmetic: small int32 tensors that TensorFlow keeps in host memory on GPUs and
+	// that Grappler folds into constants when shapes are static.
+	"Shape": true, "ShapeN": true, "Size": true, "Rank": true, "ConcatOffset": true,
+	"BroadcastGradientArgs": true,
+}
+
+// removableOps are ops Grappler's dependency and arithmetic optimizers remove or bypass
+// (moving their control edges to their inputs): a trigger among them would fire earlier than
+// planned, or vanish with its gate.
+var removableOps = map[string]bool{
+	"NoOp": true, "Identity": true, "IdentityN": true, "Snapshot": true, "StopGradient": true,
+	"PreventGradient": true, "CheckNumerics": true, "Print": true,
 }
 
 // notConsumers are ops whose inputs are never redirected to a swapped-in copy.
@@ -167,16 +180,22 @@ func (a *Analysis) Excluded(n *graphdef.Node) (bool, string) {
 }
 
 // TriggerEligible reports whether n may gate a swap-in: it runs on a compute device, outside
-// while loops and conditional branches (a dead trigger would make the swap-in dead).
+// while loops and conditional branches (a dead trigger would make the swap-in dead), and is
+// an op that does work, not one Grappler removes (NoOp, Identity, ...) or folds (constants,
+// shape arithmetic).
 func (a *Analysis) TriggerEligible(n *graphdef.Node) bool {
 	if !a.OnCompute(n) || a.InLoop(n) || a.Conditional(n) {
 		return false
 	}
+	if removableOps[n.Op] || (neverSwappedOps[n.Op] && n.Op != "Merge" && n.Op != "RefMerge") {
+		return false // a Merge's output is live whichever branch ran
+	}
 	switch n.Op {
-	case "Const", "HostConst", "_Send", "_Recv", "_HostSend", "_HostRecv", "Placeholder", "PlaceholderWithDefault":
+	case "Placeholder", "PlaceholderWithDefault":
 		return false
 	}
-	return true
+	_, _, hasData := GatePort(n)
+	return hasData // the gate reads a data output of the trigger
 }
 
 // ConsumerEligible reports whether use may be redirected to a swapped-in copy.
@@ -215,6 +234,9 @@ func (a *Analysis) Candidates() (cands []Candidate, unsized []Skipped) {
 			t := graphdef.Tensor{Node: n, Port: port}
 			if dt, ok := t.DataType(); ok && (graphdef.IsRef(dt) || graphdef.IsHandle(dt)) {
 				continue // ref, resource and variant tensors are handles, not data
+			}
+			if dt, ok := t.DataType(); ok && dt == tpb.DataType_DT_INT32 {
+				continue // TensorFlow keeps int32 tensors of GPU kernels in host memory
 			}
 			size, ok, reason := t.Bytes()
 			if !ok {

@@ -19,6 +19,9 @@ const Scope = "tfswap/"
 // RoleAttr is the attr that marks a node tfswap added, with its role ("swap_out", "swap_in").
 const RoleAttr = "_tfswap_role"
 
+// IDAttr carries a swap node's own name, so that no two swap nodes are identical.
+const IDAttr = "_tfswap_id"
+
 // DoNotRemoveAttr is the attr Grappler honours to keep a node (GrapplerItem::NodesToPreserve).
 const DoNotRemoveAttr = "_grappler_do_not_remove"
 
@@ -47,6 +50,9 @@ type SwapIn struct {
 	Device string
 	// Trigger is the op whose completion releases the swap-in.
 	Trigger string
+	// Gate is the node the swap-in's control edge comes from: a preserved Identity on the
+	// trigger's device that reads the trigger's output (see GateNodeName).
+	Gate string
 	// Consumers are the nodes that read the swapped-in copy.
 	Consumers []string
 	// Distance is the topological distance (levels) from the producer to the earliest consumer.
@@ -109,6 +115,7 @@ func Apply(model *graphdef.Model, a *Analysis, plan *Plan) (*Result, error) {
 	// newInputs[node index][input index] = replacement input string.
 	newInputs := map[int]map[int]string{}
 	var added []*npb.NodeDef
+	gates := map[string]bool{}
 	swaps := append([]PlannedSwap(nil), plan.Swaps...)
 	sort.SliceStable(swaps, func(i, j int) bool {
 		ti, tj := swaps[i].Tensor, swaps[j].Tensor
@@ -136,8 +143,17 @@ func Apply(model *graphdef.Model, a *Analysis, plan *Plan) (*Result, error) {
 			if a.Opts.Gate == GateDevice {
 				dev = a.Device(grp.Uses[0].Node)
 			}
-			added = append(added, swapNode(inName, "swap_in", outName, dev.String(), dt, t.Node, t.Port, grp.Trigger.Name))
-			si := SwapIn{Node: inName, Device: dev.String(), Trigger: grp.Trigger.Name}
+			gate := GateNodeName(grp.Trigger)
+			if !gates[gate] {
+				gn, err := gateNode(grp.Trigger)
+				if err != nil {
+					return nil, fmt.Errorf("tensor %s: %v", t, err)
+				}
+				gates[gate] = true
+				added = append(added, gn)
+			}
+			added = append(added, swapNode(inName, "swap_in", outName, dev.String(), dt, t.Node, t.Port, gate))
+			si := SwapIn{Node: inName, Device: dev.String(), Trigger: grp.Trigger.Name, Gate: gate}
 			seen := map[string]bool{}
 			minLevel := -1
 			for _, u := range grp.Uses {
@@ -178,6 +194,54 @@ func Apply(model *graphdef.Model, a *Analysis, plan *Plan) (*Result, error) {
 	return res, nil
 }
 
+// GateNodeName returns the name of the gate node of trigger: "tfswap/<trigger>/gate".
+func GateNodeName(trigger *graphdef.Node) string { return Scope + trigger.Name + "/gate" }
+
+// GatePort returns the output of n that a gate reads (the first one holding data: not a
+// reference, resource or variant) and its dtype; ok is false when n has none.
+func GatePort(n *graphdef.Node) (port int, dt graphdef.DataType, ok bool) {
+	for p, t := range n.OutputTypes {
+		if !graphdef.IsRef(t) && !graphdef.IsHandle(t) {
+			return p, t, true
+		}
+	}
+	return 0, 0, false
+}
+
+// gateNode builds the gate of trigger: an Identity on the trigger's device that reads the
+// trigger's output and is marked for Grappler to keep. Swap-ins take their control edge from
+// the gate, not from the trigger itself: Grappler removes, folds or fuses original ops freely
+// (a no-op Reshape or Slice, a MatMul fused with its BiasAdd), moving a control edge on such
+// an op to its inputs, so that the gate would fire early or vanish. A data edge survives
+// every such rewrite, because Grappler keeps the value flowing to the gate; the gate runs
+// only once the trigger's value exists.
+func gateNode(trigger *graphdef.Node) (*npb.NodeDef, error) {
+	port, dt, ok := GatePort(trigger)
+	if !ok {
+		return nil, fmt.Errorf("trigger %q has no data output to gate on", trigger.Name)
+	}
+	name := GateNodeName(trigger)
+	in := graphdef.Tensor{Node: trigger, Port: port}
+	nd := &npb.NodeDef{
+		Name:   name,
+		Op:     "Identity",
+		Input:  []string{in.InputString()},
+		Device: trigger.Def.GetDevice(),
+		Attr: map[string]*apb.AttrValue{
+			"T":             {Value: &apb.AttrValue_Type{Type: dt}},
+			DoNotRemoveAttr: {Value: &apb.AttrValue_B{B: true}},
+			RoleAttr:        {Value: &apb.AttrValue_S{S: []byte("gate")}},
+			IDAttr:          {Value: &apb.AttrValue_S{S: []byte(name)}},
+		},
+	}
+	if v, ok := trigger.Def.GetAttr()["_output_shapes"]; ok && port < len(v.GetList().GetShape()) {
+		nd.Attr["_output_shapes"] = &apb.AttrValue{Value: &apb.AttrValue_List{List: &apb.AttrValue_ListValue{
+			Shape: []*tspb.TensorShapeProto{proto.Clone(v.GetList().GetShape()[port]).(*tspb.TensorShapeProto)},
+		}}}
+	}
+	return nd, nil
+}
+
 // swapNode builds a swap Identity.
 func swapNode(name, role, input, device string, dt graphdef.DataType, producer *graphdef.Node, port int, trigger string) *npb.NodeDef {
 	nd := &npb.NodeDef{
@@ -189,6 +253,10 @@ func swapNode(name, role, input, device string, dt graphdef.DataType, producer *
 			"T":             {Value: &apb.AttrValue_Type{Type: dt}},
 			DoNotRemoveAttr: {Value: &apb.AttrValue_B{B: true}},
 			RoleAttr:        {Value: &apb.AttrValue_S{S: []byte(role)}},
+			// A distinct attr per node keeps the runtime's common-subexpression elimination,
+			// which runs on partition graphs after Grappler and ignores DoNotRemoveAttr, from
+			// merging two swap nodes whose inputs Grappler made identical.
+			IDAttr: {Value: &apb.AttrValue_S{S: []byte(name)}},
 		},
 	}
 	if trigger != "" {

@@ -205,7 +205,7 @@ func describe(res *Result) string {
 	for _, s := range res.Swaps {
 		fmt.Fprintf(&w, "swap %s %s %s %d bytes to %s via %s\n", s.Tensor, s.DType, graphdef.FormatShape(s.Shape), s.Bytes, s.Host, s.SwapOut)
 		for _, si := range s.SwapIns {
-			fmt.Fprintf(&w, "  swap-in %s on %s trigger %s distance %d consumers %s\n", si.Node, si.Device, si.Trigger, si.Distance, strings.Join(si.Consumers, ","))
+			fmt.Fprintf(&w, "  swap-in %s on %s trigger %s (gate %s) distance %d consumers %s\n", si.Node, si.Device, si.Trigger, si.Gate, si.Distance, strings.Join(si.Consumers, ","))
 		}
 	}
 	for _, s := range res.Skipped {

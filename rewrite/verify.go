@@ -54,6 +54,12 @@ func Verify(orig *graphdef.Graph, res *Result, gate Gate) error {
 	}
 	for _, n := range out.Nodes[len(orig.Nodes):] {
 		role := string(n.Def.GetAttr()[RoleAttr].GetS())
+		if role == "gate" {
+			if err := verifyGate(n); err != nil {
+				return err
+			}
+			continue
+		}
 		if !strings.HasPrefix(n.Name, Scope) || n.Op != "Identity" || (role != "swap_out" && role != "swap_in") {
 			return fmt.Errorf("added node %q (%s, role %q) is not a swap node", n.Name, n.Op, role)
 		}
@@ -84,8 +90,8 @@ func Verify(orig *graphdef.Graph, res *Result, gate Gate) error {
 			if gate == GateHost && n.Device.Type != "CPU" {
 				return fmt.Errorf("swap-in %q is on %q: the trigger must gate the host side", n.Name, n.Def.GetDevice())
 			}
-			if n.ControlInputs[0].Def.GetAttr()[RoleAttr] != nil {
-				return fmt.Errorf("swap-in %q is triggered by another swap node", n.Name)
+			if g := n.ControlInputs[0]; string(g.Def.GetAttr()[RoleAttr].GetS()) != "gate" {
+				return fmt.Errorf("swap-in %q takes its control edge from %q, not from a gate", n.Name, g.Name)
 			}
 		}
 	}
@@ -104,4 +110,20 @@ func swappedSource(t graphdef.Tensor) (graphdef.Tensor, error) {
 		return t, fmt.Errorf("swap-in %q reads %q, not a swap-out", in.Name, out.Name)
 	}
 	return out.Inputs[0], nil
+}
+
+// verifyGate checks a gate node: a preserved Identity named for its trigger, on the trigger's
+// device, reading an original node's output.
+func verifyGate(n *graphdef.Node) error {
+	if n.Op != "Identity" || len(n.Inputs) != 1 || len(n.ControlInputs) != 0 || !n.Def.GetAttr()[DoNotRemoveAttr].GetB() {
+		return fmt.Errorf("gate %q is not a preserved Identity with one data input", n.Name)
+	}
+	trigger := n.Inputs[0].Node
+	if trigger.Def.GetAttr()[RoleAttr] != nil {
+		return fmt.Errorf("gate %q reads the tfswap node %q, not a trigger", n.Name, trigger.Name)
+	}
+	if n.Name != GateNodeName(trigger) || n.Def.GetDevice() != trigger.Def.GetDevice() {
+		return fmt.Errorf("gate %q does not match its trigger %q (name or device)", n.Name, trigger.Name)
+	}
+	return nil
 }

@@ -32,13 +32,18 @@ func placedFixture(t testing.TB, name string) (*Fixture, *graphdef.Model) {
 	return fx, PlaceAll(m, computeDevice)
 }
 
-// swapsOf copies a rewrite's swaps into the form the checks take.
+// swapsOf copies a rewrite's swaps into the form the checks take, with each swap-in's gate
+// as the node that must finish before the copy.
 func swapsOf(res *rewrite.Result) []Swap {
 	var out []Swap
 	for _, sw := range res.Swaps {
 		s := Swap{Tensor: sw.Tensor, Producer: sw.Producer, Host: sw.Host, SwapOut: sw.SwapOut}
 		for _, in := range sw.SwapIns {
-			s.SwapIns = append(s.SwapIns, SwapIn{Node: in.Node, Device: in.Device, Trigger: in.Trigger, Consumers: in.Consumers})
+			// The swap-in's control edge comes from its gate, a preserved Identity that reads
+			// the trigger's output: the gate finishes after the trigger, so checking the
+			// copy against the gate checks it against the trigger too, and the gate, unlike
+			// an original op, is never removed or fused by Grappler.
+			s.SwapIns = append(s.SwapIns, SwapIn{Node: in.Node, Device: in.Device, Trigger: in.Gate, Consumers: in.Consumers})
 		}
 		out = append(out, s)
 	}

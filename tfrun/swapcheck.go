@@ -488,9 +488,9 @@ func CheckSwapPartitions(tr *Trace, swaps []Swap, run RunSpec) (problems, notes 
 					bad("no control _Send/_Recv pair carries trigger %s (%s) to swap-in %s", si.Trigger, trig.Device, si.Node)
 				}
 			} else if gates := tr.ControlGates(si.Node); len(gates) == 0 {
-				note("swap-in %s: Grappler removed trigger %s (%s) and left no control input: the swap-in is ungated", si.Node, si.Trigger, opOf(run.Graph, si.Trigger))
+				bad("swap-in %s: Grappler removed trigger %s (%s) and left no control input: the swap-in is ungated", si.Node, si.Trigger, opOf(run.Graph, si.Trigger))
 			} else {
-				note("swap-in %s: Grappler removed trigger %s (%s); the control edge now comes from %v", si.Node, si.Trigger, opOf(run.Graph, si.Trigger), gates)
+				bad("swap-in %s: Grappler removed trigger %s (%s); the control edge now comes from %v", si.Node, si.Trigger, opOf(run.Graph, si.Trigger), gates)
 			}
 			sends := tr.SendOf(si.Node + ":0")
 			readers := 0
