@@ -5,6 +5,7 @@
 #            pointing at the wheel's shared libraries, for graft's -ltensorflow
 #   .tfenv   shell exports (CGO_CFLAGS, CGO_LDFLAGS, TFSWAP_PYTHON) for cgo builds
 #   bin/     tfswap built with the TensorFlow runtime (-tags tensorflow)
+#   grappler_bridge/libtfswap_grappler.so  the Grappler custom optimizer
 # Running it again only redoes what is missing or out of date.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -49,4 +50,6 @@ mv .tfenv.tmp .tfenv
 . ./.tfenv
 mkdir -p bin
 go build -tags tensorflow -o bin/tfswap ./cmd/tfswap
+# The Grappler custom optimizer (grappler_bridge/libtfswap_grappler.so), against the wheel.
+./grappler_bridge/build.sh
 echo "setup: ok (TensorFlow $(.venv/bin/python -c 'import tensorflow as tf; print(tf.__version__)' 2>/dev/null | tail -n1) at $tfdir; bin/tfswap built)"
