@@ -66,6 +66,7 @@ func (t *tfSession) Step() (time.Duration, error) {
 	return time.Since(t0), err
 }
 
+// Close closes the session.
 func (t *tfSession) Close() error { return t.s.Close() }
 
 // Peak runs one traced step and returns the most memory a GPU allocator had allocated

@@ -147,6 +147,7 @@ type BudgetError struct {
 	Peak, Budget int64
 }
 
+// Error says by how much the budget was missed and what to change.
 func (e *BudgetError) Error() string {
 	return fmt.Sprintf("the predicted peak is %s with every swap-in triggered right before its use, over the budget of %s: swap more tensors (a lower --min-bytes or --swapout-threshold) or raise the budget",
 		units.FormatBytes(e.Peak), units.FormatBytes(e.Budget))

@@ -43,7 +43,7 @@ func init() {
 			"Every round is reported (predicted peak, measured step time). Finally the untuned plan\n" +
 			"(triggers --swapin-ahead levels before the use, as tfswap rewrite sets them) and the tuned\n" +
 			"plan are timed side by side, and the tuned graph is written to OUTPUT (default\n" +
-			"MODEL.swap.pb). With --config two-device the sessions have /device:CPU:0 (the host) and\n" +
+			"MODEL.swap.pb), its nodes placed as in MODEL (--place is applied only to run it). With --config two-device the sessions have /device:CPU:0 (the host) and\n" +
 			"/device:CPU:1, which stands for the GPU: nodes without a device run there (--place);\n" +
 			"memory is then only predicted, since both devices share one allocator. On a GPU the step\n" +
 			"is also traced once per round and a plan whose measured peak (the GPU allocator's\n" +
