@@ -8,7 +8,7 @@
 //
 // Whatever goes wrong (no binary, a bad parameter, tfswap failing, a timeout, an output that
 // is not a valid rewrite of the input), the optimizer leaves the graph unchanged and logs one
-// warning per distinct problem and process. It never fails the session.
+// warning per kind of problem and process. It never fails the session.
 //
 // Parameters (RewriterConfig.CustomGraphOptimizer.parameter_map):
 //   tfswap_binary    path of the tfswap binary (default: $TFSWAP_BINARY, else "tfswap" on PATH)

@@ -33,8 +33,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tensorflow as tf  # noqa: E402
 from tensorflow.core.protobuf import config_pb2  # noqa: E402
 
-v1 = tf.compat.v1
-v1.disable_eager_execution()
+v1 = tf.compat.v1  # graph mode through explicit tf.Graph()s: nothing global is switched
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "testmodels" / "fixtures"
@@ -313,6 +312,9 @@ def test_partition_graphs_hold_swap_nodes(bridged):
         assert n.op == "Identity"
         assert n.device == HOST, "%s runs on %s" % (n.name, n.device)
         assert n.attr["_grappler_do_not_remove"].b
+    for n in p.swap_nodes("gate"):
+        # tfswap's gates (Identities of a trigger's output) stay with the trigger, on the device.
+        assert n.device == DEVICE and n.attr["_grappler_do_not_remove"].b, n.name
     for n in outs:
         # device -> host: the producer's tensor arrives through a _Recv on the host, paired
         # with a _Send on the device.
@@ -342,8 +344,9 @@ def test_partition_graphs_hold_swap_nodes(bridged):
 
 
 def test_trigger_order_in_step_stats(bridged):
-    """Each swap-in is gated on the host side: it runs only after its trigger's kernel has
-    finished on the device, and the _Send that carries it back to the device reads its
+    """Each swap-in is gated on the host side: it runs only after its trigger's kernel (and
+    the kernel of tfswap's gate Identity of the trigger, when there is one) has finished on
+    the device, and the _Send that carries it back to the device reads its
     output, so the host-to-device copy cannot start earlier.
 
     TensorFlow records no step stats for _Send and _Recv nodes (StepStatsCollector::
@@ -355,17 +358,27 @@ def test_trigger_order_in_step_stats(bridged):
     for n in p.swap_nodes("swap_in"):
         ctrl = [i for i in n.input if i.startswith("^")]
         assert len(ctrl) == 1, "swap-in %s has control inputs %s" % (n.name, ctrl)
-        trigger = p.origin(ctrl[0])
-        assert trigger.device == DEVICE and not trigger.name.startswith("tfswap/")
+        # The control edge comes from the trigger, or from tfswap's gate: an Identity of the
+        # trigger's output on the device, which survives Grappler's rewrites of the trigger.
+        gate = p.origin(ctrl[0])
+        assert gate.device == DEVICE
+        chain = [gate]
+        if "_tfswap_role" in gate.attr and gate.attr["_tfswap_role"].s == b"gate":
+            data = [i for i in gate.input if not i.startswith("^")]
+            assert len(data) == 1
+            chain.append(p.origin(data[0]))
+        trigger = chain[-1]
+        assert trigger.device == DEVICE and not trigger.name.startswith("tfswap/"), trigger.name
         sends = [r for r in p.readers.get(n.name, []) if r.op in SEND_OPS]
         assert sends and all(s.input[0] == n.name for s in sends)
-        assert trigger.name in times and n.name in times, (trigger.name, n.name)
-        _, _, trigger_end = times[trigger.name]
+        assert n.name in times
         _, swap_in_start, _ = times[n.name]
-        assert swap_in_start >= trigger_end, (
-            "swap-in %s started %d ns before its trigger %s finished"
-            % (n.name, trigger_end - swap_in_start, trigger.name)
-        )
+        for t in chain:
+            assert t.name in times, t.name
+            _, _, end = times[t.name]
+            assert swap_in_start >= end, (
+                "swap-in %s started %d ns before %s finished" % (n.name, end - swap_in_start, t.name)
+            )
         checked += 1
     assert checked >= 10
 
