@@ -61,7 +61,7 @@ for f in "${lflags[@]}"; do
   case "$f" in -L*) libdir="${f#-L}" ;; esac
 done
 
-cmd=("$cxx" -shared -fPIC -O2 -Wall -Wno-sign-compare "${cflags[@]}" "$src" -o "$out.tmp"
+cmd=("$cxx" -shared -fPIC -O2 -Wall -Wno-sign-compare "${cflags[@]}" "$src" -o OUTPUT
   "${lflags[@]}" -Wl,--no-undefined -Wl,-rpath,"$libdir")
 want="$(printf '%s\n' "$quick" "tensorflow $tf_version" "${cmd[*]}")"
 
@@ -71,7 +71,13 @@ if [ "${1:-}" != "--force" ] && [ -f "$out" ] && [ -f "$stamp" ] && [ "$out" -nt
   exit 0
 fi
 echo "bridge: building $out (TensorFlow $tf_version)"
-"${cmd[@]}"
-mv "$out.tmp" "$out"
-printf '%s\n' "$want" >"$stamp"
+# Build into a temporary name and rename: a concurrent build (two test suites at once) or a
+# process that has the library loaded never sees a half-written file.
+tmp="$(mktemp "$out.XXXXXX")"
+trap 'rm -f "$tmp"' EXIT
+"${cmd[@]/#OUTPUT/$tmp}"
+chmod 755 "$tmp"
+mv -f "$tmp" "$out"
+printf '%s\n' "$want" >"$stamp.$$"
+mv -f "$stamp.$$" "$stamp"
 echo "bridge: ok"
