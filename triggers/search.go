@@ -1,0 +1,126 @@
+package triggers
+
+import (
+	"github.com/tfswap/tfswap/graphdef"
+)
+
+// maxVisits bounds one ancestor search, so that a pathological graph cannot make a single
+// trigger choice quadratic. Searches that hit it return the best node seen so far.
+const maxVisits = 1 << 16
+
+// Latest returns the eligible ancestor of first (through data and control inputs,
+// transitively; first itself excluded) with the greatest key that is still at or below limit,
+// or nil when there is none. key must never decrease from an ancestor to its descendant (a
+// predicted end time, a position in an execution order); nodes with a negative key did not
+// run and are walked through but never returned. notAfter, when set, rejects nodes that would
+// make a cycle or are otherwise unusable (for example a node that is not before every
+// consumer of the swap-in). Ties are broken by the higher topological position, then the
+// lower graph index, so the result is deterministic.
+//
+// The search walks back from first and stops at the first eligible node at or below the
+// limit on each path: its ancestors cannot have a greater key.
+func Latest(first *graphdef.Node, key func(*graphdef.Node) int64, limit int64, eligible Eligible, notAfter func(*graphdef.Node) bool) *graphdef.Node {
+	var best *graphdef.Node
+	var bestKey int64
+	better := func(n *graphdef.Node, k int64) bool {
+		if best == nil || k > bestKey {
+			return true
+		}
+		if k < bestKey {
+			return false
+		}
+		if n.TopoIndex != best.TopoIndex {
+			return n.TopoIndex > best.TopoIndex
+		}
+		return n.Index < best.Index
+	}
+	seen := map[*graphdef.Node]bool{first: true}
+	stack := []*graphdef.Node{first}
+	visits := 0
+	push := func(p *graphdef.Node) {
+		if p.Op == "NextIteration" || p.Op == "RefNextIteration" || seen[p] {
+			return
+		}
+		seen[p] = true
+		stack = append(stack, p)
+	}
+	for len(stack) > 0 && visits < maxVisits {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		visits++
+		if n != first {
+			k := key(n)
+			ok := k >= 0 && (eligible == nil || eligible(n)) && (notAfter == nil || !notAfter(n))
+			if ok && k <= limit {
+				if better(n, k) {
+					best, bestKey = n, k
+				}
+				continue // its ancestors cannot do better
+			}
+			if k >= 0 && k <= limit && best != nil && k < bestKey {
+				continue // neither it nor its ancestors can beat the best
+			}
+		}
+		for _, in := range n.Inputs {
+			push(in.Node)
+		}
+		for _, c := range n.ControlInputs {
+			push(c)
+		}
+	}
+	return best
+}
+
+// EarliestAfter returns the eligible ancestor of first (first excluded) with the smallest key
+// above floor, or nil: the earliest op on first's ancestry that still runs after floor (for
+// example after the producer of a swapped tensor has finished). Nodes with a key at or below
+// floor are not walked through. It is the fallback when no ancestor meets a deadline.
+func EarliestAfter(first *graphdef.Node, key func(*graphdef.Node) int64, floor int64, eligible Eligible, notAfter func(*graphdef.Node) bool) *graphdef.Node {
+	var best *graphdef.Node
+	var bestKey int64
+	seen := map[*graphdef.Node]bool{first: true}
+	stack := []*graphdef.Node{first}
+	visits := 0
+	for len(stack) > 0 && visits < maxVisits {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		visits++
+		if n != first {
+			k := key(n)
+			if k >= 0 && k <= floor {
+				continue
+			}
+			if k >= 0 && (eligible == nil || eligible(n)) && (notAfter == nil || !notAfter(n)) {
+				if best == nil || k < bestKey || (k == bestKey && (n.TopoIndex < best.TopoIndex || (n.TopoIndex == best.TopoIndex && n.Index < best.Index))) {
+					best, bestKey = n, k
+				}
+			}
+		}
+		for _, in := range n.Inputs {
+			if p := in.Node; !seen[p] && p.Op != "NextIteration" && p.Op != "RefNextIteration" {
+				seen[p] = true
+				stack = append(stack, p)
+			}
+		}
+		for _, p := range n.ControlInputs {
+			if !seen[p] && p.Op != "NextIteration" && p.Op != "RefNextIteration" {
+				seen[p] = true
+				stack = append(stack, p)
+			}
+		}
+	}
+	return best
+}
+
+// beforeAll returns a filter that rejects nodes not strictly before every one of consumers in
+// topological order (such a node could be a consumer's descendant, and gating the swap-in on
+// it would make a cycle), and the consumers themselves.
+func beforeAll(consumers []*graphdef.Node) func(*graphdef.Node) bool {
+	minTopo := -1
+	for _, c := range consumers {
+		if minTopo < 0 || c.TopoIndex < minTopo {
+			minTopo = c.TopoIndex
+		}
+	}
+	return func(n *graphdef.Node) bool { return n.TopoIndex >= minTopo }
+}
