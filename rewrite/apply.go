@@ -43,6 +43,13 @@ type Swap struct {
 	SwapIns []SwapIn
 }
 
+// WaitInfo describes one wait in a Result: Node runs only after SwapOut has received its
+// tensor on the host.
+type WaitInfo struct {
+	Node    string
+	SwapOut string
+}
+
 // SwapIn describes one swap-in of a Result.
 type SwapIn struct {
 	// Node is the swap-in node's name and Device its device.
@@ -68,6 +75,8 @@ type Result struct {
 	// Skipped are the tensors and consumer groups that could not be swapped, with reasons
 	// (unknown sizes among them).
 	Skipped []Skipped
+	// Waits are the ops held back until a swap-out completes, in graph order.
+	Waits []WaitInfo `json:",omitempty"`
 }
 
 // BytesOut returns the bytes moved device-to-host per step, and BytesIn host-to-device.
@@ -182,6 +191,16 @@ func Apply(model *graphdef.Model, a *Analysis, plan *Plan) (*Result, error) {
 		}
 		res.Swaps = append(res.Swaps, sw)
 	}
+	waits, err := orderWaits(plan)
+	if err != nil {
+		return nil, err
+	}
+	extraCtl := map[int][]string{}
+	for _, w := range waits {
+		name := "^" + SwapNodeName(w.After, "swap_out")
+		extraCtl[w.Node.Index] = append(extraCtl[w.Node.Index], name)
+		res.Waits = append(res.Waits, WaitInfo{Node: w.Node.Name, SwapOut: name[1:]})
+	}
 	for idx, m := range newInputs {
 		orig := g.Nodes[idx].Def
 		nd := proto.Clone(orig).(*npb.NodeDef)
@@ -189,6 +208,19 @@ func Apply(model *graphdef.Model, a *Analysis, plan *Plan) (*Result, error) {
 			nd.Input[input] = name
 		}
 		out.Graph.Node[idx] = nd
+	}
+	for _, w := range waits {
+		idx := w.Node.Index
+		if extraCtl[idx] == nil {
+			continue
+		}
+		nd := out.Graph.Node[idx]
+		if nd == g.Nodes[idx].Def {
+			nd = proto.Clone(nd).(*npb.NodeDef)
+			out.Graph.Node[idx] = nd
+		}
+		nd.Input = append(nd.Input, extraCtl[idx]...)
+		extraCtl[idx] = nil
 	}
 	out.Graph.Node = append(out.Graph.Node, added...)
 	return res, nil

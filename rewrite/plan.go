@@ -5,9 +5,23 @@ import (
 )
 
 // Plan is what a planner decides: which tensors to swap, which consumers read the
-// swapped-in copies, and which op triggers each swap-in. Apply performs it.
+// swapped-in copies, which op triggers each swap-in, and which ops wait for a swap-out to
+// complete. Apply performs it.
 type Plan struct {
 	Swaps []PlannedSwap
+	// Waits hold ops back until a swap-out has reached the host, so that the device does not
+	// run ahead of its copy engine and fill its memory with tensors waiting to be copied out
+	// (vDNN's synchronisation after an offload, AutoSwap's delayed allocation, the
+	// schedule-window's completed swap-outs).
+	Waits []Wait
+}
+
+// Wait makes Node wait for the swap-out of After (a tensor the plan swaps): Apply gives Node
+// a control input on the host-side swap-out Identity, which runs once the copy is on the host.
+// Node must not be an ancestor of After's producer.
+type Wait struct {
+	Node  *graphdef.Node
+	After graphdef.Tensor
 }
 
 // PlannedSwap swaps one tensor out once and in once per group.

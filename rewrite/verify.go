@@ -13,7 +13,8 @@ import (
 // may differ; every changed input reads a swap-in that, through its swap-out, reads the very
 // tensor the original input read; swap nodes are Identities of the tensor's dtype marked for
 // Grappler to keep, the swap-out on the host; and each swap-in has exactly one control input,
-// its trigger, and (with GateHost) sits on the host. It returns the first violation.
+// its trigger, and (with GateHost) sits on the host; control inputs added to original nodes
+// (waits) name swap-outs. It returns the first violation.
 func Verify(orig *graphdef.Graph, res *Result, gate Gate) error {
 	out, err := graphdef.NewGraph(res.Model.Graph, "rewritten")
 	if err != nil {
@@ -35,8 +36,19 @@ func Verify(orig *graphdef.Graph, res *Result, gate Gate) error {
 				return fmt.Errorf("node %q: attr %q changed", on.Name, k)
 			}
 		}
-		if len(nn.Inputs) != len(on.Inputs) || len(nn.ControlInputs) != len(on.ControlInputs) {
+		if len(nn.Inputs) != len(on.Inputs) || len(nn.ControlInputs) < len(on.ControlInputs) {
 			return fmt.Errorf("node %q: number of inputs changed", on.Name)
+		}
+		for j, c := range on.ControlInputs {
+			if nn.ControlInputs[j].Name != c.Name {
+				return fmt.Errorf("node %q: control input %d changed from %q to %q", on.Name, j, c.Name, nn.ControlInputs[j].Name)
+			}
+		}
+		// Control inputs added after the original ones are waits: they name swap-outs.
+		for _, c := range nn.ControlInputs[len(on.ControlInputs):] {
+			if string(c.Def.GetAttr()[RoleAttr].GetS()) != "swap_out" {
+				return fmt.Errorf("node %q: added control input %q is not a swap-out", on.Name, c.Name)
+			}
 		}
 		for j, in := range on.Inputs {
 			got := nn.Inputs[j]
