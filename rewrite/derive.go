@@ -1,0 +1,387 @@
+package rewrite
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+
+	"github.com/tfswap/tfswap/graphdef"
+	gpb "github.com/wamuir/graft/tensorflow/core/framework/graph_go_proto"
+	npb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
+)
+
+// orderWaits returns the plan's waits in the order Apply adds their control inputs (by the
+// waiting node's index, then the swapped tensor's topological position and port), without
+// duplicates, and checks that every wait names a swapped tensor.
+func orderWaits(plan *Plan) ([]Wait, error) {
+	swapped := map[graphdef.Tensor]bool{}
+	for _, ps := range plan.Swaps {
+		swapped[ps.Tensor] = true
+	}
+	ws := append([]Wait(nil), plan.Waits...)
+	sort.SliceStable(ws, func(i, j int) bool {
+		if ws[i].Node.Index != ws[j].Node.Index {
+			return ws[i].Node.Index < ws[j].Node.Index
+		}
+		ti, tj := ws[i].After, ws[j].After
+		if ti.Node.TopoIndex != tj.Node.TopoIndex {
+			return ti.Node.TopoIndex < tj.Node.TopoIndex
+		}
+		return ti.Port < tj.Port
+	})
+	var out []Wait
+	for i, w := range ws {
+		if !swapped[w.After] {
+			return nil, fmt.Errorf("%q waits for the swap-out of %s, which the plan does not swap", w.Node.Name, w.After)
+		}
+		if i > 0 && ws[i-1].Node == w.Node && ws[i-1].After == w.After {
+			continue
+		}
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+// orderSwaps returns the plan's swaps in the order Apply adds their nodes: by the producer's
+// topological position, then port.
+func orderSwaps(plan *Plan) []PlannedSwap {
+	swaps := append([]PlannedSwap(nil), plan.Swaps...)
+	sort.SliceStable(swaps, func(i, j int) bool {
+		ti, tj := swaps[i].Tensor, swaps[j].Tensor
+		if ti.Node.TopoIndex != tj.Node.TopoIndex {
+			return ti.Node.TopoIndex < tj.Node.TopoIndex
+		}
+		return ti.Port < tj.Port
+	})
+	return swaps
+}
+
+// DeriveGraph returns the indexed view of the graph Apply would write for plan, built
+// directly from a's graph without copying or parsing a single NodeDef: the original nodes keep
+// their indices, the swap nodes follow in Apply's order, and the topological order and levels
+// are recomputed as graphdef.NewGraph computes them. Planners use it to simulate a candidate
+// plan cheaply; it is equivalent to graphdef.NewGraph(Apply(...).Model.Graph) for every purpose
+// except Graph.Node (name lookup), which the derived graph does not support.
+func DeriveGraph(a *Analysis, plan *Plan) (*graphdef.Graph, error) {
+	g := a.Graph
+	swaps := orderSwaps(plan)
+	n0 := len(g.Nodes)
+	// Count the added nodes.
+	added := 0
+	for _, ps := range swaps {
+		added += 1 + 2*len(ps.Groups) // a swap-out, a swap-in per group, at most a gate per group
+	}
+	nodes := make([]*graphdef.Node, n0, n0+added)
+	copies := make([]graphdef.Node, n0)
+	for i, n := range g.Nodes {
+		copies[i] = *n
+		nodes[i] = &copies[i]
+	}
+	remap := func(n *graphdef.Node) *graphdef.Node { return nodes[n.Index] }
+	// redirect[node][input] = the swap-in node that input now reads.
+	type redirect struct {
+		node, input int
+		to          *graphdef.Node
+	}
+	var redirects []redirect
+	newDefs := make([]*npb.NodeDef, 0, added)
+	gates := map[*graphdef.Node]*graphdef.Node{} // trigger -> its gate node
+	for _, ps := range swaps {
+		t := ps.Tensor
+		dt, ok := t.DataType()
+		if !ok {
+			return nil, fmt.Errorf("tensor %s: dtype unknown", t)
+		}
+		host := a.Host(t.Node)
+		outName := SwapNodeName(t, "swap_out")
+		outDef := swapNode(outName, "swap_out", t.InputString(), host.String(), dt, t.Node, t.Port, "")
+		out, err := derivedSwapNode(len(nodes), outDef, dt)
+		if err != nil {
+			return nil, err
+		}
+		out.Inputs = []graphdef.Tensor{{Node: remap(t.Node), Port: t.Port}}
+		nodes = append(nodes, out)
+		newDefs = append(newDefs, outDef)
+		for k, grp := range ps.Groups {
+			if grp.Trigger == nil || len(grp.Uses) == 0 {
+				return nil, fmt.Errorf("tensor %s: swap-in %d has no trigger or no consumers", t, k)
+			}
+			inName := SwapNodeName(t, "swap_in_"+strconv.Itoa(k))
+			dev := host
+			if a.Opts.Gate == GateDevice {
+				dev = a.Device(grp.Uses[0].Node)
+			}
+			gate := gates[grp.Trigger]
+			if gate == nil {
+				gateDef, err := gateNode(grp.Trigger)
+				if err != nil {
+					return nil, fmt.Errorf("tensor %s: %v", t, err)
+				}
+				port, gdt, _ := GatePort(grp.Trigger)
+				gate, err = derivedSwapNode(len(nodes), gateDef, gdt)
+				if err != nil {
+					return nil, err
+				}
+				gate.Inputs = []graphdef.Tensor{{Node: remap(grp.Trigger), Port: port}}
+				gates[grp.Trigger] = gate
+				nodes = append(nodes, gate)
+				newDefs = append(newDefs, gateDef)
+			}
+			inDef := swapNode(inName, "swap_in", outName, dev.String(), dt, t.Node, t.Port, gate.Name)
+			in, err := derivedSwapNode(len(nodes), inDef, dt)
+			if err != nil {
+				return nil, err
+			}
+			in.Inputs = []graphdef.Tensor{{Node: out, Port: 0}}
+			in.ControlInputs = []*graphdef.Node{gate}
+			gate.ControlOutputs = append(gate.ControlOutputs, in)
+			out.Consumers[0] = append(out.Consumers[0], graphdef.Use{Node: in, Input: 0})
+			for _, u := range grp.Uses {
+				if u.Input >= len(u.Node.Inputs) || u.Node.Inputs[u.Input] != t {
+					return nil, fmt.Errorf("tensor %s: input %d of %q does not read it", t, u.Input, u.Node.Name)
+				}
+				if grp.Trigger == u.Node {
+					return nil, fmt.Errorf("tensor %s: consumer %q cannot trigger its own swap-in", t, u.Node.Name)
+				}
+				redirects = append(redirects, redirect{u.Node.Index, u.Input, in})
+			}
+			nodes = append(nodes, in)
+			newDefs = append(newDefs, inDef)
+		}
+	}
+	waits, err := orderWaits(plan)
+	if err != nil {
+		return nil, err
+	}
+	swapOut := map[graphdef.Tensor]*graphdef.Node{}
+	for _, n := range nodes[n0:] {
+		if isRole(n, "swap_out") {
+			swapOut[graphdef.Tensor{Node: g.Nodes[n.Inputs[0].Node.Index], Port: n.Inputs[0].Port}] = n
+		}
+	}
+	extraIn := map[int][]*graphdef.Node{}
+	for _, w := range waits {
+		so := swapOut[w.After]
+		extraIn[w.Node.Index] = append(extraIn[w.Node.Index], so)
+	}
+	// Which original nodes change inputs, and which producers lose consumers.
+	changedInputs := map[int]map[int]*graphdef.Node{}
+	for _, r := range redirects {
+		m := changedInputs[r.node]
+		if m == nil {
+			m = map[int]*graphdef.Node{}
+			changedInputs[r.node] = m
+		}
+		m[r.input] = r.to
+	}
+	// Rebuild the edge lists of the original nodes to point at the copies.
+	for i := 0; i < n0; i++ {
+		c := &copies[i]
+		orig := g.Nodes[i]
+		ins := make([]graphdef.Tensor, len(orig.Inputs))
+		m := changedInputs[i]
+		for j, t := range orig.Inputs {
+			if to, ok := m[j]; ok {
+				ins[j] = graphdef.Tensor{Node: to, Port: 0}
+				to.Consumers[0] = append(to.Consumers[0], graphdef.Use{Node: c, Input: j})
+				continue
+			}
+			ins[j] = graphdef.Tensor{Node: remap(t.Node), Port: t.Port}
+		}
+		c.Inputs = ins
+		if len(orig.ControlInputs) > 0 || len(extraIn[i]) > 0 {
+			ctl := make([]*graphdef.Node, len(orig.ControlInputs), len(orig.ControlInputs)+len(extraIn[i]))
+			for j, p := range orig.ControlInputs {
+				ctl[j] = remap(p)
+			}
+			for _, so := range extraIn[i] {
+				ctl = append(ctl, so)
+				so.ControlOutputs = append(so.ControlOutputs, c)
+			}
+			c.ControlInputs = ctl
+		}
+		if len(orig.ControlOutputs) > 0 {
+			ctl := make([]*graphdef.Node, 0, len(orig.ControlOutputs))
+			for _, p := range orig.ControlOutputs {
+				ctl = append(ctl, remap(p))
+			}
+			c.ControlOutputs = ctl
+		}
+		if orig.Consumers != nil {
+			cons := make([][]graphdef.Use, len(orig.Consumers))
+			for port, uses := range orig.Consumers {
+				if len(uses) == 0 {
+					continue
+				}
+				l := make([]graphdef.Use, 0, len(uses))
+				for _, u := range uses {
+					if m := changedInputs[u.Node.Index]; m != nil {
+						if _, ok := m[u.Input]; ok {
+							continue
+						}
+					}
+					l = append(l, graphdef.Use{Node: remap(u.Node), Input: u.Input})
+				}
+				cons[port] = l
+			}
+			c.Consumers = cons
+		}
+	}
+	// A swap-out reads its producer and a gate its trigger: each is the last consumer of what
+	// it reads (highest index).
+	for _, n := range nodes[n0:] {
+		if isRole(n, "swap_out") || isRole(n, "gate") {
+			p := n.Inputs[0]
+			for len(p.Node.Consumers) <= p.Port {
+				p.Node.Consumers = append(p.Node.Consumers, nil)
+			}
+			p.Node.Consumers[p.Port] = append(p.Node.Consumers[p.Port], graphdef.Use{Node: n, Input: 0})
+		}
+	}
+	// The consumers of a swap-in were appended in node order already; sort to be sure.
+	for _, n := range nodes[n0:] {
+		sort.SliceStable(n.ControlOutputs, func(a, b int) bool { return n.ControlOutputs[a].Index < n.ControlOutputs[b].Index })
+		uses := n.Consumers[0]
+		sort.SliceStable(uses, func(a, b int) bool {
+			if uses[a].Node.Index != uses[b].Node.Index {
+				return uses[a].Node.Index < uses[b].Node.Index
+			}
+			return uses[a].Input < uses[b].Input
+		})
+	}
+	def := &gpb.GraphDef{Node: append(append([]*npb.NodeDef(nil), g.Def.GetNode()...), newDefs...), Versions: g.Def.GetVersions(), Library: g.Def.GetLibrary()}
+	out := &graphdef.Graph{Def: def, Source: g.Source + " (planned)", Nodes: nodes}
+	if err := sortTopo(out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// derivedSwapNode builds the indexed node of a swap Identity from its NodeDef, as
+// graphdef.NewGraph would.
+func derivedSwapNode(index int, nd *npb.NodeDef, dt graphdef.DataType) (*graphdef.Node, error) {
+	dev, err := graphdef.ParseDevice(nd.GetDevice())
+	if err != nil {
+		return nil, err
+	}
+	n := &graphdef.Node{Index: index, Def: nd, Name: nd.GetName(), Op: nd.GetOp(), Device: dev,
+		OutputTypes: []graphdef.DataType{dt}, Consumers: make([][]graphdef.Use, 1)}
+	if v, ok := nd.GetAttr()["_output_shapes"]; ok && v.GetList() != nil && len(v.GetList().GetShape()) == 1 {
+		s := v.GetList().GetShape()[0]
+		n.OutputShapes = make([][]int64, 1)
+		if !s.GetUnknownRank() {
+			dims := make([]int64, len(s.GetDim()))
+			for j, d := range s.GetDim() {
+				dims[j] = d.GetSize()
+			}
+			n.OutputShapes[0] = dims
+		}
+	}
+	return n, nil
+}
+
+// sortTopo computes Topo, TopoIndex and Level of g as graphdef.NewGraph does: Kahn's
+// algorithm taking ready nodes in GraphDef order, loop back edges from NextIteration
+// excluded. It fails on a cycle.
+func sortTopo(g *graphdef.Graph) error {
+	n := len(g.Nodes)
+	indeg := make([]int32, n)
+	back := func(op string) bool { return op == "NextIteration" || op == "RefNextIteration" }
+	for _, nd := range g.Nodes {
+		nd.Level = 0
+		for _, in := range nd.Inputs {
+			if !back(in.Node.Op) {
+				indeg[nd.Index]++
+			}
+		}
+		for _, c := range nd.ControlInputs {
+			if !back(c.Op) {
+				indeg[nd.Index]++
+			}
+		}
+	}
+	h := &intHeap{}
+	for i := range g.Nodes {
+		if indeg[i] == 0 {
+			h.push(i)
+		}
+	}
+	g.Topo = make([]*graphdef.Node, 0, n)
+	release := func(from, to *graphdef.Node) {
+		if to.Level < from.Level+1 {
+			to.Level = from.Level + 1
+		}
+		indeg[to.Index]--
+		if indeg[to.Index] == 0 {
+			h.push(to.Index)
+		}
+	}
+	for len(h.a) > 0 {
+		nd := g.Nodes[h.pop()]
+		nd.TopoIndex = len(g.Topo)
+		g.Topo = append(g.Topo, nd)
+		if back(nd.Op) {
+			continue
+		}
+		for _, uses := range nd.Consumers {
+			for _, u := range uses {
+				release(nd, u.Node)
+			}
+		}
+		for _, c := range nd.ControlOutputs {
+			release(nd, c)
+		}
+	}
+	if len(g.Topo) != n {
+		for _, nd := range g.Nodes {
+			if indeg[nd.Index] > 0 {
+				return fmt.Errorf("the plan makes a cycle through %q", nd.Name)
+			}
+		}
+	}
+	return nil
+}
+
+// intHeap is a min-heap of ints.
+type intHeap struct{ a []int }
+
+func (h *intHeap) push(x int) {
+	h.a = append(h.a, x)
+	i := len(h.a) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if h.a[p] <= h.a[i] {
+			break
+		}
+		h.a[p], h.a[i] = h.a[i], h.a[p]
+		i = p
+	}
+}
+
+func (h *intHeap) pop() int {
+	top := h.a[0]
+	last := len(h.a) - 1
+	h.a[0] = h.a[last]
+	h.a = h.a[:last]
+	i := 0
+	for {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < len(h.a) && h.a[l] < h.a[m] {
+			m = l
+		}
+		if r < len(h.a) && h.a[r] < h.a[m] {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		h.a[m], h.a[i] = h.a[i], h.a[m]
+		i = m
+	}
+	return top
+}
+
+// isRole reports whether n is a tfswap node with the given role.
+func isRole(n *graphdef.Node, role string) bool {
+	return string(n.Def.GetAttr()[RoleAttr].GetS()) == role
+}

@@ -1,0 +1,143 @@
+package rewrite
+
+import (
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/tfswap/tfswap/cost"
+	"github.com/tfswap/tfswap/graphdef"
+)
+
+// TestDeriveGraphMatchesApply checks that the derived graph planners simulate is the graph
+// Apply writes: same nodes, edges, topological order and levels, and the same simulation.
+func TestDeriveGraphMatchesApply(t *testing.T) {
+	p, err := cost.LookupProfile("v100-16gb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"mlp", "cnn", "resnet", "lstm"} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join("../testmodels/fixtures", name+".pb")
+			m, err := graphdef.Load(path, graphdef.LoadOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, opts := range []Options{{}, {SwapoutThreshold: 3, SwapinAhead: 1, SwapinGroupBy: -1}} {
+				opts, _ = opts.withDefaults()
+				g, err := graphdef.NewGraph(m.Graph, path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				a := Analyze(g, opts)
+				plan, _ := PlanLMS(a)
+				res, err := Apply(m, a, plan)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err := graphdef.NewGraph(res.Model.Graph, "applied")
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := DeriveGraph(a, plan)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := sameGraph(got, want); err != "" {
+					t.Fatal(err)
+				}
+				rw, err := cost.Simulate(want, p, cost.Options{BatchScale: 2})
+				if err != nil {
+					t.Fatal(err)
+				}
+				rg, err := cost.Simulate(got, p, cost.Options{BatchScale: 2})
+				if err != nil {
+					t.Fatal(err)
+				}
+				rw.Shapes, rg.Shapes = nil, nil
+				rw.Options, rg.Options = cost.Options{}, cost.Options{}
+				if !reflect.DeepEqual(rw, rg) {
+					t.Errorf("simulations differ:\napplied %+v\nderived %+v", rw, rg)
+				}
+			}
+		})
+	}
+}
+
+func sameGraph(got, want *graphdef.Graph) string {
+	if len(got.Nodes) != len(want.Nodes) {
+		return "node counts differ"
+	}
+	name := func(n *graphdef.Node) string { return n.Name }
+	for i, w := range want.Nodes {
+		g := got.Nodes[i]
+		if g.Name != w.Name || g.Op != w.Op || g.Device != w.Device || g.TopoIndex != w.TopoIndex || g.Level != w.Level {
+			return "node " + w.Name + " differs in name, op, device, order or level"
+		}
+		if !reflect.DeepEqual(g.OutputTypes, w.OutputTypes) || !reflect.DeepEqual(g.OutputShapes, w.OutputShapes) {
+			return "node " + w.Name + " differs in types or shapes"
+		}
+		if len(g.Inputs) != len(w.Inputs) || len(g.ControlInputs) != len(w.ControlInputs) || len(g.ControlOutputs) != len(w.ControlOutputs) || len(g.Consumers) != len(w.Consumers) {
+			return "node " + w.Name + " differs in edge counts"
+		}
+		for j := range w.Inputs {
+			if name(g.Inputs[j].Node) != name(w.Inputs[j].Node) || g.Inputs[j].Port != w.Inputs[j].Port {
+				return "node " + w.Name + " input differs"
+			}
+		}
+		for j := range w.ControlInputs {
+			if name(g.ControlInputs[j]) != name(w.ControlInputs[j]) {
+				return "node " + w.Name + " control input differs"
+			}
+		}
+		for j := range w.ControlOutputs {
+			if name(g.ControlOutputs[j]) != name(w.ControlOutputs[j]) {
+				return "node " + w.Name + " control output differs"
+			}
+		}
+		for port := range w.Consumers {
+			if len(g.Consumers[port]) != len(w.Consumers[port]) {
+				return "node " + w.Name + " consumer count differs"
+			}
+			for j, u := range w.Consumers[port] {
+				if name(g.Consumers[port][j].Node) != name(u.Node) || g.Consumers[port][j].Input != u.Input {
+					return "node " + w.Name + " consumers differ"
+				}
+			}
+		}
+	}
+	for i := range want.Topo {
+		if got.Topo[i].Name != want.Topo[i].Name {
+			return "topological orders differ"
+		}
+	}
+	return ""
+}
+
+// TestLMSPlanCacheMatchesPlanLMS checks that the planner's cached LMS planning makes the plan
+// PlanLMS makes.
+func TestLMSPlanCacheMatchesPlanLMS(t *testing.T) {
+	m, err := graphdef.Load("../testmodels/fixtures/resnet.pb", graphdef.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _ := graphdef.NewGraph(m.Graph, "resnet")
+	opts, _ := Options{}.withDefaults()
+	a := Analyze(g, opts)
+	pr, err := newProblem(m, a, PlanOptions{Budget: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, th := range []int{1, 3, 10, 40} {
+		for _, ahead := range []int{1, 3} {
+			for _, gb := range []int{-1, 5} {
+				a2 := *a
+				a2.Opts.SwapoutThreshold, a2.Opts.SwapinAhead, a2.Opts.SwapinGroupBy = th, ahead, gb
+				want, _ := PlanLMS(&a2)
+				if got := pr.lmsPlan(th, ahead, gb); planKey(got) != planKey(want) {
+					t.Errorf("threshold %d ahead %d groupby %d: plans differ", th, ahead, gb)
+				}
+			}
+		}
+	}
+}

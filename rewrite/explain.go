@@ -1,0 +1,227 @@
+package rewrite
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/tfswap/tfswap/cost"
+	"github.com/tfswap/tfswap/graphdef"
+)
+
+// Explainer collects the reason each planned buffer was chosen, per plan.
+type Explainer struct {
+	whys map[*Plan]map[*buffer]string
+}
+
+func newExplainer() *Explainer { return &Explainer{whys: map[*Plan]map[*buffer]string{}} }
+
+// record remembers why each choice of plan was made.
+func (e *Explainer) record(plan *Plan, cs []*choice) {
+	if e == nil {
+		return
+	}
+	m := map[*buffer]string{}
+	for _, c := range cs {
+		m[c.b] = c.why
+	}
+	e.whys[plan] = m
+}
+
+// derive records that plan was derived from src, with a note.
+func (e *Explainer) derive(plan, src *Plan, note string) {
+	if e == nil {
+		return
+	}
+	m := map[*buffer]string{}
+	for b, w := range e.whys[src] {
+		if note != "" && !strings.HasSuffix(w, note) {
+			w += "; " + note
+		}
+		m[b] = w
+	}
+	e.whys[plan] = m
+}
+
+// TensorExplanation is the reasoning about one swap candidate in the chosen plan.
+type TensorExplanation struct {
+	// Tensor is the buffer's tensor ("node:port") and Bytes its simulated size.
+	Tensor string
+	Bytes  int64
+	// Swapped says whether the plan swaps it; Reason says why (or why not).
+	Swapped bool
+	Reason  string
+	// Reads are its reads in the unswapped step and Gaps the idle gaps between them.
+	Reads int
+	// Out is when its device copy is predicted to be given up (the last read before the gap
+	// has ended and the copy to the host is done), ns in the planned step.
+	Out int64
+	// SwapIns are its swap-ins in the planned step.
+	SwapIns []SwapInExplanation
+}
+
+// SwapInExplanation is the predicted timing of one swap-in in the planned step (ns).
+type SwapInExplanation struct {
+	Node     string
+	Trigger  string
+	Consumer string
+	// TriggerEnd is when the trigger ends; CopyStart and CopyEnd the host-to-device copy;
+	// ConsumerStart when the first consumer starts; Wait how long the consumer waited for
+	// the copy (0 when it arrived in time).
+	TriggerEnd, CopyStart, CopyEnd, ConsumerStart, Wait int64
+}
+
+// explain returns the reasoning behind the plan of ev.
+func (pr *Problem) explain(ev *Evaluation) []TensorExplanation {
+	_, tm, err := pr.evaluateTimed(ev.Plan)
+	if err != nil {
+		return nil
+	}
+	res := tm.res
+	g, _ := DeriveGraph(pr.Analysis, ev.Plan)
+	whys := map[*buffer]string{}
+	if pr.Explain != nil {
+		whys = pr.Explain.whys[ev.Plan]
+	}
+	// Transfers by tensor name.
+	d2hEnd := map[string]int64{}
+	h2d := map[string]cost.XferSpan{}
+	for _, x := range res.Timeline.Xfers {
+		if x.Src < len(res.Devices) && res.Devices[x.Src].GPU && !res.Devices[x.Dst].GPU {
+			if x.End > d2hEnd[x.Tensor] {
+				d2hEnd[x.Tensor] = x.End
+			}
+		}
+		if !res.Devices[x.Src].GPU && res.Devices[x.Dst].GPU {
+			h2d[x.Tensor] = x
+		}
+	}
+	start := map[string][2]int64{}
+	for _, op := range res.Timeline.Ops {
+		start[op.Node.Name] = [2]int64{op.Start, op.End}
+	}
+	swappedT := map[graphdef.Tensor]*PlannedSwap{}
+	for i := range ev.Plan.Swaps {
+		swappedT[ev.Plan.Swaps[i].Tensor] = &ev.Plan.Swaps[i]
+	}
+	_ = g
+	var out []TensorExplanation
+	for _, b := range pr.buffers {
+		te := TensorExplanation{Tensor: b.root.String(), Bytes: b.bytes, Reads: len(b.accesses)}
+		var mine []*PlannedSwap
+		for t, ps := range swappedT {
+			if pr.bufOf[t] == b {
+				mine = append(mine, ps)
+			}
+		}
+		sort.SliceStable(mine, func(i, j int) bool {
+			ti, tj := mine[i].Tensor, mine[j].Tensor
+			if ti.Node.TopoIndex != tj.Node.TopoIndex {
+				return ti.Node.TopoIndex < tj.Node.TopoIndex
+			}
+			return ti.Port < tj.Port
+		})
+		if len(mine) == 0 {
+			te.Reason = pr.whyNot(b, ev)
+			out = append(out, te)
+			continue
+		}
+		te.Swapped = true
+		te.Reason = whys[b]
+		if te.Reason == "" {
+			te.Reason = "chosen by " + ev.Strategy
+		}
+		for _, ps := range mine {
+			if d, ok := d2hEnd[ps.Tensor.String()]; ok && d > te.Out {
+				te.Out = d
+			}
+			for k, grp := range ps.Groups {
+				name := SwapNodeName(ps.Tensor, fmt.Sprintf("swap_in_%d", k))
+				si := SwapInExplanation{Node: name, Trigger: grp.Trigger.Name, TriggerEnd: start[grp.Trigger.Name][1]}
+				first := useNodes(grp.Uses)
+				c := first[0]
+				for _, n := range first {
+					if start[n.Name][0] < start[c.Name][0] {
+						c = n
+					}
+				}
+				si.Consumer = c.Name
+				si.ConsumerStart = start[c.Name][0]
+				if x, ok := h2d[name+":0"]; ok {
+					si.CopyStart, si.CopyEnd = x.Start, x.End
+					if x.End >= si.ConsumerStart {
+						// The consumer started when the copy arrived: it may have waited.
+						prev := int64(0)
+						for _, in := range c.Inputs {
+							if in.Node.Name != name {
+								if e := start[in.Node.Name][1]; e > prev {
+									prev = e
+								}
+							}
+						}
+						if w := x.End - max(prev, 0); w > 0 {
+							si.Wait = w
+						}
+					}
+				}
+				te.SwapIns = append(te.SwapIns, si)
+			}
+		}
+		out = append(out, te)
+	}
+	return out
+}
+
+// whyNot says why buffer b is not swapped by the plan of ev.
+func (pr *Problem) whyNot(b *buffer, ev *Evaluation) string {
+	splits := b.splits()
+	if len(splits) == 0 {
+		return "not swapped: no idle gap between its reads"
+	}
+	ok := false
+	for _, k := range splits {
+		if _, good := redirects(b.tree, b.accesses[k].start, 1<<62); good {
+			ok = true
+		}
+	}
+	if !ok {
+		return "not swapped: a read after each gap cannot take a swapped-in copy (another device, control flow)"
+	}
+	longest := int64(0)
+	for _, k := range splits {
+		free, due := b.gap(k)
+		longest = max(longest, due-free)
+	}
+	need := pr.fast.xferTime(b.bytes, false) + pr.fast.xferTime(b.bytes, true)
+	if longest < need {
+		return fmt.Sprintf("not swapped: its longest gap (%s) is shorter than its copies out and back (%s)", cost.FormatDuration(longest), cost.FormatDuration(need))
+	}
+	if ev == pr.Base {
+		return "not swapped: the unswapped step fits the budget"
+	}
+	return "not swapped: " + ev.Strategy + " meets the budget without it"
+}
+
+// FormatExplanation writes the explanation as text, one paragraph per tensor.
+func FormatExplanation(exps []TensorExplanation, bytes func(int64) string) string {
+	var w strings.Builder
+	ms := cost.FormatDuration
+	for _, e := range exps {
+		state := "kept"
+		if e.Swapped {
+			state = "swapped"
+		}
+		fmt.Fprintf(&w, "%s %s %s, %d reads: %s\n", state, e.Tensor, bytes(e.Bytes), e.Reads, e.Reason)
+		if e.Swapped {
+			fmt.Fprintf(&w, "    out: device copy released at %s (copy to host done)\n", ms(e.Out))
+			for _, s := range e.SwapIns {
+				fmt.Fprintf(&w, "    in:  %s for %s: trigger %s ends %s, copy %s-%s, consumer starts %s", s.Node, s.Consumer, s.Trigger, ms(s.TriggerEnd), ms(s.CopyStart), ms(s.CopyEnd), ms(s.ConsumerStart))
+				if s.Wait > 0 {
+					fmt.Fprintf(&w, " (waited %s)", ms(s.Wait))
+				}
+				w.WriteByte('\n')
+			}
+		}
+	}
+	return w.String()
+}

@@ -1,0 +1,835 @@
+package rewrite
+
+import (
+	"cmp"
+	"slices"
+	"sort"
+
+	"github.com/tfswap/tfswap/cost"
+	"github.com/tfswap/tfswap/graphdef"
+)
+
+// The fast memory model: the memory pass planners use between full simulations.
+//
+// It takes the unswapped step's memory curve per device (from the simulation) and predicts a
+// plan's curve by editing it: a swapped buffer is freed when its last read before the gap has
+// ended and its swap-out copy has reached the host, and each swapped-in copy occupies memory
+// from the moment the host releases it (its trigger's end, the control message, the host's
+// Identity) to the end of its last read. Copies queue on the copy engines one at a time, in
+// the order they are issued, as in the simulator. Op times are not shifted by stalls, so the
+// model is exact only while the plan adds no stall; planners confirm every plan they keep with
+// a full simulation (Problem.Evaluate) and correct for the difference.
+
+// loadTree is one device's memory curve as a segment tree over the curve's points: range
+// additions, the maximum (with its time) and the area under the curve over a range.
+type loadTree struct {
+	t    []int64 // point times
+	n    int
+	max  []int64 // max of spike+add over the node's range
+	arg  []int32 // leaf index of max
+	sum  []float64
+	dt   []float64 // sum of durations over the node's range
+	lazy []int64
+}
+
+// newLoadTree builds the tree of a simulated memory curve.
+func newLoadTree(pts []cost.MemPoint) *loadTree {
+	n := len(pts)
+	if n == 0 {
+		pts = []cost.MemPoint{{}}
+		n = 1
+	}
+	lt := &loadTree{n: n, t: make([]int64, n), max: make([]int64, 4*n), arg: make([]int32, 4*n), sum: make([]float64, 4*n), dt: make([]float64, 4*n), lazy: make([]int64, 4*n)}
+	for i, p := range pts {
+		lt.t[i] = p.T
+	}
+	var build func(node, l, r int)
+	build = func(node, l, r int) {
+		if l == r {
+			p := pts[l]
+			var d float64
+			if l+1 < n {
+				d = float64(pts[l+1].T - p.T)
+			}
+			lt.max[node] = p.Max
+			lt.arg[node] = int32(l)
+			lt.dt[node] = d
+			lt.sum[node] = float64(p.Bytes) * d
+			return
+		}
+		m := (l + r) / 2
+		build(2*node, l, m)
+		build(2*node+1, m+1, r)
+		lt.pull(node)
+	}
+	build(1, 0, n-1)
+	return lt
+}
+
+func (lt *loadTree) clone() *loadTree {
+	c := *lt
+	c.max = append([]int64(nil), lt.max...)
+	c.arg = append([]int32(nil), lt.arg...)
+	c.sum = append([]float64(nil), lt.sum...)
+	c.lazy = append([]int64(nil), lt.lazy...)
+	return &c
+}
+
+func (lt *loadTree) pull(node int) {
+	l, r := 2*node, 2*node+1
+	if lt.max[l] >= lt.max[r] {
+		lt.max[node], lt.arg[node] = lt.max[l], lt.arg[l]
+	} else {
+		lt.max[node], lt.arg[node] = lt.max[r], lt.arg[r]
+	}
+	lt.sum[node] = lt.sum[l] + lt.sum[r]
+	lt.dt[node] = lt.dt[l] + lt.dt[r]
+}
+
+func (lt *loadTree) apply(node int, v int64) {
+	lt.max[node] += v
+	lt.sum[node] += float64(v) * lt.dt[node]
+	lt.lazy[node] += v
+}
+
+func (lt *loadTree) push(node int) {
+	if v := lt.lazy[node]; v != 0 {
+		lt.apply(2*node, v)
+		lt.apply(2*node+1, v)
+		lt.lazy[node] = 0
+	}
+}
+
+// index returns the first point at or after time t.
+func (lt *loadTree) index(t int64) int {
+	return sort.Search(lt.n, func(i int) bool { return lt.t[i] >= t })
+}
+
+// add adds v bytes over the time interval [from, to).
+func (lt *loadTree) add(from, to, v int64) {
+	l, r := lt.index(from), lt.index(to)-1
+	if l > r || v == 0 {
+		return
+	}
+	lt.update(1, 0, lt.n-1, l, r, v)
+}
+
+func (lt *loadTree) update(node, nl, nr, l, r int, v int64) {
+	if r < nl || nr < l {
+		return
+	}
+	if l <= nl && nr <= r {
+		lt.apply(node, v)
+		return
+	}
+	lt.push(node)
+	m := (nl + nr) / 2
+	lt.update(2*node, nl, m, l, r, v)
+	lt.update(2*node+1, m+1, nr, l, r, v)
+	lt.pull(node)
+}
+
+// peak returns the curve's maximum and its time.
+func (lt *loadTree) peak() (int64, int64) { return lt.max[1], lt.t[lt.arg[1]] }
+
+// area returns the integral of the curve over [from, to) in byte-nanoseconds, by points.
+func (lt *loadTree) area(from, to int64) float64 {
+	l, r := lt.index(from), lt.index(to)-1
+	if l > r {
+		return 0
+	}
+	return lt.query(1, 0, lt.n-1, l, r)
+}
+
+func (lt *loadTree) query(node, nl, nr, l, r int) float64 {
+	if r < nl || nr < l {
+		return 0
+	}
+	if l <= nl && nr <= r {
+		return lt.sum[node]
+	}
+	lt.push(node)
+	m := (nl + nr) / 2
+	return lt.query(2*node, nl, m, l, r) + lt.query(2*node+1, m+1, nr, l, r)
+}
+
+// bufSwaps are a plan's swaps of one buffer.
+type bufSwaps struct {
+	b     *buffer
+	swaps []*PlannedSwap
+}
+
+// fastModel predicts plans' memory curves from the unswapped step.
+type fastModel struct {
+	pr    *Problem
+	trees []*loadTree // per simulated device; nil for hosts
+	// d2h and h2d are the copy engines of each device (shared links and non-duplex links
+	// share them), as in the simulator.
+	d2h, h2d []int
+	engines  int
+	// nextStart is, per node, the start of the next op on its device (its own end when last).
+	nextStart []int64
+}
+
+func newFastModel(pr *Problem) *fastModel {
+	res := pr.timing.res
+	fm := &fastModel{pr: pr, trees: make([]*loadTree, len(res.Devices)), d2h: make([]int, len(res.Devices)), h2d: make([]int, len(res.Devices))}
+	group := func(name string) int {
+		dev, err := graphdef.ParseDevice(name)
+		if err != nil {
+			return -1
+		}
+		for i, g := range pr.simOpts.SharedLinks {
+			for _, m := range g {
+				if spec, err := graphdef.ParseDevice(m); err == nil && spec.Type != "" && dev.Matches(spec) {
+					return i
+				}
+			}
+		}
+		return -1
+	}
+	engines := 0
+	shared := map[int][2]int{}
+	for i, d := range res.Devices {
+		fm.d2h[i], fm.h2d[i] = -1, -1
+		if !d.GPU {
+			continue
+		}
+		fm.trees[i] = newLoadTree(res.Timeline.Memory[i])
+		g := group(d.Name)
+		if e, ok := shared[g]; ok && g >= 0 {
+			fm.d2h[i], fm.h2d[i] = e[0], e[1]
+			continue
+		}
+		fm.d2h[i] = engines
+		engines++
+		if pr.Profile.Duplex {
+			fm.h2d[i] = engines
+			engines++
+		} else {
+			fm.h2d[i] = fm.d2h[i]
+		}
+		if g >= 0 {
+			shared[g] = [2]int{fm.d2h[i], fm.h2d[i]}
+		}
+	}
+	fm.engines = engines
+	fm.nextStart = make([]int64, len(pr.Analysis.Graph.Nodes))
+	for i := range fm.nextStart {
+		fm.nextStart[i] = pr.timing.times.End[i] + 1
+	}
+	for _, order := range pr.timing.order {
+		for k, n := range order {
+			if k+1 < len(order) {
+				fm.nextStart[n.Index] = max(pr.timing.times.Start[order[k+1].Index], pr.timing.times.Start[n.Index]+1)
+			}
+		}
+	}
+	return fm
+}
+
+// xferTime returns the copy time of bytes in one direction.
+func (fm *fastModel) xferTime(bytes int64, h2d bool) int64 {
+	bw := fm.pr.Profile.D2H
+	if h2d {
+		bw = fm.pr.Profile.H2D
+	}
+	return ceilNS(float64(bytes) / bw)
+}
+
+// swapIn is one predicted swap-in: its copy's life on the device and how late it arrives.
+type swapIn struct {
+	alloc, done, free int64
+	due               int64
+}
+
+// fastResult is a plan's predicted memory: the unswapped curves with the plan's edits, and
+// the predicted swap-ins.
+type fastResult struct {
+	base  []*loadTree
+	edits [][]edit
+	peaks []int64
+	peakT []int64
+	done  []bool
+	// late sums how long consumers are predicted to wait for copies (ns).
+	late int64
+	// freed is when each swapped buffer is freed (in the unswapped step's time).
+	freed map[*buffer]int64
+	ins   map[*buffer][]swapIn
+	// waits are the waits the sweep added to hold ops back (throttling); stall is the longest
+	// total delay of a device (waits and late copies), an estimate of the step-time overhead.
+	waits []Wait
+	stall int64
+}
+
+// edit adds delta bytes to a curve over [from, to).
+type edit struct {
+	from, to, delta int64
+}
+
+func newFastResult(base []*loadTree) *fastResult {
+	n := len(base)
+	return &fastResult{base: base, edits: make([][]edit, n), peaks: make([]int64, n), peakT: make([]int64, n), done: make([]bool, n),
+		freed: map[*buffer]int64{}, ins: map[*buffer][]swapIn{}}
+}
+
+func (r *fastResult) add(dev int, from, to, delta int64) {
+	if from < to && delta != 0 {
+		r.edits[dev] = append(r.edits[dev], edit{from, to, delta})
+		r.done[dev] = false
+	}
+}
+
+// peak returns the predicted peak of device dev and its time: the maximum over the pieces
+// between edit boundaries of the unswapped curve's maximum plus the edits' sum.
+func (r *fastResult) peak(dev int) (int64, int64) {
+	if r.base[dev] == nil {
+		return 0, 0
+	}
+	if r.done[dev] {
+		return r.peaks[dev], r.peakT[dev]
+	}
+	type bound struct {
+		t, d int64
+	}
+	es := r.edits[dev]
+	bs := make([]bound, 0, 2*len(es))
+	for _, e := range es {
+		bs = append(bs, bound{e.from, e.delta}, bound{e.to, -e.delta})
+	}
+	slices.SortFunc(bs, func(a, b bound) int { return cmp.Compare(a.t, b.t) })
+	lt := r.base[dev]
+	best, bestT := int64(-1<<62), int64(0)
+	consider := func(from, to, d int64) {
+		if v, t, ok := lt.rangeMax(from, to); ok && v+d > best {
+			best, bestT = v+d, t
+		}
+	}
+	var d int64
+	prev := int64(-1 << 62)
+	for i := 0; i < len(bs); {
+		t := bs[i].t
+		consider(prev, t, d)
+		for i < len(bs) && bs[i].t == t {
+			d += bs[i].d
+			i++
+		}
+		prev = t
+	}
+	consider(prev, 1<<62, d)
+	r.peaks[dev], r.peakT[dev], r.done[dev] = best, bestT, true
+	return best, bestT
+}
+
+// excess returns the largest predicted peak minus budget over the compute devices, and the
+// device where it occurs.
+func (pr *Problem) excessOf(r *fastResult) (int64, int) {
+	worst, dev := int64(-1<<62), -1
+	for i, t := range r.base {
+		if t == nil {
+			continue
+		}
+		p, _ := r.peak(i)
+		if x := p - pr.budgetOf(pr.timing.res.Devices[i].Name); x > worst {
+			worst, dev = x, i
+		}
+	}
+	return worst, dev
+}
+
+// Sweep event kinds, in the order they are handled at one instant.
+const (
+	evOut     = iota // a swapped tensor's producer ends: its swap-out joins the copy queue
+	evCtl            // a trigger ends: its control message joins the copy queue
+	evNear           // a swapped buffer's last read before its gap ends
+	evOp             // an op starts on a compute device (waits, throttling)
+	evDue            // a swap-in's first reader is due
+	evCopyEnd        // a swap-in copy's last read ends
+	evOrigEnd        // a swapped buffer's unswapped end
+)
+
+type sweepEv struct {
+	t    int64
+	kind uint8
+	id   int32
+	seq  int32
+}
+
+// outState is one planned swap-out during the sweep.
+type outState struct {
+	ps   *PlannedSwap
+	bs   *bufState
+	done int64 // real time the copy is on the host; -1 until enqueued
+	wait []*grpState
+}
+
+// bufState is one swapped buffer during the sweep.
+type bufState struct {
+	b                   *buffer
+	outs                []*outState
+	lastNear, outDone   int64
+	pending             int
+	drained, sub, ended bool
+}
+
+// grpState is one planned swap-in during the sweep.
+type grpState struct {
+	out                *outState
+	trig               *graphdef.Node
+	ctlDone, allocReal int64
+	due, last, done    int64
+	allocated, freed   bool
+}
+
+// devState is one compute device during the sweep: its time shift (the stalls so far),
+// recorded as steps for mapping real times back, and its running memory edits.
+type devState struct {
+	shift         int64
+	stepT, stepS  []int64
+	freed, copies int64
+	drains        []*bufState // swapped buffers whose copy to the host is not done yet
+	allocs        []*grpState // swap-ins not yet allocated
+}
+
+func (d *devState) addShift(t, by int64) {
+	d.shift += by
+	if n := len(d.stepT); n > 0 && d.stepT[n-1] == t {
+		d.stepS[n-1] = d.shift
+		return
+	}
+	d.stepT = append(d.stepT, t)
+	d.stepS = append(d.stepS, d.shift)
+}
+
+// unwarp maps a real time back to the unswapped step's time: a moment inside a stall maps
+// to the stall's start.
+func (d *devState) unwarp(r int64) int64 {
+	k := sort.Search(len(d.stepT), func(i int) bool { return d.stepT[i]+d.stepS[i] > r }) - 1
+	var s int64
+	if k >= 0 {
+		s = d.stepS[k]
+	}
+	t := r - s
+	if k+1 < len(d.stepT) && t > d.stepT[k+1] {
+		t = d.stepT[k+1]
+	}
+	return t
+}
+
+// predict returns the fast model's prediction for plan. With throttle set (per-device
+// targets), it also holds ops back until swap-outs complete wherever the memory at an op
+// would exceed its device's target, and returns those waits in fastResult.waits.
+func (fm *fastModel) predict(plan *Plan) *fastResult { return fm.sweep(plan, nil) }
+
+func (fm *fastModel) sweep(plan *Plan, throttle []int64) *fastResult {
+	pr := fm.pr
+	tm := pr.timing
+	res := newFastResult(fm.trees)
+	devs := make([]*devState, len(fm.trees))
+	for i, t := range fm.trees {
+		if t != nil {
+			devs[i] = &devState{}
+		}
+	}
+	var evs []sweepEv
+	var bufs []*bufState
+	var outs []*outState
+	var grps []*grpState
+	byBuf := map[*buffer]*bufState{}
+	outOf := map[graphdef.Tensor]*outState{}
+	for i := range plan.Swaps {
+		ps := &plan.Swaps[i]
+		b := pr.bufOf[ps.Tensor]
+		if b == nil || devs[b.dev] == nil {
+			continue
+		}
+		bs := byBuf[b]
+		if bs == nil {
+			bs = &bufState{b: b, outDone: -1}
+			byBuf[b] = bs
+			bufs = append(bufs, bs)
+		}
+		o := &outState{ps: ps, bs: bs, done: -1}
+		bs.outs = append(bs.outs, o)
+		bs.pending++
+		outOf[ps.Tensor] = o
+		evs = append(evs, sweepEv{t: tm.times.End[ps.Tensor.Node.Index], kind: evOut, id: int32(len(outs))})
+		outs = append(outs, o)
+	}
+	for _, bs := range bufs {
+		redirected := map[graphdef.Use]bool{}
+		for _, o := range bs.outs {
+			for _, g := range o.ps.Groups {
+				for _, u := range g.Uses {
+					redirected[u] = true
+				}
+			}
+		}
+		near := bs.b.prodEnd
+		var walk func([]*access)
+		walk = func(l []*access) {
+			for _, x := range l {
+				if redirected[x.u] {
+					continue
+				}
+				near = max(near, x.end)
+				walk(x.sub)
+			}
+		}
+		walk(bs.b.tree)
+		bs.lastNear = near
+		evs = append(evs, sweepEv{t: near, kind: evNear, id: int32(len(bufs))}) // placeholder id fixed below
+	}
+	// Fix the buffer ids of evNear and add the buffers' ends.
+	nb := 0
+	for i := range evs {
+		if evs[i].kind == evNear {
+			evs[i].id = int32(nb)
+			evs = append(evs, sweepEv{t: bufs[nb].b.lastEnd, kind: evOrigEnd, id: int32(nb)})
+			nb++
+		}
+	}
+	for _, o := range outs {
+		for _, g := range o.ps.Groups {
+			gs := &grpState{out: o, trig: g.Trigger, ctlDone: -1, allocReal: -1, due: -1}
+			for _, u := range g.Uses {
+				x := o.bs.b.find(u)
+				if x == nil {
+					continue
+				}
+				if gs.due < 0 || x.start < gs.due {
+					gs.due = x.start
+				}
+				gs.last = max(gs.last, x.last)
+			}
+			id := int32(len(grps))
+			grps = append(grps, gs)
+			te := tm.times.End[g.Trigger.Index]
+			if te < 0 {
+				te = 0
+			}
+			evs = append(evs, sweepEv{t: te, kind: evCtl, id: id})
+			if gs.due >= 0 {
+				evs = append(evs, sweepEv{t: gs.due, kind: evDue, id: id})
+				evs = append(evs, sweepEv{t: max(gs.last, gs.due), kind: evCopyEnd, id: id})
+			}
+		}
+	}
+	waitsOf := map[int][]graphdef.Tensor{}
+	for _, w := range plan.Waits {
+		waitsOf[w.Node.Index] = append(waitsOf[w.Node.Index], w.After)
+	}
+	if throttle != nil || len(plan.Waits) > 0 {
+		for _, dev := range pr.gpuDevices() {
+			for _, n := range tm.order[dev] {
+				if throttle != nil || waitsOf[n.Index] != nil {
+					evs = append(evs, sweepEv{t: tm.times.Start[n.Index], kind: evOp, id: int32(n.Index)})
+				}
+			}
+		}
+	}
+	for i := range evs {
+		evs[i].seq = int32(i)
+	}
+	slices.SortFunc(evs, func(a, b sweepEv) int {
+		if a.t != b.t {
+			return cmp.Compare(a.t, b.t)
+		}
+		if a.kind != b.kind {
+			return cmp.Compare(a.kind, b.kind)
+		}
+		return cmp.Compare(a.seq, b.seq)
+	})
+	engFree := make([]int64, fm.engines)
+	lat := pr.latency
+	// advance brings device d's running memory edits up to base time t.
+	advance := func(d int, t int64) {
+		ds := devs[d]
+		r := t + ds.shift
+		keep := ds.drains[:0]
+		for _, bs := range ds.drains {
+			if bs.outDone >= 0 && bs.outDone <= r {
+				bs.drained = true
+				if t >= bs.lastNear && !bs.ended && !bs.sub {
+					bs.sub = true
+					ds.freed += bs.b.bytes
+				}
+				continue
+			}
+			keep = append(keep, bs)
+		}
+		ds.drains = keep
+		keepA := ds.allocs[:0]
+		for _, g := range ds.allocs {
+			if g.allocReal >= 0 && g.allocReal <= r {
+				if !g.freed {
+					g.allocated = true
+					ds.copies += g.out.bs.b.bytes
+				}
+				continue
+			}
+			keepA = append(keepA, g)
+		}
+		ds.allocs = keepA
+	}
+	setAlloc := func(g *grpState) {
+		g.allocReal = max(g.ctlDone, g.out.done) + pr.hostIdent
+		ds := devs[g.out.bs.b.dev]
+		ds.allocs = append(ds.allocs, g)
+	}
+	devOfNode := func(n *graphdef.Node) int {
+		d := tm.dev[n.Index]
+		if d < 0 || d >= len(devs) || devs[d] == nil {
+			return -1
+		}
+		return d
+	}
+	for _, ev := range evs {
+		switch ev.kind {
+		case evOut:
+			o := outs[ev.id]
+			b := o.bs.b
+			ds := devs[b.dev]
+			advance(b.dev, ev.t)
+			eng := fm.d2h[b.dev]
+			start := max(ev.t+ds.shift+lat, engFree[eng])
+			o.done = start + fm.xferTime(b.bytes, false)
+			engFree[eng] = o.done
+			o.bs.outDone = max(o.bs.outDone, o.done)
+			o.bs.pending--
+			if o.bs.pending == 0 {
+				ds.drains = append(ds.drains, o.bs)
+			}
+			for _, g := range o.wait {
+				setAlloc(g)
+			}
+			o.wait = nil
+		case evCtl:
+			g := grps[ev.id]
+			td := devOfNode(g.trig)
+			real := ev.t + lat
+			if td >= 0 {
+				real += devs[td].shift
+				eng := fm.d2h[td]
+				real = max(real, engFree[eng])
+				engFree[eng] = real
+			} else if d := g.out.bs.b.dev; devs[d] != nil {
+				real += devs[d].shift
+			}
+			g.ctlDone = real
+			if g.out.done >= 0 {
+				setAlloc(g)
+			} else {
+				g.out.wait = append(g.out.wait, g)
+			}
+		case evNear:
+			bs := bufs[ev.id]
+			advance(bs.b.dev, ev.t)
+			if bs.drained && !bs.sub && !bs.ended {
+				bs.sub = true
+				devs[bs.b.dev].freed += bs.b.bytes
+			}
+		case evOrigEnd:
+			bs := bufs[ev.id]
+			advance(bs.b.dev, ev.t)
+			bs.ended = true
+			if bs.sub {
+				devs[bs.b.dev].freed -= bs.b.bytes
+			}
+		case evOp:
+			n := pr.Analysis.Graph.Nodes[ev.id]
+			d := devOfNode(n)
+			if d < 0 {
+				continue
+			}
+			ds := devs[d]
+			advance(d, ev.t)
+			for _, t := range waitsOf[n.Index] {
+				if o := outOf[t]; o != nil && o.done >= 0 {
+					if need := o.done + lat; need > ev.t+ds.shift {
+						ds.addShift(ev.t, need-(ev.t+ds.shift))
+						advance(d, ev.t)
+					}
+				}
+			}
+			if throttle == nil || !pr.eligible(n) {
+				continue
+			}
+			load := fm.trees[d].maxIn(ev.t, fm.nextStart[n.Index]) - ds.freed + ds.copies
+			if load <= throttle[d] {
+				continue
+			}
+			// Hold the op back until enough swap-outs have reached the host, oldest first.
+			var cand []*bufState
+			for _, bs := range ds.drains {
+				if bs.lastNear <= ev.t && !bs.ended && bs.b.lastEnd > ev.t && bs.outDone >= 0 {
+					cand = append(cand, bs)
+				}
+			}
+			if len(cand) == 0 {
+				continue
+			}
+			sort.SliceStable(cand, func(i, j int) bool { return cand[i].outDone < cand[j].outDone })
+			var acc int64
+			var last *bufState
+			for _, bs := range cand {
+				acc += bs.b.bytes
+				last = bs
+				if load-acc <= throttle[d] {
+					break
+				}
+			}
+			var after *outState
+			for _, o := range last.outs {
+				if after == nil || o.done > after.done {
+					after = o
+				}
+			}
+			if after.ps.Tensor.Node.TopoIndex >= n.TopoIndex {
+				continue
+			}
+			res.waits = append(res.waits, Wait{Node: n, After: after.ps.Tensor})
+			ds.addShift(ev.t, last.outDone+lat-(ev.t+ds.shift))
+			advance(d, ev.t)
+		case evDue:
+			g := grps[ev.id]
+			b := g.out.bs.b
+			ds := devs[b.dev]
+			advance(b.dev, ev.t)
+			if g.allocReal < 0 {
+				continue
+			}
+			eng := fm.h2d[b.dev]
+			start := max(g.allocReal+lat, engFree[eng])
+			g.done = start + fm.xferTime(b.bytes, true)
+			engFree[eng] = g.done
+			if late := g.done - (ev.t + ds.shift); late > 0 {
+				res.late += late
+				ds.addShift(ev.t, late)
+				advance(b.dev, ev.t)
+			}
+		case evCopyEnd:
+			g := grps[ev.id]
+			b := g.out.bs.b
+			advance(b.dev, ev.t)
+			g.freed = true
+			if g.allocated {
+				devs[b.dev].copies -= b.bytes
+			}
+		}
+	}
+	// Edit the curves in the unswapped step's time.
+	for _, bs := range bufs {
+		b := bs.b
+		ds := devs[b.dev]
+		free := bs.lastNear
+		if bs.outDone >= 0 {
+			free = max(free, ds.unwarp(bs.outDone))
+		}
+		res.freed[b] = free
+		if free < b.lastEnd {
+			res.add(b.dev, free, b.lastEnd, -b.bytes)
+		} else if free > b.lastEnd {
+			res.add(b.dev, b.lastEnd, free, b.bytes)
+		}
+	}
+	for _, g := range grps {
+		b := g.out.bs.b
+		if g.allocReal < 0 {
+			continue
+		}
+		ds := devs[b.dev]
+		alloc := ds.unwarp(g.allocReal)
+		res.add(b.dev, alloc, g.last, b.bytes)
+		res.ins[b] = append(res.ins[b], swapIn{alloc: alloc, done: g.done, free: g.last, due: g.due})
+	}
+	for _, ds := range devs {
+		if ds != nil && ds.shift > res.stall {
+			res.stall = ds.shift
+		}
+	}
+	return res
+}
+
+// find returns the access of b by use u, or nil.
+func (b *buffer) find(u graphdef.Use) *access {
+	for _, x := range b.accesses {
+		if x.u == u {
+			return x
+		}
+	}
+	return nil
+}
+
+// maxIn returns the curve's maximum over the points in [from, to), or the value at the last
+// point before from when the range holds none.
+func (lt *loadTree) maxIn(from, to int64) int64 {
+	l, r := lt.index(from), lt.index(to)-1
+	if l > r {
+		if l > 0 {
+			l--
+		}
+		r = l
+	}
+	return lt.qmax(1, 0, lt.n-1, l, r)
+}
+
+func (lt *loadTree) qmax(node, nl, nr, l, r int) int64 {
+	if r < nl || nr < l {
+		return -1 << 62
+	}
+	if l <= nl && nr <= r {
+		return lt.max[node]
+	}
+	lt.push(node)
+	m := (nl + nr) / 2
+	return max(lt.qmax(2*node, nl, m, l, r), lt.qmax(2*node+1, m+1, nr, l, r))
+}
+
+// throttled returns plan with its waits replaced by those the fast model finds necessary to
+// keep every device within target: an op whose start would take its device over target
+// waits for the oldest swap-outs still on their way to the host.
+func (pr *Problem) throttled(plan *Plan, target []int64) (*Plan, *fastResult) {
+	bare := plan
+	if len(plan.Waits) > 0 {
+		bare = &Plan{Swaps: plan.Swaps}
+		pr.Explain.derive(bare, plan, "")
+	}
+	r := pr.fast.sweep(bare, target)
+	if len(r.waits) == 0 {
+		return bare, r
+	}
+	out := &Plan{Swaps: plan.Swaps, Waits: r.waits}
+	if pr.Explain != nil {
+		pr.Explain.derive(out, plan, "")
+	}
+	return out, pr.fast.predict(out)
+}
+
+// rangeMax returns the maximum over the points in [from, to), the time of the point where it
+// occurs, and whether the range holds a point.
+func (lt *loadTree) rangeMax(from, to int64) (int64, int64, bool) {
+	l, r := lt.index(from), lt.index(to)-1
+	if l > r {
+		return 0, 0, false
+	}
+	v, i := lt.qarg(1, 0, lt.n-1, l, r)
+	return v, lt.t[i], true
+}
+
+func (lt *loadTree) qarg(node, nl, nr, l, r int) (int64, int) {
+	if r < nl || nr < l {
+		return -1 << 62, -1
+	}
+	if l <= nl && nr <= r {
+		return lt.max[node], int(lt.arg[node])
+	}
+	lt.push(node)
+	m := (nl + nr) / 2
+	a, ai := lt.qarg(2*node, nl, m, l, r)
+	b, bi := lt.qarg(2*node+1, m+1, nr, l, r)
+	if b > a {
+		return b, bi
+	}
+	return a, ai
+}

@@ -1,0 +1,193 @@
+package rewrite
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/tfswap/tfswap/cost"
+	"github.com/tfswap/tfswap/internal/units"
+	"github.com/tfswap/tfswap/triggers"
+)
+
+// NoFitError says that no plan keeps every compute device within its budget: the smallest
+// peak any plan reached, what is live at that moment, and what would have to change.
+type NoFitError struct {
+	// Strategy is the planner asked for.
+	Strategy string
+	// Device is the device that does not fit, Budget its budget, Peak the smallest peak any
+	// evaluated plan reached there (the lowest-memory plan tfswap can make included), at
+	// PeakTime (ns into the step), and Unswapped the unswapped step's peak.
+	Device                    string
+	Budget, Peak, Unswapped   int64
+	PeakTime                  int64
+	Weights, Slots, Constants int64
+	Workspace, Activations    int64
+	Copies                    int64
+	// Largest are the largest activations live at that moment.
+	Largest []cost.LiveTensor
+	// Advice says what would have to change.
+	Advice []string
+}
+
+func (e *NoFitError) Error() string {
+	b := units.FormatBytes
+	var w strings.Builder
+	fmt.Fprintf(&w, "no plan fits %s within %s (strategy %s): the smallest peak any plan reached is %s at %s into the step (unswapped: %s)\n",
+		e.Device, b(e.Budget), e.Strategy, b(e.Peak), cost.FormatDuration(e.PeakTime), b(e.Unswapped))
+	fmt.Fprintf(&w, "  live at that moment: weights %s, optimizer slots %s, constants %s, kernel workspace %s, activations %s, swapped-in copies %s\n",
+		b(e.Weights), b(e.Slots), b(e.Constants), b(e.Workspace), b(e.Activations), b(e.Copies))
+	if len(e.Largest) > 0 {
+		w.WriteString("  largest activations live then:\n")
+		for _, l := range e.Largest {
+			fmt.Fprintf(&w, "    %-60s %10s  %s\n", l.Name, b(l.Bytes), l.Op)
+		}
+	}
+	w.WriteString("  what would have to change:\n")
+	for _, a := range e.Advice {
+		fmt.Fprintf(&w, "    - %s\n", a)
+	}
+	return strings.TrimRight(w.String(), "\n")
+}
+
+// lowestMemoryPlan plans the least memory tfswap can reach: every buffer swapped across every
+// gap between its reads, each copy brought back by the op just before its reader.
+func (pr *Problem) lowestMemoryPlan() *Plan {
+	var cs []*choice
+	for _, b := range pr.buffers {
+		var ks []int
+		for _, k := range b.splits() {
+			if _, ok := redirects(b.tree, b.accesses[k].start, 1<<62); ok {
+				ks = append(ks, k)
+			}
+		}
+		if len(ks) > 0 {
+			cs = append(cs, &choice{b: b, splits: ks, why: "lowest-memory plan: every gap of every tensor"})
+		}
+	}
+	plan, _ := pr.buildPlan(cs, func(pr *Problem, groups []*pendingGroup) error {
+		for _, g := range groups {
+			if t, err := triggers.ByDistance(g.t.Node, useNodes(g.uses), 1, pr.eligible); err == nil {
+				g.trigger = t
+			}
+		}
+		return nil
+	})
+	return plan
+}
+
+// noFit builds the NoFitError after planner strategy found nothing that fits.
+func (pr *Problem) noFit(strategy string, ev *Evaluation) error {
+	// The least memory tfswap can reach at all.
+	lp, err := pr.Evaluate(pr.lowestMemoryPlan())
+	if err != nil {
+		lp = nil
+	}
+	low := pr.lowest
+	if strategy != "auto" && ev != nil {
+		// Report what this strategy reached.
+		low = ev
+	}
+	// The device furthest over its budget in the lowest plan.
+	var dp DevicePeak
+	worst := int64(-1 << 62)
+	for _, d := range low.Devices {
+		if x := d.Peak - d.Budget; x > worst {
+			worst, dp = x, d
+		}
+	}
+	e := &NoFitError{Strategy: strategy, Device: dp.Name, Budget: dp.Budget, Peak: dp.Peak, PeakTime: dp.PeakTime}
+	for _, d := range pr.Base.Devices {
+		if d.Name == dp.Name {
+			e.Unswapped = d.Peak
+		}
+	}
+	// Simulate the lowest plan again with everything live at its peaks listed.
+	g, err := DeriveGraph(pr.Analysis, low.Plan)
+	if err == nil {
+		opts := pr.simOpts
+		opts.TopLive = 1 << 30
+		if res, err := cost.Simulate(g, pr.Profile, opts); err == nil {
+			if d := res.Device(dp.Name); d != nil {
+				slots := pr.optimizerSlots()
+				var acts []cost.LiveTensor
+				for _, l := range d.Live {
+					switch l.Kind {
+					case "variable":
+						if slots[l.Name] {
+							e.Slots += l.Bytes
+						} else {
+							e.Weights += l.Bytes
+						}
+					case "constant":
+						e.Constants += l.Bytes
+					case "workspace":
+						e.Workspace += l.Bytes
+					case "copy":
+						e.Copies += l.Bytes
+					default:
+						e.Activations += l.Bytes
+						acts = append(acts, l)
+					}
+				}
+				sort.SliceStable(acts, func(i, j int) bool { return acts[i].Bytes > acts[j].Bytes })
+				if len(acts) > 8 {
+					acts = acts[:8]
+				}
+				e.Largest = acts
+			}
+		}
+	}
+	b := units.FormatBytes
+	fixed := e.Weights + e.Slots + e.Constants
+	if strategy != "auto" && pr.best != nil && pr.best.Fits {
+		e.Advice = append(e.Advice, fmt.Sprintf("another strategy: tfswap found a plan that fits (%s, peak %s); --strategy auto would find it, or", pr.best.Strategy, b(maxPeak(pr.best))))
+	} else if strategy != "auto" && lp != nil && lp.Fits {
+		e.Advice = append(e.Advice, fmt.Sprintf("another strategy: swapping every gap of every tensor fits (peak %s); try --strategy auto, or", b(maxPeak(lp))))
+	}
+	e.Advice = append(e.Advice, fmt.Sprintf("a budget of at least %s on %s (a GPU with about %s of memory), or", b(e.Peak), e.Device, b(e.Peak+DefaultReserve(pr.Profile))))
+	if fixed >= e.Budget {
+		e.Advice = append(e.Advice, fmt.Sprintf("the weights and optimizer slots alone (%s) exceed the budget; tfswap does not swap variables, so the model needs a larger GPU or model parallelism", b(fixed)))
+	} else if e.Peak > fixed {
+		f := float64(e.Budget-fixed) / float64(e.Peak-fixed)
+		e.Advice = append(e.Advice, fmt.Sprintf("less activation memory: activations and workspace scale with the batch, so a batch of about %.0f%% of this one would fit (the weights and optimizer slots, %s, do not shrink)", 100*f, b(fixed)))
+	}
+	if pr.Analysis.Opts.MinTensorBytes > 0 || len(pr.Analysis.Opts.ExcludeOps) > 0 || len(pr.Analysis.Opts.ExcludeScopes) > 0 {
+		e.Advice = append(e.Advice, "or fewer restrictions on what may be swapped (--min-bytes, --exclude-op, --exclude-scope) if tensors live at the peak were excluded")
+	}
+	return e
+}
+
+// optimizerSlots returns the names of the variables that are optimizer slots: resources an
+// optimizer's apply op takes after the variable it updates (momentum accumulators, Adam's m
+// and v).
+func (pr *Problem) optimizerSlots() map[string]bool {
+	out := map[string]bool{}
+	for _, n := range pr.Analysis.Graph.Nodes {
+		if !strings.Contains(n.Op, "Apply") {
+			continue
+		}
+		for i, in := range n.Inputs {
+			if i == 0 {
+				continue
+			}
+			v := in.Node
+			for (v.Op == "Identity" || v.Op == "RefIdentity") && len(v.Inputs) > 0 {
+				v = v.Inputs[0].Node
+			}
+			if v.Op == "VarHandleOp" || v.Op == "VariableV2" || v.Op == "Variable" {
+				out[v.Name] = true
+			}
+		}
+	}
+	return out
+}
+
+// maxPeak returns the largest compute-device peak of an evaluation.
+func maxPeak(ev *Evaluation) int64 {
+	var m int64
+	for _, d := range ev.Devices {
+		m = max(m, d.Peak)
+	}
+	return m
+}

@@ -1,0 +1,412 @@
+package rewrite
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/tfswap/tfswap/cost"
+	"github.com/tfswap/tfswap/graphdef"
+	"github.com/tfswap/tfswap/triggers"
+)
+
+// DefaultDevice is the device profile planning assumes when none is given: the 16 GB V100 on
+// PCIe 3.0, the GPU of the example and the class of GPU most of the swapping papers
+// measured on.
+const DefaultDevice = "v100-16gb"
+
+// DefaultReserve returns the device memory a plan leaves unused by default: what TensorFlow's
+// GPU allocator does not hand out. TensorFlow (gpu_device.cc, MinSystemMemory) keeps back the
+// larger of 300 MiB and 6% of the memory available, and the CUDA context takes memory before
+// that; the reserve also absorbs fragmentation, which the simulator does not model.
+func DefaultReserve(p *cost.Profile) int64 {
+	return max(300<<20, p.MemoryBytes*6/100)
+}
+
+// DefaultBudget returns the per-device budget planning aims at by default: the profile's
+// memory less DefaultReserve (15.04 GiB on the 16 GiB V100).
+func DefaultBudget(p *cost.Profile) int64 { return p.MemoryBytes - DefaultReserve(p) }
+
+// PlanOptions control budget-driven planning (see PlanBudget).
+type PlanOptions struct {
+	// Strategy names the planner (see Strategies); empty means "auto".
+	Strategy string
+	// Profile is the GPU planned for; nil means DefaultDevice.
+	Profile *cost.Profile
+	// Budget is the most memory each compute device may use (bytes, as the simulator counts
+	// peaks: activations, resident variables, workspace); 0 means DefaultBudget(Profile).
+	Budget int64
+	// DeviceBudgets override Budget for single devices, keyed by the simulator's device name
+	// ("/device:GPU:1", "/job:worker/replica:0/task:1/device:GPU:0").
+	DeviceBudgets map[string]int64
+	// Sim are the simulation options (batch scale, measured times, shared host links, TF32);
+	// Timeline and TopLive are set by the planner.
+	Sim cost.Options
+	// Explain records the reasoning per tensor (Planned.Explain).
+	Explain bool
+	// BOIterations is how many weight vectors the Bayesian optimisation of AutoSwap's priority
+	// score weights evaluates; 0 means the default (DefaultBOIterations), negative turns it
+	// off (the four plain scores are still tried).
+	BOIterations int
+	// Window fixes the window strategy's schedule-window in bytes; 0 tunes it.
+	Window int64
+	// Seed seeds the Bayesian optimisation; 0 means a fixed default, so that planning is
+	// deterministic.
+	Seed uint64
+	// FixedLMS makes the "lms" strategy keep the LMS distances of Options (swapout threshold,
+	// swap-in ahead, group-by) instead of tuning them.
+	FixedLMS bool
+}
+
+// Evaluation is a plan's simulated outcome.
+type Evaluation struct {
+	Plan *Plan
+	// Result is the simulation of the planned graph.
+	Result *cost.Result
+	// StepTime is the simulated step time (ns); Overhead the fraction it exceeds the unswapped
+	// graph's step time by.
+	StepTime int64
+	Overhead float64
+	// Devices are the compute devices' peaks and budgets, by name.
+	Devices []DevicePeak
+	// Fits says whether every compute device's peak is within its budget; Excess is the
+	// largest peak minus budget (negative or zero when it fits).
+	Fits   bool
+	Excess int64
+	// Transferred is the number of bytes moved between host and devices per step.
+	Transferred int64
+	// Strategy names the planner that made the plan.
+	Strategy string
+}
+
+// DevicePeak is one compute device's simulated peak and its budget.
+type DevicePeak struct {
+	Name           string
+	Peak, Budget   int64
+	PeakTime       int64
+	ResidentBytes  int64
+	SwapInStall    int64
+	MemoryLimit    int64
+	ComputeDevice  bool
+	SimulatedIndex int
+}
+
+// better reports whether a is a better outcome than b: a plan that fits beats one that does
+// not; among plans that fit the shorter step wins, then fewer bytes moved, then the lower
+// peak; among plans that do not fit the smaller excess wins.
+func better(a, b *Evaluation) bool {
+	if b == nil {
+		return a != nil
+	}
+	if a == nil {
+		return false
+	}
+	if a.Fits != b.Fits {
+		return a.Fits
+	}
+	if !a.Fits {
+		if a.Excess != b.Excess {
+			return a.Excess < b.Excess
+		}
+		return a.StepTime < b.StepTime
+	}
+	if a.StepTime != b.StepTime {
+		return a.StepTime < b.StepTime
+	}
+	if a.Transferred != b.Transferred {
+		return a.Transferred < b.Transferred
+	}
+	return a.Excess < b.Excess
+}
+
+// Problem is one planning task: a graph, a device, budgets, and the unswapped graph's
+// simulation. Planners receive it and evaluate plans through it.
+type Problem struct {
+	Model    *graphdef.Model
+	Analysis *Analysis
+	Opts     PlanOptions
+	Profile  *cost.Profile
+	// Base is the simulation of the unswapped graph, with its timeline.
+	Base *Evaluation
+	// Explain collects the reasoning per tensor when Opts.Explain is set.
+	Explain *Explainer
+
+	simOpts   cost.Options
+	shapes    *cost.Shapes
+	timing    *timing // of the unswapped graph
+	buffers   []*buffer
+	bufOf     map[graphdef.Tensor]*buffer // by tensor (roots and their aliases)
+	fast      *fastModel
+	seqs      map[int]*triggers.Sequence
+	lms       *lmsCache
+	elig      []int8
+	memos     map[*timing]*triggers.Memo
+	cache     map[string]*Evaluation
+	best      *Evaluation // best evaluated so far (any strategy)
+	lowest    *Evaluation // lowest excess evaluated so far
+	sims      int
+	latency   int64
+	hostIdent int64
+	strategy  string // the planner running, for Evaluation.Strategy
+}
+
+// newProblem prepares a planning problem: simulates the unswapped graph and indexes its
+// tensors.
+func newProblem(model *graphdef.Model, a *Analysis, po PlanOptions) (*Problem, error) {
+	if po.Profile == nil {
+		p, err := cost.LookupProfile(DefaultDevice)
+		if err != nil {
+			return nil, err
+		}
+		po.Profile = p
+	}
+	if po.Budget == 0 {
+		po.Budget = DefaultBudget(po.Profile)
+	}
+	if po.Budget < 0 {
+		return nil, fmt.Errorf("budget must be positive, not %d", po.Budget)
+	}
+	pr := &Problem{Model: model, Analysis: a, Opts: po, Profile: po.Profile, cache: map[string]*Evaluation{}}
+	pr.simOpts = po.Sim
+	pr.simOpts.Timeline = false
+	pr.simOpts.TopLive = -1
+	if pr.simOpts.ComputeDevice == "" && a.Opts.ComputeDevice != "" {
+		if d, err := graphdef.ParseDevice(a.Opts.ComputeDevice); err == nil && d.Type != "" {
+			pr.simOpts.ComputeDevice = a.Opts.ComputeDevice
+		}
+	}
+	if pr.simOpts.BatchScale == 0 {
+		pr.simOpts.BatchScale = 1
+	}
+	if po.Explain {
+		pr.Explain = newExplainer()
+	}
+	pr.latency = ceilNS(po.Profile.TransferLatency)
+	pr.hostIdent = cost.MinOpTime
+	shp, err := cost.NewShapes(a.Graph, pr.simOpts.BatchScale)
+	if err != nil {
+		return nil, err
+	}
+	pr.shapes = shp
+	base, tm, err := pr.simulate(&Plan{}, a.Graph, true)
+	if err != nil {
+		return nil, err
+	}
+	pr.Base = base
+	pr.timing = tm
+	base.Overhead = 0
+	pr.cache[planKey(&Plan{})] = base
+	pr.note(base)
+	pr.indexBuffers()
+	pr.fast = newFastModel(pr)
+	return pr, nil
+}
+
+func ceilNS(seconds float64) int64 {
+	ns := seconds * 1e9
+	n := int64(ns)
+	if float64(n) < ns-1e-6 {
+		n++
+	}
+	return n
+}
+
+// budgetOf returns the budget of the named device.
+func (pr *Problem) budgetOf(name string) int64 {
+	if b, ok := pr.Opts.DeviceBudgets[name]; ok {
+		return b
+	}
+	return pr.Opts.Budget
+}
+
+// Evaluate simulates plan and returns its outcome; results are cached by plan.
+func (pr *Problem) Evaluate(plan *Plan) (*Evaluation, error) {
+	key := planKey(plan)
+	if ev, ok := pr.cache[key]; ok {
+		return ev, nil
+	}
+	g, err := DeriveGraph(pr.Analysis, plan)
+	if err != nil {
+		return nil, err
+	}
+	ev, _, err := pr.simulate(plan, g, false)
+	if err != nil {
+		return nil, err
+	}
+	pr.cache[key] = ev
+	pr.note(ev)
+	return ev, nil
+}
+
+// evaluateTimed simulates plan with its timeline and returns the outcome and the timing of
+// the original nodes in the planned graph.
+func (pr *Problem) evaluateTimed(plan *Plan) (*Evaluation, *timing, error) {
+	g, err := DeriveGraph(pr.Analysis, plan)
+	if err != nil {
+		return nil, nil, err
+	}
+	ev, tm, err := pr.simulate(plan, g, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	key := planKey(plan)
+	if _, ok := pr.cache[key]; !ok {
+		pr.cache[key] = ev
+		pr.note(ev)
+	}
+	return ev, tm, nil
+}
+
+// note remembers the best and the lowest-peak outcomes seen.
+func (pr *Problem) note(ev *Evaluation) {
+	if better(ev, pr.best) {
+		pr.best = ev
+	}
+	if pr.lowest == nil || ev.Excess < pr.lowest.Excess {
+		pr.lowest = ev
+	}
+}
+
+func (pr *Problem) simulate(plan *Plan, g *graphdef.Graph, timeline bool) (*Evaluation, *timing, error) {
+	opts := pr.simOpts
+	opts.Timeline = timeline
+	if timeline {
+		opts.TopLive = 0
+	}
+	res, err := cost.Simulate(g, pr.Profile, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	pr.sims++
+	ev := &Evaluation{Plan: plan, Result: res, StepTime: res.StepTime, Fits: true, Strategy: pr.strategy}
+	if len(plan.Swaps) == 0 {
+		ev.Strategy = "none"
+	}
+	ev.Excess = -1 << 62
+	for i, d := range res.Devices {
+		if !d.GPU {
+			continue
+		}
+		b := pr.budgetOf(d.Name)
+		ev.Devices = append(ev.Devices, DevicePeak{Name: d.Name, Peak: d.PeakBytes, Budget: b, PeakTime: d.PeakTime,
+			ResidentBytes: d.ResidentBytes, SwapInStall: d.SwapInStall, MemoryLimit: d.MemoryLimit, ComputeDevice: true, SimulatedIndex: i})
+		if x := d.PeakBytes - b; x > ev.Excess {
+			ev.Excess = x
+		}
+		if d.PeakBytes > b {
+			ev.Fits = false
+		}
+	}
+	ev.Transferred = res.D2H.Bytes + res.H2D.Bytes
+	if pr.Base != nil && pr.Base.StepTime > 0 {
+		ev.Overhead = float64(ev.StepTime-pr.Base.StepTime) / float64(pr.Base.StepTime)
+	}
+	var tm *timing
+	if timeline {
+		tm = newTiming(pr.Analysis.Graph, res)
+	}
+	return ev, tm, nil
+}
+
+// planKey is a canonical string of a plan, for caching evaluations.
+func planKey(plan *Plan) string {
+	swaps := orderSwaps(plan)
+	var b strings.Builder
+	for _, s := range swaps {
+		b.WriteString(strconv.Itoa(s.Tensor.Node.Index))
+		b.WriteByte(':')
+		b.WriteString(strconv.Itoa(s.Tensor.Port))
+		for _, g := range s.Groups {
+			b.WriteByte('[')
+			b.WriteString(strconv.Itoa(g.Trigger.Index))
+			for _, u := range g.Uses {
+				b.WriteByte(' ')
+				b.WriteString(strconv.Itoa(u.Node.Index))
+				b.WriteByte('.')
+				b.WriteString(strconv.Itoa(u.Input))
+			}
+			b.WriteByte(']')
+		}
+		b.WriteByte(';')
+	}
+	return b.String()
+}
+
+// timing is what a simulation with a timeline says about the original nodes.
+type timing struct {
+	res   *cost.Result
+	times triggers.Times
+	// dev is the simulated device (index into res.Devices) of each original node, -1 when
+	// it did not run.
+	dev []int
+	// order lists the original nodes run on each device in order of start.
+	order [][]*graphdef.Node
+}
+
+func newTiming(g *graphdef.Graph, res *cost.Result) *timing {
+	n := len(g.Nodes)
+	tm := &timing{res: res, dev: make([]int, n), order: make([][]*graphdef.Node, len(res.Devices))}
+	tm.times.Start = make([]int64, n)
+	tm.times.End = make([]int64, n)
+	for i := range tm.dev {
+		tm.dev[i] = -1
+		tm.times.Start[i] = -1
+		tm.times.End[i] = -1
+	}
+	for _, op := range res.Timeline.Ops {
+		i := op.Node.Index
+		if i >= n {
+			continue
+		}
+		tm.dev[i] = op.Device
+		tm.times.Start[i] = op.Start
+		tm.times.End[i] = op.End
+		tm.order[op.Device] = append(tm.order[op.Device], g.Nodes[i])
+	}
+	for _, o := range tm.order {
+		sort.SliceStable(o, func(a, b int) bool {
+			sa, sb := tm.times.Start[o[a].Index], tm.times.Start[o[b].Index]
+			if sa != sb {
+				return sa < sb
+			}
+			return tm.times.End[o[a].Index] < tm.times.End[o[b].Index]
+		})
+	}
+	return tm
+}
+
+// eligible is Analysis.TriggerEligible, remembered per node.
+func (pr *Problem) eligible(n *graphdef.Node) bool {
+	if pr.elig == nil {
+		pr.elig = make([]int8, len(pr.Analysis.Graph.Nodes))
+	}
+	if n.Index >= len(pr.elig) {
+		return false
+	}
+	switch pr.elig[n.Index] {
+	case 1:
+		return true
+	case 2:
+		return false
+	}
+	ok := pr.Analysis.TriggerEligible(n)
+	pr.elig[n.Index] = 2
+	if ok {
+		pr.elig[n.Index] = 1
+	}
+	return ok
+}
+
+// memo returns the trigger-search memo of timing tm.
+func (pr *Problem) memo(tm *timing) *triggers.Memo {
+	if pr.memos == nil {
+		pr.memos = map[*timing]*triggers.Memo{}
+	}
+	m := pr.memos[tm]
+	if m == nil {
+		m = triggers.NewMemo(&tm.times)
+		pr.memos[tm] = m
+	}
+	return m
+}

@@ -1,0 +1,203 @@
+package rewrite
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/tfswap/tfswap/graphdef"
+	"github.com/tfswap/tfswap/triggers"
+)
+
+// lmsPlanner is TensorFlow Large Model Support (Le et al., TFLMS) with its auto-tuning done
+// with the simulator: for each swapin_ahead and swapin_groupby of a small grid it searches,
+// with the fast memory model, the largest swapout_threshold whose plan fits the budget (a
+// larger threshold swaps fewer tensors); the pairs whose plans the fast model predicts to
+// stall least are simulated, their thresholds corrected until the simulation fits, and the
+// fitting plan with the shortest simulated step is kept.
+type lmsPlanner struct{}
+
+func (lmsPlanner) Name() string { return "lms" }
+
+func (lmsPlanner) Doc() string {
+	return "TensorFlow Large Model Support (Le et al.): swap every tensor for its consumers at least swapout_threshold levels away, " +
+		"triggered swapin_ahead levels early, consumers within swapin_groupby levels sharing a swap-in; the three are tuned with the simulator " +
+		"(largest fitting threshold per ahead/groupby pair, then the shortest step)"
+}
+
+// lmsAheads and lmsGroupBys are the grid the tuning searches.
+var (
+	lmsAheads   = []int{1, 2, 3, 4, 6, 8}
+	lmsGroupBys = []int{-1, 2, 5, 10}
+)
+
+// lmsCand is a swap candidate with its eligible consumers sorted as PlanLMS sorts them.
+type lmsCand struct {
+	c    Candidate
+	uses []graphdef.Use
+}
+
+// lmsCache holds what PlanLMS recomputes on every call: the candidates with their eligible
+// consumers, and the triggers found for (producer, consumers, ahead).
+type lmsCache struct {
+	cands    []lmsCand
+	triggers map[string]*graphdef.Node
+}
+
+// lmsPlan plans LMS with the given distances: the plan PlanLMS makes with these options,
+// from cached candidates and triggers.
+func (pr *Problem) lmsPlan(threshold, ahead, groupBy int) *Plan {
+	a := pr.Analysis
+	if pr.lms == nil {
+		pr.lms = &lmsCache{triggers: map[string]*graphdef.Node{}}
+		cands, _ := a.Candidates()
+		for _, c := range cands {
+			var uses []graphdef.Use
+			for _, u := range c.Tensor.Consumers() {
+				if a.ConsumerEligible(u) {
+					uses = append(uses, u)
+				}
+			}
+			sortUses(uses)
+			pr.lms.cands = append(pr.lms.cands, lmsCand{c: c, uses: uses})
+		}
+	}
+	plan := &Plan{}
+	var key strings.Builder
+	for _, lc := range pr.lms.cands {
+		p := lc.c.Tensor.Node
+		var far []graphdef.Use
+		for _, u := range lc.uses {
+			if u.Node.Level-p.Level >= threshold {
+				far = append(far, u)
+			}
+		}
+		if len(far) == 0 {
+			continue
+		}
+		ps := PlannedSwap{Tensor: lc.c.Tensor, Bytes: lc.c.Bytes}
+		for _, group := range groupUses(far, groupBy) {
+			nodes := useNodes(group)
+			key.Reset()
+			key.WriteString(strconv.Itoa(p.Index))
+			key.WriteByte('/')
+			key.WriteString(strconv.Itoa(ahead))
+			for _, n := range nodes {
+				key.WriteByte(',')
+				key.WriteString(strconv.Itoa(n.Index))
+			}
+			trig, ok := pr.lms.triggers[key.String()]
+			if !ok {
+				trig, _ = triggers.ByDistance(p, nodes, ahead, pr.eligible)
+				pr.lms.triggers[key.String()] = trig
+			}
+			if trig == nil {
+				continue
+			}
+			ps.Groups = append(ps.Groups, SwapInGroup{Uses: group, Trigger: trig})
+		}
+		if len(ps.Groups) > 0 {
+			plan.Swaps = append(plan.Swaps, ps)
+		}
+	}
+	return plan
+}
+
+// maxDistance returns the longest producer-to-consumer distance in levels among the
+// candidates.
+func (pr *Problem) maxDistance() int {
+	m := 1
+	cands, _ := pr.Analysis.Candidates()
+	for _, c := range cands {
+		for _, u := range c.Tensor.Consumers() {
+			if d := u.Node.Level - c.Tensor.Node.Level; d > m {
+				m = d
+			}
+		}
+	}
+	return m
+}
+
+func (p lmsPlanner) Plan(pr *Problem) (*Evaluation, error) {
+	if pr.Opts.FixedLMS {
+		o := pr.Analysis.Opts
+		return pr.Evaluate(pr.lmsPlan(o.SwapoutThreshold, o.SwapinAhead, o.SwapinGroupBy))
+	}
+	maxT := pr.maxDistance() + 1
+	n := len(lmsAheads) * len(lmsGroupBys)
+	ev, _, err := pr.screened(n, lmsKeep, func(i int, target []int64) *Plan {
+		return pr.lmsFit(maxT, lmsAheads[i/len(lmsGroupBys)], lmsGroupBys[i%len(lmsGroupBys)], target)
+	})
+	return ev, err
+}
+
+// lmsKeep is how many ahead/groupby pairs, best by the fast model, are simulated.
+const lmsKeep = 3
+
+// lmsFit returns the LMS plan with the largest threshold the fast model fits into target.
+// Memory is not monotone in the threshold at small thresholds (swapping tensors for
+// consumers only a few levels away can cost memory), so the thresholds are first scanned on
+// a geometric grid from the largest down, and the answer refined between grid points; when
+// none fits, the threshold of the lowest predicted peak is taken.
+func (pr *Problem) lmsFit(maxT, ahead, groupBy int, target []int64) *Plan {
+	excess := func(th int) int64 {
+		x, _ := pr.fastExcess(pr.fast.predict(pr.lmsPlan(th, ahead, groupBy)), target)
+		return x
+	}
+	var grid []int
+	for th := float64(maxT); th >= 1; th /= 1.5 {
+		if t := int(th); len(grid) == 0 || t < grid[len(grid)-1] {
+			grid = append(grid, t)
+		}
+	}
+	if grid[len(grid)-1] != 1 {
+		grid = append(grid, 1)
+	}
+	// The grid is searched from the largest threshold down by bisection over its indices
+	// (memory falls as the threshold falls over the useful range), remembering the lowest
+	// predicted peak in case nothing fits.
+	bestT, bestX := grid[0], int64(1<<62)
+	xs := map[int]int64{}
+	at := func(i int) int64 {
+		if x, ok := xs[i]; ok {
+			return x
+		}
+		x := excess(grid[i])
+		xs[i] = x
+		if x < bestX {
+			bestT, bestX = grid[i], x
+		}
+		return x
+	}
+	lo, hi := 0, len(grid)-1 // find the first index (largest threshold) that fits
+	if at(hi) > 0 {
+		// Even the smallest threshold does not fit by the model: scan for the lowest peak.
+		for i := range grid {
+			at(i)
+		}
+		return pr.lmsPlan(bestT, ahead, groupBy)
+	}
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if at(mid) <= 0 {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	// Refine between this threshold and the next larger grid point.
+	th := grid[lo]
+	top := maxT
+	if lo > 0 {
+		top = grid[lo-1] - 1
+	}
+	l, h := th, top
+	for l < h {
+		mid := (l + h + 1) / 2
+		if excess(mid) <= 0 {
+			l = mid
+		} else {
+			h = mid - 1
+		}
+	}
+	return pr.lmsPlan(l, ahead, groupBy)
+}
