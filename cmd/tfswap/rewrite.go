@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/tfswap/tfswap/cost"
 	"github.com/tfswap/tfswap/graphdef"
 	"github.com/tfswap/tfswap/internal/units"
 	"github.com/tfswap/tfswap/rewrite"
@@ -73,6 +74,119 @@ func lmsOptions(c *cli.Context) (rewrite.Options, error) {
 	return o, nil
 }
 
+// planFlags are the flags of budget-driven planning.
+func planFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "strategy", Usage: "plan for a memory budget with this strategy: " + strings.Join(rewrite.StrategyNames(), ", ") + " (default auto when --budget or --device is given; --list-strategies describes them)"},
+		&cli.BoolFlag{Name: "list-strategies", Usage: "describe the planning strategies and exit"},
+		&cli.StringFlag{Name: "device", Usage: "plan for this GPU, a built-in device profile (default " + rewrite.DefaultDevice + " when planning; see tfswap simulate --list-devices)"},
+		&cli.StringFlag{Name: "device-file", Usage: "plan for the GPU of this device profile file"},
+		&cli.StringFlag{Name: "budget", Usage: "most memory each GPU may use, e.g. 15GiB (default: the device's memory less the larger of 300 MiB and 6%)"},
+		&cli.StringSliceFlag{Name: "device-budget", Usage: "DEVICE=SIZE: the budget of one GPU, e.g. /device:GPU:1=10GiB (repeatable)"},
+		&cli.StringSliceFlag{Name: "shared-link", Usage: "DEVICE,DEVICE,...: GPUs that share one host link, a PCIe switch (repeatable)"},
+		&cli.IntFlag{Name: "batch-scale", Value: 1, Usage: "plan as if the batch dimension were this many times larger (the graph's shapes are kept)"},
+		&cli.StringFlag{Name: "measured", Usage: "measured op profile whose per-node times replace the estimates when planning"},
+		&cli.BoolFlag{Name: "no-tf32", Usage: "plan with float32 matrix products at the FP32 rate even where TF32 tensor cores exist"},
+		&cli.IntFlag{Name: "bo-iterations", Usage: "autoswap: weight vectors the Bayesian optimisation tries after the four plain scores (default 12; -1: none)"},
+		&cli.StringFlag{Name: "window", Usage: "window: the schedule-window in bytes (default: tuned)"},
+		&cli.BoolFlag{Name: "explain", Usage: "print the plan's reasoning for every swap candidate"},
+	}
+}
+
+// planning reports whether the command line asks for budget-driven planning.
+func planning(c *cli.Context) bool {
+	for _, f := range []string{"strategy", "budget", "device", "device-file", "device-budget"} {
+		if c.IsSet(f) {
+			return true
+		}
+	}
+	return false
+}
+
+// planOptions reads the planning flags.
+func planOptions(c *cli.Context) (rewrite.PlanOptions, error) {
+	po := rewrite.PlanOptions{Strategy: c.String("strategy"), Explain: c.Bool("explain"), BOIterations: c.Int("bo-iterations")}
+	if _, err := rewrite.LookupStrategy(po.Strategy); err != nil {
+		return po, usagef("--strategy: %v", err)
+	}
+	if c.IsSet("device") || c.IsSet("device-file") {
+		p, err := profileFromFlags(c)
+		if err != nil {
+			return po, err
+		}
+		po.Profile = p
+	}
+	if s := c.String("budget"); s != "" {
+		n, err := units.ParseBytes(s)
+		if err != nil || n <= 0 {
+			return po, usagef("--budget: want a size such as 15GiB, got %q", s)
+		}
+		po.Budget = n
+	}
+	for _, db := range c.StringSlice("device-budget") {
+		dev, size, ok := strings.Cut(db, "=")
+		d, err := graphdef.ParseDevice(dev)
+		if !ok || err != nil || d.Type == "" {
+			return po, usagef("--device-budget: want DEVICE=SIZE such as /device:GPU:1=10GiB, got %q", db)
+		}
+		n, err := units.ParseBytes(size)
+		if err != nil || n <= 0 {
+			return po, usagef("--device-budget: bad size in %q", db)
+		}
+		if po.DeviceBudgets == nil {
+			po.DeviceBudgets = map[string]int64{}
+		}
+		po.DeviceBudgets[d.String()] = n
+	}
+	for _, l := range c.StringSlice("shared-link") {
+		var group []string
+		for _, m := range strings.Split(l, ",") {
+			d, err := graphdef.ParseDevice(strings.TrimSpace(m))
+			if err != nil || d.Type == "" {
+				return po, usagef("--shared-link: %q is not a device", m)
+			}
+			group = append(group, d.String())
+		}
+		if len(group) < 2 {
+			return po, usagef("--shared-link: name at least two devices, comma-separated")
+		}
+		po.Sim.SharedLinks = append(po.Sim.SharedLinks, group)
+	}
+	if n := c.Int("batch-scale"); n < 1 {
+		return po, usagef("--batch-scale must be at least 1, not %d", n)
+	}
+	po.Sim.BatchScale = c.Int("batch-scale")
+	po.Sim.NoTF32 = c.Bool("no-tf32")
+	if path := c.String("measured"); path != "" {
+		m, err := cost.LoadMeasured(path)
+		if err != nil {
+			return po, err
+		}
+		po.Sim.Measured = m
+	}
+	if s := c.String("window"); s != "" {
+		n, err := units.ParseBytes(s)
+		if err != nil || n <= 0 {
+			return po, usagef("--window: want a size such as 4GiB, got %q", s)
+		}
+		po.Window = n
+	}
+	if c.Int("bo-iterations") < -1 {
+		return po, usagef("--bo-iterations must be -1 or more")
+	}
+	// The LMS distances, when given, are kept as they are by the lms strategy.
+	for _, f := range []string{"swapout-threshold", "swapin-ahead", "swapin-groupby"} {
+		po.FixedLMS = po.FixedLMS || c.IsSet(f)
+	}
+	return po, nil
+}
+
+func listStrategies(w io.Writer) {
+	for _, p := range rewrite.Strategies() {
+		fmt.Fprintf(w, "%-10s %s\n", p.Name(), p.Doc())
+	}
+}
+
 func init() {
 	register(&cli.Command{
 		Name:      "rewrite",
@@ -81,22 +195,38 @@ func init() {
 		Description: "Reads MODEL (.pb, .pbtxt, SavedModel directory, or - for a binary GraphDef on stdin), swaps\n" +
 			"every tensor made on a compute device out to host memory for its consumers at least\n" +
 			"--swapout-threshold levels later, and writes the result atomically to OUTPUT (default\n" +
-			"MODEL.swap.pb; - for stdout). The input is never overwritten unless --in-place is given.",
+			"MODEL.swap.pb; - for stdout). The input is never overwritten unless --in-place is given.\n\n" +
+			"With --budget, --device or --strategy it plans instead: it picks the tensors to swap, the\n" +
+			"ops that trigger their swap-ins and the ops that wait for swap-outs so that the simulated\n" +
+			"peak of every GPU stays within the budget at the least simulated step time, and fails\n" +
+			"(exit 1) saying what is live at the lowest peak it reached when nothing fits.",
 		Flags: append(append(modelFlags(),
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "where to write the rewritten model (- for stdout)"},
 			&cli.StringFlag{Name: "output-format", Usage: "pb, pbtxt or savedmodel (default: from the output path)"},
 			&cli.BoolFlag{Name: "in-place", Usage: "overwrite the input model"},
 			&cli.StringFlag{Name: "report", Usage: "also write the list of swaps as JSON to this file"},
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "list every swap with its trigger and consumers"},
-		), lmsFlags()...),
+		), append(lmsFlags(), planFlags()...)...),
 		Action: rewriteAction,
 	})
 }
 
 func rewriteAction(c *cli.Context) error {
+	if c.Bool("list-strategies") {
+		listStrategies(c.App.Writer)
+		return nil
+	}
 	opts, err := lmsOptions(c)
 	if err != nil {
 		return err
+	}
+	var po *rewrite.PlanOptions
+	if planning(c) {
+		p, err := planOptions(c)
+		if err != nil {
+			return err
+		}
+		po = &p
 	}
 	if c.NArg() == 1 && c.String("output") != "" && c.Bool("in-place") {
 		return usagef("give either --output or --in-place, not both")
@@ -123,8 +253,15 @@ func rewriteAction(c *cli.Context) error {
 	case out != "-" && sameFile(in, out):
 		return usagef("refusing to overwrite the input %s (use --in-place)", in)
 	}
-	res, err := rewrite.Rewrite(m, opts)
-	if err != nil {
+	var res *rewrite.Result
+	var planned *rewrite.Planned
+	if po != nil {
+		planned, err = rewrite.RewriteWithPlanner(m, opts, *po)
+		if err != nil {
+			return err
+		}
+		res = planned.Result
+	} else if res, err = rewrite.Rewrite(m, opts); err != nil {
 		return err
 	}
 	summary := c.App.Writer
@@ -141,7 +278,11 @@ func rewriteAction(c *cli.Context) error {
 		return err
 	}
 	if path := c.String("report"); path != "" {
-		data, err := json.MarshalIndent(reportOf(in, out, res), "", "  ")
+		rep := reportOf(in, out, res)
+		if planned != nil {
+			rep.Plan = planReportOf(planned)
+		}
+		data, err := json.MarshalIndent(rep, "", "  ")
 		if err != nil {
 			return err
 		}
@@ -150,7 +291,79 @@ func rewriteAction(c *cli.Context) error {
 		}
 	}
 	printSummary(summary, in, out, res, c.Bool("verbose"))
+	if planned != nil {
+		printPlan(summary, planned)
+		if po.Explain {
+			fmt.Fprint(summary, "\nexplanation:\n"+rewrite.FormatExplanation(planned.Explanation, units.FormatBytes))
+		}
+	}
 	return nil
+}
+
+// planReport is the JSON form of a plan's prediction.
+type planReport struct {
+	Strategy     string                      `json:"strategy"`
+	PlanStrategy string                      `json:"plan_strategy"`
+	Device       string                      `json:"device"`
+	Budget       int64                       `json:"budget"`
+	Devices      []planDeviceReport          `json:"devices"`
+	StepTime     int64                       `json:"step_time_ns"`
+	BaseStepTime int64                       `json:"unswapped_step_time_ns"`
+	Overhead     float64                     `json:"overhead"`
+	SwapInStall  int64                       `json:"swap_in_stall_ns"`
+	Transferred  int64                       `json:"bytes_transferred"`
+	Waits        int                         `json:"waits"`
+	Simulations  int                         `json:"simulations"`
+	BatchScale   int                         `json:"batch_scale"`
+	Explanation  []rewrite.TensorExplanation `json:"explanation,omitempty"`
+}
+
+type planDeviceReport struct {
+	Name          string `json:"name"`
+	Peak          int64  `json:"peak"`
+	Budget        int64  `json:"budget"`
+	UnswappedPeak int64  `json:"unswapped_peak"`
+	PeakTime      int64  `json:"peak_time_ns"`
+}
+
+func planReportOf(p *rewrite.Planned) *planReport {
+	r := &planReport{Strategy: p.Strategy, PlanStrategy: p.Eval.Strategy, Device: p.Profile.Name, Budget: p.Budget,
+		StepTime: p.Eval.StepTime, BaseStepTime: p.Base.StepTime, Overhead: p.Eval.Overhead, SwapInStall: p.Eval.Result.SwapInStall(),
+		Transferred: p.Eval.Transferred, Waits: len(p.Waits), Simulations: p.Simulations, BatchScale: max(1, p.Eval.Result.Options.BatchScale), Explanation: p.Explanation}
+	for _, d := range p.Eval.Devices {
+		dr := planDeviceReport{Name: d.Name, Peak: d.Peak, Budget: d.Budget, PeakTime: d.PeakTime}
+		for _, b := range p.Base.Devices {
+			if b.Name == d.Name {
+				dr.UnswappedPeak = b.Peak
+			}
+		}
+		r.Devices = append(r.Devices, dr)
+	}
+	return r
+}
+
+// printPlan prints what the plan is predicted to do.
+func printPlan(w io.Writer, p *rewrite.Planned) {
+	from := ""
+	if p.Eval.Strategy != p.Strategy {
+		from = " (plan from " + p.Eval.Strategy + ")"
+	}
+	fmt.Fprintf(w, "  strategy:        %s%s for %s, budget %s per GPU\n", p.Strategy, from, p.Profile.Name, units.FormatBytes(p.Budget))
+	for _, d := range p.Eval.Devices {
+		base := int64(0)
+		for _, b := range p.Base.Devices {
+			if b.Name == d.Name {
+				base = b.Peak
+			}
+		}
+		fmt.Fprintf(w, "  predicted peak:  %s %s of %s (unswapped %s)\n", d.Name, units.FormatBytes(d.Peak), units.FormatBytes(d.Budget), units.FormatBytes(base))
+	}
+	fmt.Fprintf(w, "  predicted step:  %s (unswapped %s, %+.1f%% overhead), %s stalled on swap-ins\n", cost.FormatDuration(p.Eval.StepTime),
+		cost.FormatDuration(p.Base.StepTime), 100*p.Eval.Overhead, cost.FormatDuration(p.Eval.Result.SwapInStall()))
+	if len(p.Waits) > 0 {
+		fmt.Fprintf(w, "  waits:           %d op(s) wait for a swap-out to reach the host\n", len(p.Waits))
+	}
+	fmt.Fprintf(w, "  planning:        %d simulations\n", p.Simulations)
 }
 
 func marshalFor(m *graphdef.Model, f graphdef.Format) ([]byte, error) {
@@ -165,16 +378,18 @@ func marshalFor(m *graphdef.Model, f graphdef.Format) ([]byte, error) {
 
 // report is the JSON form of a rewrite's result.
 type report struct {
-	Input    string            `json:"input"`
-	Output   string            `json:"output"`
-	Swaps    []rewrite.Swap    `json:"swaps"`
-	Skipped  []rewrite.Skipped `json:"skipped"`
-	BytesOut int64             `json:"bytes_out"`
-	BytesIn  int64             `json:"bytes_in"`
+	Input    string             `json:"input"`
+	Output   string             `json:"output"`
+	Swaps    []rewrite.Swap     `json:"swaps"`
+	Skipped  []rewrite.Skipped  `json:"skipped"`
+	BytesOut int64              `json:"bytes_out"`
+	BytesIn  int64              `json:"bytes_in"`
+	Waits    []rewrite.WaitInfo `json:"waits,omitempty"`
+	Plan     *planReport        `json:"plan,omitempty"`
 }
 
 func reportOf(in, out string, r *rewrite.Result) report {
-	return report{Input: in, Output: out, Swaps: r.Swaps, Skipped: r.Skipped, BytesOut: r.BytesOut(), BytesIn: r.BytesIn()}
+	return report{Input: in, Output: out, Swaps: r.Swaps, Skipped: r.Skipped, BytesOut: r.BytesOut(), BytesIn: r.BytesIn(), Waits: r.Waits}
 }
 
 func printSummary(w io.Writer, in, out string, r *rewrite.Result, verbose bool) {
