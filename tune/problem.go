@@ -179,9 +179,9 @@ type Prediction struct {
 	Peak, StepTime int64
 }
 
-// Predict simulates a model: nodes of the original graph that run on the compute device
-// (Analysis.OnCompute: the emulated GPU /device:CPU:1 included) and tfswap's swap nodes'
-// triggers are simulated on the profile's GPU, everything else where it is placed.
+// Predict simulates a model: the nodes that run on the compute device (Analysis.OnCompute:
+// the emulated GPU /device:CPU:1 included) are simulated on the profile's GPU, everything
+// else (the swap nodes on the host) where it is placed.
 func (pr *Predictor) Predict(m *graphdef.Model) (Prediction, error) {
 	g, err := pr.SimGraph(m)
 	if err != nil {
@@ -203,23 +203,21 @@ func (pr *Predictor) Predict(m *graphdef.Model) (Prediction, error) {
 }
 
 // SimGraph returns the graph the simulator sees for m: a copy in which every node on the
-// compute device has no device, so that it runs on the simulator's default GPU.
+// compute device (Analysis.OnCompute; tfswap's gates included, which sit on their
+// trigger's device) has no device, so that it runs on the simulator's default GPU.
 func (pr *Predictor) SimGraph(m *graphdef.Model) (*graphdef.Graph, error) {
-	orig := pr.Analysis.Graph
 	gd := m.Clone().Graph
 	for i, nd := range gd.Node {
 		if nd.GetDevice() == "" {
 			continue
 		}
-		on := false
-		if n := orig.Node(nd.GetName()); n != nil && n.Index == i {
-			on = pr.Analysis.OnCompute(n)
+		d, err := graphdef.ParseDevice(nd.GetDevice())
+		if err != nil || !pr.Analysis.OnCompute(&graphdef.Node{Device: d}) {
+			continue
 		}
-		if on {
-			c := proto.Clone(nd).(*npb.NodeDef)
-			c.Device = ""
-			gd.Node[i] = c
-		}
+		c := proto.Clone(nd).(*npb.NodeDef)
+		c.Device = ""
+		gd.Node[i] = c
 	}
 	return graphdef.NewGraph(gd, m.Source)
 }

@@ -138,7 +138,8 @@ func (f *fakeRunner) Open(m *graphdef.Model) (Session, error) {
 		if strings.HasPrefix(nd.GetName(), rewrite.Scope) {
 			for _, in := range nd.GetInput() {
 				if strings.HasPrefix(in, "^") {
-					trig[nd.GetName()] = in[1:]
+					// The control edge comes from the trigger's gate, tfswap/<trigger>/gate.
+					trig[nd.GetName()] = strings.TrimSuffix(strings.TrimPrefix(in[1:], rewrite.Scope), "/gate")
 				}
 			}
 		}
@@ -281,5 +282,46 @@ func TestCompareAlternates(t *testing.T) {
 	ta, tb, err := Compare(orderSession{"a", &log}, orderSession{"b", &log}, 4)
 	if err != nil || len(ta) != 4 || len(tb) != 4 || strings.Join(log, "") != "abbaabba" {
 		t.Errorf("order %v, %d %d, %v", log, len(ta), len(tb), err)
+	}
+}
+
+// TestPredictPlaced checks that a model placed on the emulated GPU (/device:CPU:1, the
+// compute device) is predicted as the unplaced model is: the simulator sees the nodes on the
+// compute device, gates included, on its GPU.
+func TestPredictPlaced(t *testing.T) {
+	p, pr := resnetProblem(t)
+	res, err := p.Apply(p.Latest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := pr.Predict(res.Model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	placed := Place(p.Model, "/device:CPU:1")
+	g, err := graphdef.NewGraph(placed.Graph, "placed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := rewrite.Analyze(g, rewrite.Options{SwapoutThreshold: 10, SwapinAhead: 2, SwapinGroupBy: 5, MinTensorBytes: 64 << 10, ComputeDevice: "/device:CPU:1"})
+	plan, _ := rewrite.PlanLMS(a)
+	pp, err := NewProblem(placed, a, plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pp.Groups) != len(p.Groups) {
+		t.Fatalf("%d swap-ins placed, %d unplaced", len(pp.Groups), len(p.Groups))
+	}
+	pres, err := pp.Apply(pp.Latest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ppr := &Predictor{Profile: pr.Profile, Analysis: a, Sim: pr.Sim}
+	got, err := ppr.Predict(pres.Model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Errorf("placed: %+v, unplaced: %+v", got, want)
 	}
 }
