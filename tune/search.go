@@ -32,6 +32,11 @@ type Options struct {
 	// "no slower" (0.03: 3%), compared as the median of the paired step-time ratios (see
 	// Slower).
 	Tolerance float64
+	// PredictedTime also rejects a plan whose predicted step time exceeds the earliest safe
+	// plan's by more than Tolerance, without measuring it. The measured side cannot see
+	// copy time where copies are free (the two-device emulation passes a pointer between its
+	// devices); the simulator's GPU can.
+	PredictedTime bool
 	// Report, when set, is called with every round as it ends.
 	Report func(Round)
 }
@@ -112,8 +117,12 @@ func (r Round) String() string {
 	if r.Accepted {
 		verdict = "accepted"
 	}
-	s += fmt.Sprintf("  lead %3d  measured %s vs reference %s: paired ratio %.3f (limit %.3f), slower in %d/%d pairs (p %.3f)  %s",
-		r.Lead, fmtMS(r.StepTime), fmtMS(r.Reference), r.Ratio, r.Limit, r.SlowerSteps, r.Pairs, r.P, verdict)
+	if r.Pairs == 0 {
+		s += fmt.Sprintf("  lead %3d  not measured  %s", r.Lead, verdict)
+	} else {
+		s += fmt.Sprintf("  lead %3d  measured %s vs reference %s: paired ratio %.3f (limit %.3f), slower in %d/%d pairs (p %.3f)  %s",
+			r.Lead, fmtMS(r.StepTime), fmtMS(r.Reference), r.Ratio, r.Limit, r.SlowerSteps, r.Pairs, r.P, verdict)
+	}
 	if r.MeasuredPeak > 0 {
 		s += "  measured peak " + units.FormatBytes(r.MeasuredPeak)
 	}
@@ -391,9 +400,12 @@ func Tune(p *Problem, pr *Predictor, rt Runner, opts Options) (*Result, error) {
 			return nil, err
 		}
 		r.Predicted = cpd
-		if cpd.Peak > opts.Budget {
+		switch {
+		case cpd.Peak > opts.Budget:
 			r.Note = "predicted peak over budget"
-		} else {
+		case opts.PredictedTime && float64(cpd.StepTime) > float64(pd.StepTime)*(1+opts.Tolerance):
+			r.Note = fmt.Sprintf("predicted slower: %s against the earliest safe plan's %s", fmtMS(time.Duration(cpd.StepTime)), fmtMS(time.Duration(pd.StepTime)))
+		default:
 			if ref == nil {
 				refModel, err := p.Apply(earliest)
 				if err != nil {

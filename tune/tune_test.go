@@ -201,6 +201,19 @@ func TestTune(t *testing.T) {
 		t.Errorf("%d rounds, more than the bound", len(res.Rounds))
 	}
 
+	// With the predicted-time check, plans the simulated GPU predicts slower are rejected
+	// unmeasured, even though the runtime (here: no stalls at all) would accept them.
+	lines = nil
+	res, err = Tune(p, pr, &fakeRunner{p: p}, Options{Budget: budget, PredictedTime: true, Rounds: 16, Report: func(r Round) { lines = append(lines, r.String()) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("rounds with the predicted-time check:\n%s", strings.Join(lines, "\n"))
+	ref := res.Rounds[0].Predicted.StepTime
+	if !res.Converged || float64(res.Predicted.StepTime) > float64(ref)*(1+DefaultTolerance) || res.Final.Equal(p.Latest()) {
+		t.Errorf("predicted-time check: converged %v, predicted step %d against %d, final %v", res.Converged, res.Predicted.StepTime, ref, res.Final)
+	}
+
 	// Without stalls the latest triggers are accepted at once.
 	res, err = Tune(p, pr, &fakeRunner{p: p}, Options{Budget: budget})
 	if err != nil {

@@ -39,7 +39,8 @@ func init() {
 			"     doubling after a slower plan and bisecting once one was accepted, for at most --rounds\n" +
 			"     rounds. A round runs the candidate plan in a TensorFlow session, --steps steps\n" +
 			"     interleaved with the earliest safe plan's, and accepts it when the median of the\n" +
-			"     paired step-time ratios is within --tolerance (widened to the measurement's noise).\n\n" +
+			"     paired step-time ratios is within --tolerance or a sign test over the pairs does not\n" +
+			"     find it slower. --predicted-time also rejects plans the simulated GPU predicts slower.\n\n" +
 			"Every round is reported (predicted peak, measured step time). Finally the untuned plan\n" +
 			"(triggers --swapin-ahead levels before the use, as tfswap rewrite sets them) and the tuned\n" +
 			"plan are timed side by side, and the tuned graph is written to OUTPUT (default\n" +
@@ -61,6 +62,7 @@ func init() {
 			&cli.IntFlag{Name: "rounds", Value: tune.DefaultRounds, Usage: "most measured rounds when moving triggers later"},
 			&cli.IntFlag{Name: "steps", Value: tune.DefaultSteps, Usage: "timed steps of each plan per round"},
 			&cli.Float64Flag{Name: "tolerance", Value: tune.DefaultTolerance, Usage: "how much slower than the earliest safe plan a plan may measure (0.03 = 3%)"},
+			&cli.BoolFlag{Name: "predicted-time", Usage: "also reject, unmeasured, plans whose predicted step time on --device exceeds the earliest safe plan's by more than --tolerance (the emulation's copies are free; the simulated GPU's are not)"},
 			&cli.StringFlag{Name: "report", Usage: "also write the rounds and the final comparison as JSON to this file"},
 		), stepCLIFlags()...), lmsFlags()...),
 		Action: tuneAction,
@@ -203,7 +205,7 @@ func tuneAction(c *cli.Context) error {
 	fmt.Fprintf(w, "%s: %d tensors swapped, %d swap-ins; budget %s on %s (predicted); step time measured (TensorFlow %s, %s config%s)\n",
 		in, len(base.Swaps), nIns, units.FormatBytes(budget), prof.Name, tfrun.Version(), c.String("config"), placeNote(place))
 	res, err := tune.Tune(p, pr, rt, tune.Options{
-		Budget: budget, Rounds: c.Int("rounds"), Steps: c.Int("steps"), Tolerance: c.Float64("tolerance"),
+		Budget: budget, Rounds: c.Int("rounds"), Steps: c.Int("steps"), Tolerance: c.Float64("tolerance"), PredictedTime: c.Bool("predicted-time"),
 		Report: func(r tune.Round) { fmt.Fprintf(w, "  %s\n", r) },
 	})
 	if err != nil {
@@ -213,9 +215,9 @@ func tuneAction(c *cli.Context) error {
 		return fmt.Errorf("internal error: the tuned rewrite is invalid: %v", err)
 	}
 	if res.Converged {
-		fmt.Fprintf(w, "converged after %d measured round(s)\n", len(res.Rounds)-1)
+		fmt.Fprintf(w, "converged after %d round(s) of the latest-trigger search\n", len(res.Rounds)-1)
 	} else {
-		fmt.Fprintf(w, "stopped after %d measured round(s) (--rounds) without converging; keeping the latest accepted triggers\n", len(res.Rounds)-1)
+		fmt.Fprintf(w, "stopped after %d round(s) (--rounds) without converging; keeping the latest accepted triggers\n", len(res.Rounds)-1)
 	}
 
 	// The untuned plan: the same swaps, triggers --swapin-ahead levels before the use.
