@@ -4,7 +4,7 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 GO ?= go
 # Packages that must build without cgo: the pure rewriter and its CLI.
-PURE_PKGS := ./graphdef/... ./rewrite/... ./triggers/... ./cost/... ./cmd/... ./internal/...
+PURE_PKGS := ./graphdef/... ./rewrite/... ./triggers/... ./cost/... ./cmd/... ./internal/... ./profiling/... ./tune/...
 TFENV := source ./.tfenv &&
 
 .PHONY: setup demo test test-go test-pure test-python bridge fixtures clean

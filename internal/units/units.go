@@ -16,7 +16,8 @@ var byteUnits = map[string]float64{
 }
 
 // ParseBytes parses a size such as "65536", "64KiB", "1.5GB" or "15GiB" (SI and binary
-// units, case-insensitive). It fails on negative, non-finite or unitless fractional sizes.
+// units, case-insensitive); a fractional size with a unit is rounded down to whole bytes. It
+// fails on negative, non-finite or unitless fractional sizes.
 func ParseBytes(s string) (int64, error) {
 	t := strings.TrimSpace(s)
 	i := len(t)
@@ -36,10 +37,10 @@ func ParseBytes(s string) (int64, error) {
 	if b > math.MaxInt64/2 {
 		return 0, fmt.Errorf("size %q is too large", s)
 	}
-	if b != math.Trunc(b) {
+	if b != math.Trunc(b) && mult == 1 {
 		return 0, fmt.Errorf("size %q is not a whole number of bytes", s)
 	}
-	return int64(b), nil
+	return int64(math.Floor(b)), nil // "7.4MiB" is 7759462 bytes
 }
 
 // FormatBytes formats n bytes with a binary unit: "512 B", "64.0 KiB", "1.50 GiB".

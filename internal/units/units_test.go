@@ -5,7 +5,7 @@ import "testing"
 func TestParseBytes(t *testing.T) {
 	good := map[string]int64{
 		"0": 0, "65536": 65536, "64KiB": 65536, "64 kib": 65536, "1MiB": 1 << 20, "1.5GB": 1500000000,
-		"15GiB": 15 << 30, "2k": 2000, "0.5KiB": 512, "3b": 3,
+		"15GiB": 15 << 30, "2k": 2000, "0.5KiB": 512, "3b": 3, "7.4MiB": 7759462,
 	}
 	for in, want := range good {
 		got, err := ParseBytes(in)
@@ -13,7 +13,7 @@ func TestParseBytes(t *testing.T) {
 			t.Errorf("ParseBytes(%q) = %d, %v; want %d", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"", "KiB", "-1", "1.5", "12XB", "1e400", "abc", "0.3B"} {
+	for _, in := range []string{"", "KiB", "-1", "1.5", "12XB", "1e400", "abc", "0.5", "0.3B"} {
 		if got, err := ParseBytes(in); err == nil {
 			t.Errorf("ParseBytes(%q) = %d, want an error", in, got)
 		}
