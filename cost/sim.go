@@ -421,7 +421,7 @@ func fanin(g *graphdef.Graph, fetch []string) ([]bool, error) {
 	var stack []*graphdef.Node
 	for _, f := range fetch {
 		name, _, _ := strings.Cut(strings.TrimPrefix(f, "^"), ":")
-		n := g.Node(name)
+		n := nodeByName(g, name)
 		if n == nil {
 			return nil, fmt.Errorf("fetch %q: no such node in %s", f, g.Source)
 		}
