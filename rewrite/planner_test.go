@@ -1,0 +1,357 @@
+package rewrite
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/tfswap/tfswap/cost"
+	"github.com/tfswap/tfswap/graphdef"
+	gpb "github.com/wamuir/graft/tensorflow/core/framework/graph_go_proto"
+)
+
+// big is a 2 MiB float32 activation: above AutoSwap's 1 MiB candidate size.
+var big = []int64{512, 1024}
+
+// planChain is chainGraph with 2 MiB activations: a forward chain f1..fn of Relus and its
+// backward chain g_n..g_1, g_i reading f_i.
+func planChain(n int, device string) *gpb.GraphDef {
+	b := newBuilder()
+	b.op("x", "Placeholder", device, big)
+	prev := "x"
+	for i := 1; i <= n; i++ {
+		prev = b.op(fmt.Sprintf("f%d", i), "Relu", device, big, prev).Name
+	}
+	grad := b.op("loss_grad", "Relu", device, big, prev).Name
+	for i := n; i >= 1; i-- {
+		grad = b.op(fmt.Sprintf("g%d", i), "ReluGrad", device, big, grad, fmt.Sprintf("f%d", i)).Name
+	}
+	b.op("train", "NoOp", device, nil, "^"+grad)
+	return b.g
+}
+
+// slowProfile makes every op of the chain take 1 ms (4 MiB touched at 4 MiB/ms) and a 2 MiB
+// copy 0.1 ms each way: swaps can hide entirely behind compute, so the best plan of any budget
+// the chain can meet has no overhead.
+func slowProfile() *cost.Profile {
+	return &cost.Profile{Name: "slow", MemoryBytes: 1 << 30, FP32: 1e12, FP16: 1e12, MemBandwidth: 4 << 30,
+		D2H: 20 << 30, H2D: 20 << 30, Duplex: true, TransferLatency: 1e-6, HostFLOPS: 1e12, HostMemBandwidth: 50e9}
+}
+
+// chainBase returns the unswapped peak of planChain(n).
+func chainBase(t *testing.T, g *gpb.GraphDef) *cost.Result {
+	t.Helper()
+	gr, err := graphdef.NewGraph(g, "chain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := cost.Simulate(gr, slowProfile(), cost.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func planModel(t *testing.T, g *gpb.GraphDef, strategy string, budget int64) (*Planned, error) {
+	t.Helper()
+	m := graphdef.NewModel(g)
+	m.Source = "chain"
+	return RewriteWithPlanner(m, Options{}, PlanOptions{Strategy: strategy, Profile: slowProfile(), Budget: budget})
+}
+
+func swappedNames(p *Planned) []string {
+	var out []string
+	for _, s := range p.Swaps {
+		out = append(out, s.Tensor)
+	}
+	return out
+}
+
+// TestStrategiesOnChain: the unswapped chain of 8 holds f1..f8 at the end of the forward
+// pass. A budget 3 activations below that peak needs three of them absent; the earliest
+// have the longest gaps, and the copies hide behind 1 ms ops, so the optimum has no overhead.
+func TestStrategiesOnChain(t *testing.T) {
+	const n = 8
+	act := int64(512 * 1024 * 4)
+	base := chainBase(t, planChain(n, ""))
+	peak := base.Compute().PeakBytes
+	budget := peak - 3*act
+	cases := []struct {
+		strategy string
+		// maxOverhead is the overhead the strategy is allowed; swaps checks the swapped set.
+		maxOverhead float64
+		check       func(t *testing.T, p *Planned)
+	}{
+		{"auto", 1e-4, func(t *testing.T, p *Planned) {
+			if got := strings.Join(swappedNames(p), " "); got != "f1:0 f2:0 f3:0" {
+				t.Errorf("auto swapped %s, want the three with the longest gaps, f1:0 f2:0 f3:0", got)
+			}
+		}},
+		{"lms", 0.05, nil},
+		{"vdnn-dyn", 0.05, nil},
+		{"autoswap", 0.02, func(t *testing.T, p *Planned) {
+			// Every candidate's lifetime spans the peak (the end of the forward pass).
+			for _, s := range p.Swaps {
+				if !strings.HasPrefix(s.Tensor, "f") && s.Tensor != "x:0" {
+					t.Errorf("autoswap swapped %s, whose lifetime does not span the peak", s.Tensor)
+				}
+			}
+		}},
+		{"window", 0.05, func(t *testing.T, p *Planned) {
+			if len(p.Swaps) != 3 {
+				t.Errorf("window swapped %v, want three", swappedNames(p))
+			}
+		}},
+		{"vdnn-all", 1, func(t *testing.T, p *Planned) {
+			// Every feature map a layer reads and the backward pass reads again.
+			got := map[string]bool{}
+			for _, s := range swappedNames(p) {
+				got[s] = true
+			}
+			for i := 1; i < n; i++ {
+				if !got[fmt.Sprintf("f%d:0", i)] {
+					t.Errorf("vdnn-all did not offload f%d (swapped %v)", i, swappedNames(p))
+				}
+			}
+			if len(p.Waits) == 0 {
+				t.Error("vdnn-all has no waits: vDNN synchronises after each offload")
+			}
+		}},
+	}
+	steps := map[string]int64{}
+	for _, tc := range cases {
+		t.Run(tc.strategy, func(t *testing.T) {
+			p, err := planModel(t, planChain(n, ""), tc.strategy, budget)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range p.Eval.Devices {
+				if d.Peak > budget {
+					t.Errorf("%s peak %d over the budget %d", d.Name, d.Peak, budget)
+				}
+			}
+			if p.Eval.Overhead > tc.maxOverhead {
+				t.Errorf("overhead %.3f, want at most %.3f", p.Eval.Overhead, tc.maxOverhead)
+			}
+			g, _ := graphdef.NewGraph(planChain(n, ""), "chain")
+			if err := Verify(g, p.Result, GateHost); err != nil {
+				t.Error(err)
+			}
+			if tc.check != nil {
+				tc.check(t, p)
+			}
+			t.Logf("%s: swaps %v waits %d peak %d (budget %d, base %d) overhead %.4f", tc.strategy, swappedNames(p), len(p.Waits), p.Eval.Devices[0].Peak, budget, peak, p.Eval.Overhead)
+			steps[tc.strategy] = p.Eval.StepTime
+		})
+	}
+	for s, st := range steps {
+		if st < steps["auto"] {
+			t.Errorf("%s's step %d beats auto's %d", s, st, steps["auto"])
+		}
+	}
+	// vDNN_conv offloads only convolutions' inputs: the chain has none.
+	var nf *NoFitError
+	if _, err := planModel(t, planChain(n, ""), "vdnn-conv", budget); !errors.As(err, &nf) {
+		t.Errorf("vdnn-conv on a chain without convolutions: %v, want a NoFitError", err)
+	}
+}
+
+// TestVDNNConvOffloadsConvolutionInputs: on the CNN fixture every vdnn-conv swap is the
+// data input of a convolution, and vdnn-dyn offloads no more than vdnn-all.
+func TestVDNNConvOffloadsConvolutionInputs(t *testing.T) {
+	m, err := graphdef.Load("../testmodels/fixtures/cnn.pb", graphdef.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := RewriteWithPlanner(m, Options{}, PlanOptions{Strategy: "vdnn-conv", Budget: 1 << 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _ := graphdef.NewGraph(m.Graph, "cnn")
+	if len(p.Swaps) == 0 {
+		t.Fatal("vdnn-conv swapped nothing")
+	}
+	for _, s := range p.Swaps {
+		conv := false
+		for _, u := range g.Node(s.Producer).Consumers[0] {
+			conv = conv || (convForward(u.Node) && u.Input == 0)
+		}
+		if !conv {
+			t.Errorf("%s is not a convolution's input", s.Tensor)
+		}
+	}
+	all, err := RewriteWithPlanner(m, Options{}, PlanOptions{Strategy: "vdnn-all", Budget: 1 << 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all.Swaps) <= len(p.Swaps) {
+		t.Errorf("vdnn-all swaps %d, vdnn-conv %d", len(all.Swaps), len(p.Swaps))
+	}
+	// With room to spare, vDNN_dyn offloads nothing.
+	dyn, err := RewriteWithPlanner(m, Options{}, PlanOptions{Strategy: "vdnn-dyn", Budget: 1 << 40})
+	if err != nil || len(dyn.Swaps) != 0 {
+		t.Errorf("vdnn-dyn with room to spare: %v swaps, %v", len(dyn.Swaps), err)
+	}
+}
+
+// TestNoFit: a budget below what must stay live fails with the diagnosis.
+func TestNoFit(t *testing.T) {
+	_, err := planModel(t, planChain(4, ""), "auto", 3<<20)
+	var nf *NoFitError
+	if !errors.As(err, &nf) {
+		t.Fatalf("got %v, want a NoFitError", err)
+	}
+	if nf.Peak <= nf.Budget || nf.Device != "/device:GPU:0" || nf.Activations == 0 || len(nf.Largest) == 0 || len(nf.Advice) == 0 {
+		t.Errorf("diagnosis incomplete: %+v", nf)
+	}
+	for _, want := range []string{"no plan fits /device:GPU:0", "live at that moment", "what would have to change", "a budget of at least"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("message lacks %q:\n%s", want, err)
+		}
+	}
+}
+
+// TestPlanningDeterministic: the same input and options give byte-identical output.
+func TestPlanningDeterministic(t *testing.T) {
+	m, err := graphdef.Load("../testmodels/fixtures/resnet.pb", graphdef.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outs [][]byte
+	for i := 0; i < 2; i++ {
+		p, err := RewriteWithPlanner(m, Options{}, PlanOptions{Budget: 5 << 20, Explain: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := p.Model.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		outs = append(outs, append(b, []byte(FormatExplanation(p.Explanation, func(n int64) string { return fmt.Sprint(n) }))...))
+	}
+	if !bytes.Equal(outs[0], outs[1]) {
+		t.Error("two plans of the same graph differ")
+	}
+}
+
+// TestWaitsApplied: a plan's waits become control inputs on the swap-outs, Verify accepts
+// them, and the derived graph the planner simulates matches the applied one.
+func TestWaitsApplied(t *testing.T) {
+	m := graphdef.NewModel(planChain(4, ""))
+	g, _ := graphdef.NewGraph(m.Graph, "chain")
+	opts, _ := Options{}.withDefaults()
+	a := Analyze(g, opts)
+	f1 := graphdef.Tensor{Node: g.Node("f1"), Port: 0}
+	plan := &Plan{
+		Swaps: []PlannedSwap{{Tensor: f1, Bytes: 2 << 20, Groups: []SwapInGroup{{Uses: []graphdef.Use{{Node: g.Node("g1"), Input: 1}}, Trigger: g.Node("g3")}}}},
+		Waits: []Wait{{Node: g.Node("f3"), After: f1}},
+	}
+	res, err := Apply(m, a, plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Verify(g, res, GateHost); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := graphdef.NewGraph(res.Model.Graph, "applied")
+	if in := out.Node("f3").Def.GetInput(); len(in) != 2 || in[1] != "^tfswap/f1_0/swap_out" {
+		t.Errorf("f3 inputs %v", in)
+	}
+	if len(res.Waits) != 1 || res.Waits[0].Node != "f3" {
+		t.Errorf("waits %+v", res.Waits)
+	}
+	d, err := DeriveGraph(a, plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg := sameGraph(d, out); msg != "" {
+		t.Error(msg)
+	}
+	// A wait for a tensor the plan does not swap is refused.
+	plan.Waits[0].After = graphdef.Tensor{Node: g.Node("f2"), Port: 0}
+	if _, err := Apply(m, a, plan); err == nil {
+		t.Error("Apply accepted a wait for an unswapped tensor")
+	}
+}
+
+// towers is planChain on two GPUs of two tasks, named tower0/ and tower1/.
+func towers(n int) *gpb.GraphDef {
+	g := &gpb.GraphDef{}
+	for i, dev := range []string{"/job:worker/replica:0/task:0/device:GPU:0", "/job:worker/replica:0/task:1/device:GPU:1"} {
+		t := planChain(n, dev)
+		prefix := fmt.Sprintf("tower%d/", i)
+		for _, nd := range t.Node {
+			nd.Name = prefix + nd.Name
+			for j, in := range nd.Input {
+				if strings.HasPrefix(in, "^") {
+					nd.Input[j] = "^" + prefix + in[1:]
+				} else {
+					nd.Input[j] = prefix + in
+				}
+			}
+		}
+		g.Node = append(g.Node, t.Node...)
+	}
+	return g
+}
+
+// TestMultiGPUBudgetsAndHosts: per-device budgets hold on each tower's GPU, each tensor goes
+// to its own task's CPU, and GPUs sharing a host link are planned with the link shared.
+func TestMultiGPUBudgetsAndHosts(t *testing.T) {
+	act := int64(512 * 1024 * 4)
+	g := towers(6)
+	gr, _ := graphdef.NewGraph(g, "towers")
+	base, err := cost.Simulate(gr, slowProfile(), cost.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpu0, gpu1 := "/job:worker/replica:0/task:0/device:GPU:0", "/job:worker/replica:0/task:1/device:GPU:1"
+	peak0 := base.Device(gpu0).PeakBytes
+	for _, shared := range []bool{false, true} {
+		po := PlanOptions{Profile: slowProfile(), Budget: 1 << 40, DeviceBudgets: map[string]int64{gpu0: peak0 - 2*act}}
+		if shared {
+			po.Sim.SharedLinks = [][]string{{gpu0, gpu1}}
+			po.DeviceBudgets[gpu1] = peak0 - 2*act
+		}
+		m := graphdef.NewModel(towers(6))
+		p, err := RewriteWithPlanner(m, Options{}, po)
+		if err != nil {
+			t.Fatal(err)
+		}
+		on := map[string]int{}
+		for _, s := range p.Swaps {
+			task := strings.TrimPrefix(s.Producer[:6], "tower")
+			if !strings.Contains(s.Host, "/task:"+task+"/") || !strings.HasSuffix(s.Host, "CPU:0") {
+				t.Errorf("%s is swapped to %s, not its own task's CPU", s.Tensor, s.Host)
+			}
+			on[s.Producer[:6]]++
+		}
+		for _, d := range p.Eval.Devices {
+			if d.Peak > d.Budget {
+				t.Errorf("shared=%v: %s peak %d over its budget %d", shared, d.Name, d.Peak, d.Budget)
+			}
+		}
+		if on["tower0"] == 0 || (!shared && on["tower1"] != 0) {
+			t.Errorf("shared=%v: swaps per tower %v", shared, on)
+		}
+	}
+}
+
+// TestPlainRewriteUnchanged: planning options leave the plain rewrite alone; Rewrite is the
+// LMS rewrite as before (its goldens are in TestGolden).
+func TestLookupStrategy(t *testing.T) {
+	for _, n := range StrategyNames() {
+		p, err := LookupStrategy(n)
+		if err != nil || p.Name() != n || p.Doc() == "" {
+			t.Errorf("%s: %v", n, err)
+		}
+	}
+	if p, err := LookupStrategy(""); err != nil || p.Name() != "auto" {
+		t.Errorf("default strategy: %v %v", p, err)
+	}
+	if _, err := LookupStrategy("magic"); err == nil {
+		t.Error("unknown strategy accepted")
+	}
+}
