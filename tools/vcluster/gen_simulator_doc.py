@@ -244,7 +244,8 @@ def write(out, profiles, names, rows, scaled, r50, plot_rel, tfver, gpu, dev, co
       "shape ops, ...) take 1 ns, `NoOp` none; every other op at least 1 ns (so an op's successors "
       "become ready strictly after it starts; Grappler has the same floor). Host ops use the "
       "profile's host rates and no launch latency. A measured op profile (`--measured`) replaces the "
-      "estimate of every node it times that ran on the same kind of device.")
+      "estimate of every node it times; times measured on another kind of device are scaled by one "
+      "factor (see *Measured op profiles*).")
     d()
     d("**Ready order.** As in TensorFlow's executor, an op becomes ready when all its data and control "
       "inputs have arrived. Each device has one compute stream that runs one op at a time. When it "
