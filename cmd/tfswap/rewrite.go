@@ -83,7 +83,7 @@ func planFlags() []cli.Flag {
 		&cli.StringFlag{Name: "device-file", Usage: "plan for the GPU of this device profile file"},
 		&cli.StringFlag{Name: "budget", Usage: "most memory each GPU may use, e.g. 15GiB (default: the device's memory less the larger of 300 MiB and 6%)"},
 		&cli.StringSliceFlag{Name: "device-budget", Usage: "DEVICE=SIZE: the budget of one GPU, e.g. /device:GPU:1=10GiB (repeatable)"},
-		&cli.StringSliceFlag{Name: "shared-link", Usage: "DEVICE,DEVICE,...: GPUs that share one host link, a PCIe switch (repeatable)"},
+		&cli.StringSliceFlag{Name: "shared-link", Usage: "DEVICE+DEVICE+...: GPUs that share one host link, a PCIe switch, e.g. /device:GPU:0+/device:GPU:1 (repeatable, one group each)"},
 		&cli.IntFlag{Name: "batch-scale", Value: 1, Usage: "plan as if the batch dimension were this many times larger (the graph's shapes are kept)"},
 		&cli.StringSliceFlag{Name: "fetch", Usage: "node a training step runs (repeatable, e.g. --fetch train); planning simulates only its fan-in (default: every node)"},
 		&cli.StringFlag{Name: "measured", Usage: "measured op profile whose per-node times replace the estimates when planning"},
@@ -94,14 +94,20 @@ func planFlags() []cli.Flag {
 	}
 }
 
-// planning reports whether the command line asks for budget-driven planning.
-func planning(c *cli.Context) bool {
+// planning reports whether the command line asks for budget-driven planning; planning
+// options without it are a usage error.
+func planning(c *cli.Context) (bool, error) {
 	for _, f := range []string{"strategy", "budget", "device", "device-file", "device-budget"} {
 		if c.IsSet(f) {
-			return true
+			return true, nil
 		}
 	}
-	return false
+	for _, f := range []string{"shared-link", "batch-scale", "fetch", "measured", "no-tf32", "bo-iterations", "window", "explain"} {
+		if c.IsSet(f) {
+			return false, usagef("--%s is a planning option: give --budget, --device or --strategy too", f)
+		}
+	}
+	return false, nil
 }
 
 // planOptions reads the planning flags.
@@ -141,7 +147,7 @@ func planOptions(c *cli.Context) (rewrite.PlanOptions, error) {
 	}
 	for _, l := range c.StringSlice("shared-link") {
 		var group []string
-		for _, m := range strings.Split(l, ",") {
+		for _, m := range strings.Split(l, "+") {
 			d, err := graphdef.ParseDevice(strings.TrimSpace(m))
 			if err != nil || d.Type == "" {
 				return po, usagef("--shared-link: %q is not a device", m)
@@ -149,7 +155,7 @@ func planOptions(c *cli.Context) (rewrite.PlanOptions, error) {
 			group = append(group, d.String())
 		}
 		if len(group) < 2 {
-			return po, usagef("--shared-link: name at least two devices, comma-separated")
+			return po, usagef("--shared-link: name at least two devices joined by +, e.g. /device:GPU:0+/device:GPU:1")
 		}
 		po.Sim.SharedLinks = append(po.Sim.SharedLinks, group)
 	}
@@ -223,7 +229,11 @@ func rewriteAction(c *cli.Context) error {
 		return err
 	}
 	var po *rewrite.PlanOptions
-	if planning(c) {
+	plan, err := planning(c)
+	if err != nil {
+		return err
+	}
+	if plan {
 		p, err := planOptions(c)
 		if err != nil {
 			return err

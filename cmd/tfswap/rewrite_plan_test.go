@@ -1,0 +1,114 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tfswap/tfswap/graphdef"
+	"github.com/tfswap/tfswap/rewrite"
+)
+
+const planFixture = "../../testmodels/fixtures/resnet.pb"
+
+func TestRewritePlanCommand(t *testing.T) {
+	tmp := t.TempDir()
+	out, rep := filepath.Join(tmp, "out.pb"), filepath.Join(tmp, "rep.json")
+	code, stdout, stderr := runSimCLI(t, "rewrite", planFixture, "-o", out, "--budget", "6MiB", "--fetch", "train", "--explain", "--report", rep)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"strategy:        auto", "predicted peak:  /device:GPU:0", "predicted step:", "explanation:", "swapped "} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+	var r struct {
+		Swaps []rewrite.Swap `json:"swaps"`
+		Plan  struct {
+			Strategy string `json:"strategy"`
+			Device   string `json:"device"`
+			Budget   int64  `json:"budget"`
+			Devices  []struct {
+				Peak, Budget, UnswappedPeak int64 `json:"-"`
+			} `json:"devices"`
+			StepTime int64 `json:"step_time_ns"`
+		} `json:"plan"`
+	}
+	data, err := os.ReadFile(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Plan.Strategy != "auto" || r.Plan.Device != rewrite.DefaultDevice || r.Plan.Budget != 6<<20 || len(r.Plan.Devices) != 1 || r.Plan.StepTime == 0 || len(r.Swaps) == 0 {
+		t.Errorf("report: %+v", r.Plan)
+	}
+	// The same command again writes the same bytes.
+	out2 := filepath.Join(tmp, "out2.pb")
+	if code, _, stderr := runSimCLI(t, "rewrite", planFixture, "-o", out2, "--budget", "6MiB", "--fetch", "train"); code != 0 {
+		t.Fatal(stderr)
+	}
+	a, _ := os.ReadFile(out)
+	b, _ := os.ReadFile(out2)
+	if !bytes.Equal(a, b) {
+		t.Error("two plans of the same graph differ")
+	}
+}
+
+func TestRewritePlanErrors(t *testing.T) {
+	tmp := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--budget", "1MiB", "--fetch", "train"}, 1, "no plan fits /device:GPU:0"},
+		{[]string{"--strategy", "magic"}, 2, "unknown strategy"},
+		{[]string{"--budget", "lots"}, 2, "--budget"},
+		{[]string{"--device", "gtx9999"}, 2, "unknown device profile"},
+		{[]string{"--device-budget", "gpu1=1GiB"}, 2, "--device-budget"},
+		{[]string{"--budget", "8GiB", "--shared-link", "/device:GPU:0"}, 2, "--shared-link"},
+		{[]string{"--shared-link", "/device:GPU:0+/device:GPU:1"}, 2, "planning option"},
+		{[]string{"--explain"}, 2, "planning option"},
+		{[]string{"--budget", "8GiB", "--shared-link", "/device:GPU:0+/device:GPU:7"}, 1, "no GPU of the graph matches"},
+	} {
+		args := append([]string{"rewrite", planFixture, "-o", filepath.Join(tmp, "x.pb")}, tc.args...)
+		code, _, stderr := runSimCLI(t, args...)
+		if code != tc.code || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d %q, want %d and %q", tc.args, code, stderr, tc.code, tc.want)
+		}
+	}
+	code, stdout, _ := runSimCLI(t, "rewrite", "--list-strategies")
+	for _, s := range rewrite.StrategyNames() {
+		if code != 0 || !strings.Contains(stdout, s+" ") {
+			t.Errorf("--list-strategies lacks %s: %s", s, stdout)
+		}
+	}
+}
+
+// TestRewriteWithoutPlanningUnchanged: without planning flags rewrite writes exactly what
+// rewrite.Rewrite makes with the LMS defaults.
+func TestRewriteWithoutPlanningUnchanged(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out.pb")
+	if code, _, stderr := runSimCLI(t, "rewrite", planFixture, "-o", out); code != 0 {
+		t.Fatal(stderr)
+	}
+	m, err := graphdef.Load(planFixture, graphdef.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := rewrite.Rewrite(m, rewrite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := res.Model.Marshal()
+	got, _ := os.ReadFile(out)
+	if !bytes.Equal(got, want) {
+		t.Error("plain rewrite output changed")
+	}
+}
