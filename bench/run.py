@@ -26,6 +26,7 @@ import os
 import platform
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -51,14 +52,16 @@ PRESETS = {
     "full": dict(models=MODELS, devices=DEVICES, ladder=[1, 1.5, 2, 3, 4, 6, 8, 10],
                  curve_device="v100-16gb", curve_models=MODELS,
                  curve_fractions=[0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2],
-                 targets=True, vc="fits"),
+                 targets=True, vc="select",
+                 # The out-of-core and LMS papers' ResNet-50 figures come from V100s on NVLink.
+                 extra=[("resnet50", "v100-16gb-nvlink")]),
     # The harness's own test (tests/python/test_bench.py): VGG-16 on a 2 GiB GPU.
     "smoke": dict(models=["vgg16"], devices=["smoke-2gb"], ladder=[1, 2],
                   curve_device="smoke-2gb", curve_models=["vgg16"], curve_fractions=[0.7],
                   targets=False, vc="fits"),
     "quick": dict(models=["resnet50", "vgg16"], devices=["v100-16gb"], ladder=[1, 2, 4, 8],
                   curve_device="v100-16gb", curve_models=["resnet50"],
-                  curve_fractions=[0.8, 0.6, 0.4], targets=False, vc="fits"),
+                  curve_fractions=[0.8, 0.6, 0.4], targets=False, vc="select"),
 }
 
 # The issue's targets that need points of their own (besides the ladder and curves).
@@ -187,42 +190,38 @@ def profile_of(device):
 
 
 def task_nosswap(model, device):
-    """The largest batch whose simulated peak fits the budget without swapping: bisection on
-    --batch-scale of the batch-2 graph (cheap: one graph, scaled in the simulator), then
-    confirmed and corrected with graphs generated at the batch itself."""
+    """The largest batch whose simulated peak fits the budget without swapping. The peak is
+    close to affine in the batch (activations grow with it, weights do not), so two
+    simulations of the batch-2 graph, as it is and with --batch-scale 32, give a first guess;
+    graphs generated at the batch itself then settle it: gallop from the guess until one
+    batch fits and the next does not, then bisect between them."""
     ts = _W["tfswap"]
     prof = profile_of(device)
     budget = _W["cfg"]["budgets"][device]
     dev = _W["cfg"]["device_args"][device]
     base = graph(model, 2)
-    sims = 0
-
-    def fits_scaled(k):
-        nonlocal sims
-        sims += 1
-        return ts.simulate(base, dev, k)["peak"] <= budget
-
-    real = {}
+    real = {2: ts.simulate(base, dev)}
+    scale = 32
+    scaled = ts.simulate(base, dev, scale)
+    slope = (scaled["peak"] - real[2]["peak"]) / (2 * scale - 2)
+    guess = max(1, int(2 + (budget - real[2]["peak"]) // max(slope, 1)))
 
     def fits_real(b):
         if b not in real:
             real[b] = ts.simulate(graph(model, b), dev)
         return real[b]["peak"] <= budget
 
-    if not fits_scaled(1):
-        lo = 0
-    else:
-        lo, hi = 1, 2
-        while hi <= 8192 and fits_scaled(hi):
-            lo, hi = hi, hi * 2
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if fits_scaled(mid):
-                lo = mid
-            else:
-                hi = mid
-    guess = max(1, 2 * lo)
-    # Correct the guess with real graphs: gallop up or down, then bisect.
+    # Secant steps on real graphs (the line through batch 2 and the latest guess) while they
+    # move the guess; the search below then needs a graph or two more.
+    for _ in range(3):
+        fits_real(guess)
+        if guess <= 2:
+            break
+        slope = (real[guess]["peak"] - real[2]["peak"]) / (guess - 2)
+        nxt = max(1, int(2 + (budget - real[2]["peak"]) // max(slope, 1)))
+        if nxt == guess:
+            break
+        guess = nxt
     if fits_real(guess):
         lo, step = guess, 1
         while fits_real(lo + step):
@@ -243,8 +242,8 @@ def task_nosswap(model, device):
             hi = mid
     b0 = lo
     rec = {"model": model, "device": device, "budget": budget,
-           "memory": int(prof["memory_bytes"]), "b0": b0, "scaled_guess": guess,
-           "simulations_scaled": sims, "graphs_checked": sorted(real)}
+           "memory": int(prof["memory_bytes"]), "b0": b0, "guess": guess,
+           "bytes_per_sample": slope, "graphs_checked": sorted(real)}
     side = os.path.splitext(base)[0] + ".json"
     if os.path.exists(side):
         with open(side) as f:
@@ -341,7 +340,11 @@ def evaluate(model, device, batch, strategy, budget, src, base, vc_policy, tag):
         rec["fits_sim"] = s["peak"] <= budget
         rec["overhead"] = s["step_ns"] / base["step_ns"] - 1
         rec["reduction"] = 1 - s["peak"] / base["peak"]
-        if vc_policy == "all" or (vc_policy == "fits" and rec["fits_sim"]):
+        if callable(vc_policy):
+            want = vc_policy(rec)
+        else:
+            want = vc_policy == "all" or (vc_policy in ("fits", "select") and rec["fits_sim"])
+        if want:
             vc = _W["tfside"].check_cached(out, prof, cfg["cache"])
             rec["vc"] = vc
             # The judge: TensorFlow's own peak. GraphMemory does not count variables and
@@ -361,8 +364,8 @@ def evaluate(model, device, batch, strategy, budget, src, base, vc_policy, tag):
         shutil.rmtree(work, ignore_errors=True)
 
 
-def task_point(model, device, batch, multiple, strategies, budget=None, tag="ladder",
-               vc_baseline=False):
+def task_point(model, device, batch, multiple, strategies, budget=None, tag="point",
+               vc_baseline=False, vc=None):
     """One (model, device, batch): the unswapped graph, then every strategy."""
     cfg = _W["cfg"]
     ts = _W["tfswap"]
@@ -375,8 +378,45 @@ def task_point(model, device, batch, multiple, strategies, budget=None, tag="lad
     if vc_baseline:
         out["base_vc"] = _W["tfside"].check_cached(src, profile_of(device), cfg["cache"])
     for s in strategies:
-        out["plans"].append(evaluate(model, device, batch, s, budget, src, base, cfg["vc"], tag))
+        out["plans"].append(evaluate(model, device, batch, s, budget, src, base, vc or cfg["vc"],
+                                     tag))
     return out
+
+
+# Overhead limits of the report's tables (and of the 45% target; inf: at any overhead).
+LIMITS = [0.10, 0.25, 0.45, 0.50, float("inf")]
+
+
+def task_ladder(model, device, points, strategies):
+    """The batch ladder of one (model, device), from the largest batch down. With the "select"
+    VirtualCluster policy only the plans the report's tables rest on are checked: for each
+    strategy and overhead limit, the largest batch whose plan fits per the simulator within
+    the limit, then the next largest if the VirtualCluster disagrees, and so on."""
+    cfg = _W["cfg"]
+    ts = _W["tfswap"]
+    dev = cfg["device_args"][device]
+    budget = cfg["budgets"][device]
+    policy = cfg["vc"]
+    open_limits = {s: set(range(len(LIMITS))) for s in strategies}
+    out = []
+    for batch, multiple in sorted(points, key=lambda p: -p[0]):
+        src = graph(model, batch)
+        base = ts.simulate(src, dev)
+        pt = {"model": model, "device": device, "batch": batch, "multiple": multiple,
+              "budget": budget, "tag": "ladder", "base": base, "plans": []}
+        if multiple == 1:
+            pt["base_vc"] = _W["tfside"].check_cached(src, profile_of(device), cfg["cache"])
+        for s in strategies:
+            def want(rec, s=s):
+                if policy != "select":
+                    return policy == "all" or (policy == "fits" and rec["fits_sim"])
+                return rec["fits_sim"] and any(rec["overhead"] <= LIMITS[i] for i in open_limits[s])
+            rec = evaluate(model, device, batch, s, budget, src, base, want, "ladder")
+            if rec.get("fits_vc") or (rec.get("fits_sim") and policy == "none"):
+                open_limits[s] -= {i for i in range(len(LIMITS)) if rec["overhead"] <= LIMITS[i]}
+            pt["plans"].append(rec)
+        out.append(pt)
+    return {"model": model, "device": device, "points": out}
 
 
 def task_curve(model, device, batch, fraction, strategies, tag="curve"):
@@ -421,7 +461,8 @@ def task_lms_thresholds(model, device, batch, tag="curve"):
     return out
 
 
-TASKS = {"nosswap": task_nosswap, "point": task_point, "curve": task_curve,
+TASKS = {"nosswap": task_nosswap, "point": task_point, "ladder": task_ladder,
+         "curve": task_curve,
          "lms_thresholds": task_lms_thresholds}
 
 # Rough relative cost per model (graph size), to start the longest tasks first.
@@ -444,7 +485,8 @@ def run_tasks(pool, tasks, log, done_cb):
         a = r["args"]
         log("  [%d/%d] %s %s %s%s %.1fs%s" % (
             i + 1, len(pending), r["kind"], a.get("model"), a.get("device"),
-            " b%s" % a["batch"] if "batch" in a else "", r["seconds"],
+            " b%s" % a["batch"] if "batch" in a else
+            " b%s" % ",".join(str(b) for b, _ in a["points"]) if "points" in a else "", r["seconds"],
             "  ERROR " + r["error"].splitlines()[0] if r["error"] else ""))
     return results
 
@@ -464,9 +506,9 @@ def main(argv=None):
     ap.add_argument("--curve-models", help="comma-separated models with curves")
     ap.add_argument("--curve-device", help="device profile of the curves")
     ap.add_argument("--no-targets", action="store_true", help="skip the targets' extra points")
-    ap.add_argument("--vc", choices=["all", "fits", "none"],
-                    help="VirtualCluster-check every plan, those the simulator says fit "
-                    "(default), or none")
+    ap.add_argument("--vc", choices=["all", "fits", "select", "none"],
+                    help="VirtualCluster-check every plan (all), every plan the simulator says "
+                    "fits (fits), those the report's tables rest on (select, the default), or none")
     ap.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
     ap.add_argument("--tfswap", help="tfswap binary (default: built from this checkout)")
     ap.add_argument("--timeout", type=int, default=300, help="seconds per tfswap run")
@@ -522,8 +564,9 @@ def main(argv=None):
     profiles, device_args, budgets = {}, {}, {}
     pdir = os.path.join(args.out, "profiles")
     os.makedirs(pdir, exist_ok=True)
-    for d in set(devices) | {curve_device} | ({TARGET_CURVE["device"], TARGET_VGG["device"]}
-                                             if targets else set()):
+    extra_devices = {d for _, d in preset.get("extra", [])} if not custom else set()
+    for d in set(devices) | {curve_device} | extra_devices | (
+            {TARGET_CURVE["device"], TARGET_VGG["device"]} if targets else set()):
         if os.path.isfile(d):  # a profile file of the user's
             path = arg = os.path.abspath(d)
         else:
@@ -559,6 +602,8 @@ def main(argv=None):
         recf.write(json.dumps(r) + "\n")
         recf.flush()
 
+    # On SIGTERM, leave through the pool's context manager, which terminates the workers.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     ctx = mp.get_context("spawn")
     phases = {}
     with ctx.Pool(args.jobs, initializer=_init_worker, initargs=(cfg,)) as pool:
@@ -571,8 +616,10 @@ def main(argv=None):
         if targets:
             extra = {(TARGET_CURVE["model"], TARGET_CURVE["device"]),
                      (TARGET_VGG["model"], TARGET_VGG["device"])}
-        pairs = [(m, d) for m in models for d in devices] + sorted(
-            extra - {(m, d) for m in models for d in devices})
+        ladder_pairs = [(m, d) for m in models for d in devices]
+        if not custom:
+            ladder_pairs += [p for p in preset.get("extra", []) if p not in ladder_pairs]
+        pairs = ladder_pairs + sorted(extra - set(ladder_pairs))
         res = run_tasks(pool, [("nosswap", {"model": m, "device": d}) for m, d in pairs], log, done)
         b0 = {}
         for r in res:
@@ -583,20 +630,15 @@ def main(argv=None):
         # Phase 2: the batch ladder, the curves and the targets' points.
         t0 = time.time()
         tasks = []
-        for m in models:
-            for d in devices:
-                base = b0.get((m, d), 0)
-                if base < 1:
-                    continue
-                seen = set()
-                for mult in ladder:
-                    b = max(1, int(round(mult * base)))
-                    if b in seen:
-                        continue
-                    seen.add(b)
-                    tasks.append(("point", {"model": m, "device": d, "batch": b,
-                                            "multiple": mult, "strategies": strategies,
-                                            "vc_baseline": mult == 1}))
+        for m, d in ladder_pairs:
+            base = b0.get((m, d), 0)
+            if base < 1:
+                continue
+            pts = {}
+            for mult in ladder:
+                pts.setdefault(max(1, int(round(mult * base))), mult)
+            tasks.append(("ladder", {"model": m, "device": d, "points": sorted(pts.items()),
+                                     "strategies": strategies}))
         curve_strats = [s for s in strategies if s != LMS_SWEEP]
         for m in curve_models:
             base = b0.get((m, curve_device), 0)
@@ -633,7 +675,7 @@ def main(argv=None):
                 tasks.append(("point", {"model": tv["model"], "device": tv["device"],
                                         "batch": tv["batch"], "multiple": None,
                                         "strategies": strategies, "budget": budget,
-                                        "tag": "target-vdnn"}))
+                                        "tag": "target-vdnn", "vc": "fits"}))
         log("phase 2: %d tasks (ladder points, curve budgets, targets)" % len(tasks))
         run_tasks(pool, tasks, log, done)
         phases["points_s"] = round(time.time() - t0, 1)
@@ -650,6 +692,7 @@ def main(argv=None):
                     "python": platform.python_version()},
         "git": git_state(), "tfswap": binary, "strategies_offered": offered,
         "strategies": strategies, "models": models, "devices": devices, "ladder": ladder,
+        "extra_pairs": [list(p) for p in preset.get("extra", [])] if not custom else [],
         "curve_device": curve_device, "curve_models": curve_models,
         "curve_fractions": fractions, "targets": targets, "vc_policy": cfg["vc"],
         "budgets": budgets,

@@ -71,11 +71,11 @@ def _marker(kind, x, y, color, size=4.5, filled=True):
 
 
 def plot(series, title, xlabel, ylabel, caption, x_range=None, y_range=None, top_axis=None,
-         width=820, height=520, x_fmt="%g", y_fmt="%g", notes=()):
+         width=860, height=560, x_fmt="%g", y_fmt="%g", notes=()):
     """series: [{"name", "points": [(x, y, label_or_None)], "line": bool, "dashed": bool}].
     Points with y above y_range[1] are drawn on the top edge as open markers.
     top_axis: (label, function x -> text) for a secondary axis along the top."""
-    ml, mr, mt, mb = 72, 210, 70 if top_axis else 50, 92
+    ml, mr, mt, mb = 72, 210, 70 if top_axis else 50, 120
     pw, ph = width - ml - mr, height - mt - mb
     xs = [p[0] for s in series for p in s["points"]]
     ys = [p[1] for s in series for p in s["points"]]
@@ -134,7 +134,12 @@ def plot(series, title, xlabel, ylabel, caption, x_range=None, y_range=None, top
         ly += 20
     for j, n in enumerate(notes):
         o.append('<text x="%d" y="%d" font-size="11" fill="#555">%s</text>' % (ml + pw + 14, ly + 14 + 15 * j, escape(n)))
-    for j, line in enumerate(caption if isinstance(caption, (list, tuple)) else [caption]):
-        o.append('<text x="%d" y="%d" font-size="11" fill="#444">%s</text>' % (ml, height - 32 + 14 * j, escape(line)))
+    import textwrap
+    lines = []
+    for para in caption if isinstance(caption, (list, tuple)) else [caption]:
+        lines += textwrap.wrap(para, int((width - ml - 10) / 6.2)) or [""]
+    for j, line in enumerate(lines):
+        o.append('<text x="%d" y="%d" font-size="11" fill="#444">%s</text>' % (
+            ml, height - 14 * len(lines) + 14 * j - 4, escape(line)))
     o.append("</svg>")
     return "\n".join(o) + "\n"

@@ -97,7 +97,21 @@ def check(path, profile, fetch=("train",)):
     # memory_size; the checker's GPU gets room enough to measure any peak, which is then
     # compared with the budget by the caller.
     profile = dict(profile, memory_bytes=1 << 46)
-    out = vcluster.check_graph(path, list(fetch), profile, 5)
+    # Only the fetches' fan-in is scheduled, so the rest of the graph (init, fetch_var, ...)
+    # is cut away first: the same peak and trace, in half the time on the large graphs.
+    tfm = tf()
+    gd = tfm.compat.v1.GraphDef()
+    with open(path, "rb") as f:
+        gd.ParseFromString(f.read())
+    sub = _fanin(gd, fetch)
+    import tempfile
+    with tempfile.NamedTemporaryFile(suffix=".pb", delete=False) as f:
+        f.write(sub.SerializeToString())
+        pruned = f.name
+    try:
+        out = vcluster.check_graph(pruned, list(fetch), profile, 5)
+    finally:
+        os.unlink(pruned)
     gpu = out["devices"].get("/device:GPU:0", {})
     cpu = out["devices"].get("/device:CPU:0", {})
     return {
@@ -109,6 +123,24 @@ def check(path, profile, fetch=("train",)):
         "live": gpu.get("live", [])[:3],
         "seconds": round(time.time() - t0, 3),
     }
+
+
+def _fanin(gd, fetch):
+    """The nodes gd's fetches need (data and control inputs), in gd's order."""
+    by_name = {n.name: n for n in gd.node}
+    keep, stack = set(), [f.split(":")[0].lstrip("^") for f in fetch]
+    while stack:
+        name = stack.pop()
+        if name in keep or name not in by_name:
+            continue
+        keep.add(name)
+        for i in by_name[name].input:
+            stack.append(i.lstrip("^").split(":")[0])
+    out = type(gd)()
+    out.versions.CopyFrom(gd.versions)
+    out.library.CopyFrom(gd.library)
+    out.node.extend(n for n in gd.node if n.name in keep)
+    return out
 
 
 def check_cached(path, profile, cache_dir):

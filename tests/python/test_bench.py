@@ -45,7 +45,7 @@ def test_smoke_run_measures_every_point(smoke):
     b0 = ns[0]["b0"]
     # The no-swap maximum: fits at B0, not at B0 + 1 (simulated, real graphs).
     assert ns[0]["sim"]["peak"] <= ns[0]["budget"] < ns[0]["sim_next"]["peak"]
-    points = [r["result"] for r in recs if r["kind"] == "point"]
+    points = [p for r in recs if r["kind"] == "ladder" for p in r["result"]["points"]]
     assert sorted(p["batch"] for p in points) == [b0, 2 * b0]
     for p in points:
         names = [x["strategy"] for x in p["plans"]]
