@@ -79,7 +79,10 @@ func (pr *Problem) lowestMemoryPlan() *Plan {
 // noFit builds the NoFitError after planner strategy found nothing that fits.
 func (pr *Problem) noFit(strategy string, ev *Evaluation) error {
 	// The least memory tfswap can reach at all.
+	saved := pr.strategy
+	pr.strategy = "lowest-memory"
 	lp, err := pr.Evaluate(pr.lowestMemoryPlan())
+	pr.strategy = saved
 	if err != nil {
 		lp = nil
 	}
@@ -141,11 +144,13 @@ func (pr *Problem) noFit(strategy string, ev *Evaluation) error {
 	b := units.FormatBytes
 	fixed := e.Weights + e.Slots + e.Constants
 	if strategy != "auto" && pr.best != nil && pr.best.Fits {
-		e.Advice = append(e.Advice, fmt.Sprintf("another strategy: tfswap found a plan that fits (%s, peak %s); --strategy auto would find it, or", pr.best.Strategy, b(maxPeak(pr.best))))
+		e.Advice = append(e.Advice, fmt.Sprintf("another strategy: a plan that fits exists (found while planning, by %s: peak %s); --strategy auto looks for the best of them, or", pr.best.Strategy, b(maxPeak(pr.best))))
 	} else if strategy != "auto" && lp != nil && lp.Fits {
 		e.Advice = append(e.Advice, fmt.Sprintf("another strategy: swapping every gap of every tensor fits (peak %s); try --strategy auto, or", b(maxPeak(lp))))
 	}
-	e.Advice = append(e.Advice, fmt.Sprintf("a budget of at least %s on %s (a GPU with about %s of memory), or", b(e.Peak), e.Device, b(e.Peak+DefaultReserve(pr.Profile))))
+	// The memory a GPU needs for this peak after the default reserve (DefaultReserve).
+	need := max(e.Peak+300<<20, int64(float64(e.Peak)/0.94))
+	e.Advice = append(e.Advice, fmt.Sprintf("a budget of at least %s on %s (a GPU with about %s of memory), or", b(e.Peak), e.Device, b(need)))
 	if fixed >= e.Budget {
 		e.Advice = append(e.Advice, fmt.Sprintf("the weights and optimizer slots alone (%s) exceed the budget; tfswap does not swap variables, so the model needs a larger GPU or model parallelism", b(fixed)))
 	} else if e.Peak > fixed {
