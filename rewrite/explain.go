@@ -78,7 +78,6 @@ func (pr *Problem) explain(ev *Evaluation) []TensorExplanation {
 		return nil
 	}
 	res := tm.res
-	g, _ := DeriveGraph(pr.Analysis, ev.Plan)
 	whys := map[*buffer]string{}
 	if pr.Explain != nil {
 		whys = pr.Explain.whys[ev.Plan]
@@ -104,7 +103,6 @@ func (pr *Problem) explain(ev *Evaluation) []TensorExplanation {
 	for i := range ev.Plan.Swaps {
 		swappedT[ev.Plan.Swaps[i].Tensor] = &ev.Plan.Swaps[i]
 	}
-	_ = g
 	var out []TensorExplanation
 	for _, b := range pr.buffers {
 		te := TensorExplanation{Tensor: b.root.String(), Bytes: b.bytes, Reads: len(b.accesses)}

@@ -106,7 +106,7 @@ func (pr *Problem) noFit(strategy string, ev *Evaluation) error {
 		}
 	}
 	// Simulate the lowest plan again with everything live at its peaks listed.
-	g, err := DeriveGraph(pr.Analysis, low.Plan)
+	g, err := pr.graphFor(low.Plan)
 	if err == nil {
 		opts := pr.simOpts
 		opts.TopLive = 1 << 30

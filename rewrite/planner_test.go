@@ -355,3 +355,43 @@ func TestLookupStrategy(t *testing.T) {
 		t.Error("unknown strategy accepted")
 	}
 }
+
+// TestPlanTwoDeviceEmulation: the runtime tests place the fixture on /device:CPU:1, which
+// stands for the GPU, and swap to /device:CPU:0. Planning simulates CPU:1 as a GPU, so the
+// plan swaps to CPU:0 and fits the budget there.
+func TestPlanTwoDeviceEmulation(t *testing.T) {
+	m, err := graphdef.Load("../testmodels/fixtures/resnet.pb", graphdef.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range m.Graph.Node {
+		n.Device = "/device:CPU:1"
+	}
+	g, _ := graphdef.NewGraph(m.Graph, "resnet")
+	opts := Options{ComputeDevice: "/device:CPU:1", HostDevice: "/device:CPU:0"}
+	p, err := RewriteWithPlanner(m, opts, PlanOptions{Budget: 6 << 20, Sim: cost.Options{Fetch: []string{"train"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Swaps) == 0 || len(p.Eval.Devices) != 1 || p.Eval.Devices[0].Name != "/device:GPU:1" || p.Eval.Devices[0].Peak > 6<<20 {
+		t.Fatalf("plan: %d swaps, devices %+v", len(p.Swaps), p.Eval.Devices)
+	}
+	for _, s := range p.Swaps {
+		if s.Host != "/device:CPU:0" {
+			t.Errorf("%s swapped to %s", s.Tensor, s.Host)
+		}
+		for _, si := range s.SwapIns {
+			if si.Device != "/device:CPU:0" {
+				t.Errorf("%s swapped in on %s", s.Tensor, si.Device)
+			}
+		}
+	}
+	if err := Verify(g, p.Result, GateHost); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range p.Model.Graph.Node[:len(g.Nodes)] {
+		if n.Device != "/device:CPU:1" {
+			t.Fatalf("node %s moved to %q", n.Name, n.Device)
+		}
+	}
+}

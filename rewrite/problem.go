@@ -139,6 +139,7 @@ type Problem struct {
 	bufOf     map[graphdef.Tensor]*buffer // by tensor (roots and their aliases)
 	fast      *fastModel
 	seqs      map[int]*triggers.Sequence
+	relabel   bool // simulate the compute device as a GPU (see newProblem)
 	lms       *lmsCache
 	elig      []int8
 	memos     map[*timing]*triggers.Memo
@@ -174,6 +175,13 @@ func newProblem(model *graphdef.Model, a *Analysis, po PlanOptions) (*Problem, e
 	if pr.simOpts.ComputeDevice == "" && a.Opts.ComputeDevice != "" {
 		if d, err := graphdef.ParseDevice(a.Opts.ComputeDevice); err == nil && d.Type != "" {
 			pr.simOpts.ComputeDevice = a.Opts.ComputeDevice
+			if d.Type != "GPU" {
+				// A compute device that is not a GPU (the two-device CPU emulation of the
+				// runtime tests) is simulated as the GPU of the same index.
+				pr.relabel = true
+				d.Type = "GPU"
+				pr.simOpts.ComputeDevice = d.String()
+			}
 		}
 	}
 	if pr.simOpts.BatchScale == 0 {
@@ -189,7 +197,11 @@ func newProblem(model *graphdef.Model, a *Analysis, po PlanOptions) (*Problem, e
 		return nil, err
 	}
 	pr.shapes = shp
-	base, tm, err := pr.simulate(&Plan{}, a.Graph, true)
+	g0, err := pr.graphFor(&Plan{})
+	if err != nil {
+		return nil, err
+	}
+	base, tm, err := pr.simulate(&Plan{}, g0, true)
 	if err != nil {
 		return nil, err
 	}
@@ -226,7 +238,7 @@ func (pr *Problem) Evaluate(plan *Plan) (*Evaluation, error) {
 	if ev, ok := pr.cache[key]; ok {
 		return ev, nil
 	}
-	g, err := DeriveGraph(pr.Analysis, plan)
+	g, err := pr.graphFor(plan)
 	if err != nil {
 		return nil, err
 	}
@@ -242,7 +254,7 @@ func (pr *Problem) Evaluate(plan *Plan) (*Evaluation, error) {
 // evaluateTimed simulates plan with its timeline and returns the outcome and the timing of
 // the original nodes in the planned graph.
 func (pr *Problem) evaluateTimed(plan *Plan) (*Evaluation, *timing, error) {
-	g, err := DeriveGraph(pr.Analysis, plan)
+	g, err := pr.graphFor(plan)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -409,4 +421,22 @@ func (pr *Problem) memo(tm *timing) *triggers.Memo {
 		pr.memos[tm] = m
 	}
 	return m
+}
+
+// graphFor returns the graph the simulator runs for plan: the derived graph, with the
+// compute device shown as a GPU when it is not one.
+func (pr *Problem) graphFor(plan *Plan) (*graphdef.Graph, error) {
+	g, err := DeriveGraph(pr.Analysis, plan)
+	if err != nil || !pr.relabel {
+		return g, err
+	}
+	a := pr.Analysis
+	for i, orig := range a.Graph.Nodes {
+		if a.OnCompute(orig) {
+			d := a.Device(orig)
+			d.Type = "GPU"
+			g.Nodes[i].Device = d
+		}
+	}
+	return g, nil
 }
