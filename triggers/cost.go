@@ -78,6 +78,7 @@ func ByCost(ts []Transfer, times *Times, eligible Eligible) ([]Choice, error) {
 type Memo struct {
 	times *Times
 	m     map[memoKey]memoVal
+	v     visits
 }
 
 type memoKey struct {
@@ -108,7 +109,7 @@ func (m *Memo) ByTime(producer *graphdef.Node, consumers []*graphdef.Node, deadl
 	if v, ok := m.m[k]; ok {
 		return v.trig, v.late, v.err
 	}
-	t, late, err := ByTime(producer, consumers, deadline, m.times, eligible)
+	t, late, err := byTime(&m.v, producer, consumers, deadline, m.times, eligible)
 	m.m[k] = memoVal{t, late, err}
 	return t, late, err
 }
@@ -177,6 +178,10 @@ func ByCostMemo(ts []Transfer, memo *Memo, eligible Eligible) ([]Choice, error) 
 // When none does, it returns the earliest eligible op that ends after the producer, and late
 // is set.
 func ByTime(producer *graphdef.Node, consumers []*graphdef.Node, deadline int64, times *Times, eligible Eligible) (trig *graphdef.Node, late bool, err error) {
+	return byTime(&visits{}, producer, consumers, deadline, times, eligible)
+}
+
+func byTime(v *visits, producer *graphdef.Node, consumers []*graphdef.Node, deadline int64, times *Times, eligible Eligible) (trig *graphdef.Node, late bool, err error) {
 	if len(consumers) == 0 {
 		return nil, false, fmt.Errorf("no consumers")
 	}
@@ -188,13 +193,13 @@ func ByTime(producer *graphdef.Node, consumers []*graphdef.Node, deadline int64,
 	first := consumerFirst(consumers, times)
 	notAfter := beforeAll(consumers)
 	prodEnd := times.EndOf(producer)
-	trig = Latest(first, times.EndOf, deadline, eligible, notAfter)
+	trig = latest(v, first, times.EndOf, deadline, eligible, notAfter)
 	if trig != nil && times.EndOf(trig) >= prodEnd {
 		return trig, false, nil
 	}
 	// Nothing on the ancestry ends in time after the producer: take the earliest op after it,
 	// and accept the wait.
-	if e := EarliestAfter(first, times.EndOf, prodEnd, eligible, notAfter); e != nil {
+	if e := earliestAfter(v, first, times.EndOf, prodEnd, eligible, notAfter); e != nil {
 		return e, times.EndOf(e) > deadline, nil
 	}
 	if trig != nil {

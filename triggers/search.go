@@ -20,6 +20,32 @@ const maxVisits = 1 << 16
 // The search walks back from first and stops at the first eligible node at or below the
 // limit on each path: its ancestors cannot have a greater key.
 func Latest(first *graphdef.Node, key func(*graphdef.Node) int64, limit int64, eligible Eligible, notAfter func(*graphdef.Node) bool) *graphdef.Node {
+	return latest(&visits{}, first, key, limit, eligible, notAfter)
+}
+
+// visits marks the nodes one search has seen, by node index; a new generation forgets them
+// all at once, so that a memo's searches share one slice.
+type visits struct {
+	stamp []uint32
+	gen   uint32
+}
+
+func (v *visits) reset() { v.gen++ }
+
+// see marks n and reports whether it was already marked in this generation.
+func (v *visits) see(n *graphdef.Node) bool {
+	if n.Index >= len(v.stamp) {
+		v.stamp = append(v.stamp, make([]uint32, n.Index+1-len(v.stamp)+len(v.stamp)/2)...)
+	}
+	if v.stamp[n.Index] == v.gen {
+		return true
+	}
+	v.stamp[n.Index] = v.gen
+	return false
+}
+
+func latest(v *visits, first *graphdef.Node, key func(*graphdef.Node) int64, limit int64, eligible Eligible, notAfter func(*graphdef.Node) bool) *graphdef.Node {
+	v.reset()
 	var best *graphdef.Node
 	var bestKey int64
 	better := func(n *graphdef.Node, k int64) bool {
@@ -34,20 +60,19 @@ func Latest(first *graphdef.Node, key func(*graphdef.Node) int64, limit int64, e
 		}
 		return n.Index < best.Index
 	}
-	seen := map[*graphdef.Node]bool{first: true}
+	v.see(first)
 	stack := []*graphdef.Node{first}
-	visits := 0
+	count := 0
 	push := func(p *graphdef.Node) {
-		if p.Op == "NextIteration" || p.Op == "RefNextIteration" || seen[p] {
+		if p.Op == "NextIteration" || p.Op == "RefNextIteration" || v.see(p) {
 			return
 		}
-		seen[p] = true
 		stack = append(stack, p)
 	}
-	for len(stack) > 0 && visits < maxVisits {
+	for len(stack) > 0 && count < maxVisits {
 		n := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		visits++
+		count++
 		if n != first {
 			k := key(n)
 			ok := k >= 0 && (eligible == nil || eligible(n)) && (notAfter == nil || !notAfter(n))
@@ -76,15 +101,20 @@ func Latest(first *graphdef.Node, key func(*graphdef.Node) int64, limit int64, e
 // example after the producer of a swapped tensor has finished). Nodes with a key at or below
 // floor are not walked through. It is the fallback when no ancestor meets a deadline.
 func EarliestAfter(first *graphdef.Node, key func(*graphdef.Node) int64, floor int64, eligible Eligible, notAfter func(*graphdef.Node) bool) *graphdef.Node {
+	return earliestAfter(&visits{}, first, key, floor, eligible, notAfter)
+}
+
+func earliestAfter(v *visits, first *graphdef.Node, key func(*graphdef.Node) int64, floor int64, eligible Eligible, notAfter func(*graphdef.Node) bool) *graphdef.Node {
+	v.reset()
 	var best *graphdef.Node
 	var bestKey int64
-	seen := map[*graphdef.Node]bool{first: true}
+	v.see(first)
 	stack := []*graphdef.Node{first}
-	visits := 0
-	for len(stack) > 0 && visits < maxVisits {
+	count := 0
+	for len(stack) > 0 && count < maxVisits {
 		n := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		visits++
+		count++
 		if n != first {
 			k := key(n)
 			if k >= 0 && k <= floor {
@@ -97,14 +127,12 @@ func EarliestAfter(first *graphdef.Node, key func(*graphdef.Node) int64, floor i
 			}
 		}
 		for _, in := range n.Inputs {
-			if p := in.Node; !seen[p] && p.Op != "NextIteration" && p.Op != "RefNextIteration" {
-				seen[p] = true
+			if p := in.Node; p.Op != "NextIteration" && p.Op != "RefNextIteration" && !v.see(p) {
 				stack = append(stack, p)
 			}
 		}
 		for _, p := range n.ControlInputs {
-			if !seen[p] && p.Op != "NextIteration" && p.Op != "RefNextIteration" {
-				seen[p] = true
+			if p.Op != "NextIteration" && p.Op != "RefNextIteration" && !v.see(p) {
 				stack = append(stack, p)
 			}
 		}
