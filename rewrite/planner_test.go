@@ -395,3 +395,35 @@ func TestPlanTwoDeviceEmulation(t *testing.T) {
 		}
 	}
 }
+
+// TestAutoNeverWorse: on the residual-network fixture at several budgets, auto fits whenever
+// another strategy does, with a step no longer than any of theirs.
+func TestAutoNeverWorse(t *testing.T) {
+	m, err := graphdef.Load("../testmodels/fixtures/resnet.pb", graphdef.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetch := cost.Options{Fetch: []string{"train"}}
+	g, _ := graphdef.NewGraph(m.Graph, "resnet")
+	p, _ := cost.LookupProfile(DefaultDevice)
+	base, err := cost.Simulate(g, p, fetch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pct := range []int64{90, 70, 60} {
+		budget := base.Compute().PeakBytes * pct / 100
+		steps := map[string]int64{}
+		for _, s := range StrategyNames() {
+			res, err := RewriteWithPlanner(m, Options{}, PlanOptions{Strategy: s, Budget: budget, Sim: fetch})
+			if err == nil {
+				steps[s] = res.Eval.StepTime
+			}
+		}
+		a, ok := steps["auto"]
+		for s, st := range steps {
+			if !ok || st < a {
+				t.Errorf("%d%%: %s fits with step %d; auto %d (fits %v)", pct, s, st, a, ok)
+			}
+		}
+	}
+}

@@ -63,6 +63,7 @@ func TestPlanGoldens(t *testing.T) {
 			t.Fatal(err)
 		}
 		budget := base.Compute().PeakBytes * 8 / 10
+		steps := map[string]int64{} // fitting strategies' step times
 		for _, s := range StrategyNames() {
 			t.Run(name+"_"+s, func(t *testing.T) {
 				res, err := RewriteWithPlanner(m, Options{MinTensorBytes: -1}, PlanOptions{Strategy: s, Budget: budget, Sim: fetch})
@@ -83,6 +84,7 @@ func TestPlanGoldens(t *testing.T) {
 						}
 					}
 					got = describePlan(res)
+					steps[s] = res.Eval.StepTime
 				}
 				file := filepath.Join("testdata", "plans", name+"_"+s+".golden")
 				if *update {
@@ -102,6 +104,12 @@ func TestPlanGoldens(t *testing.T) {
 					t.Errorf("plan of %s with %s differs from %s:\n--- got\n%s--- want\n%s", name, s, file, got, want)
 				}
 			})
+		}
+		// auto is never worse than another strategy.
+		for s, st := range steps {
+			if a, ok := steps["auto"]; !ok || st < a {
+				t.Errorf("%s: %s fits with step %d, auto %v (fits: %v)", name, s, st, a, ok)
+			}
 		}
 	}
 }
