@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"sort"
+	"strconv"
 
 	"github.com/tfswap/tfswap/graphdef"
 	"github.com/tfswap/tfswap/triggers"
@@ -153,26 +154,39 @@ func (pr *Problem) allGapCandidates() []*asCand {
 // improve tunes triggers and prunes swaps of a fitting plan with the simulator in the loop.
 func (pr *Problem) improve(start *Evaluation) (*Evaluation, error) {
 	cur := start
-	// Trigger tuning from the plan's own timeline, twice (the second pass sees the first's
-	// timeline).
+	// Trigger tuning from the plan's own timeline (the second pass sees the first's): all
+	// triggers re-chosen by cost, or only the swap-ins whose consumers waited moved earlier by
+	// their wait, in full or by half (Kim et al.: as late as possible without delay, as early
+	// as the memory allows).
 	for it := 0; it < 2; it++ {
 		_, tm, err := pr.evaluateTimed(cur.Plan)
 		if err != nil {
 			return cur, err
 		}
-		plan, ok := pr.retime(cur.Plan, tm)
-		if !ok {
+		var variants []*Plan
+		if plan, ok := pr.retime(cur.Plan, tm); ok {
+			pr.Explain.derive(plan, cur.Plan, "triggers re-tuned from the plan's own simulated timeline")
+			variants = append(variants, plan)
+		}
+		for _, f := range []float64{1, 0.5} {
+			if plan, ok := pr.earlier(cur.Plan, tm, f); ok {
+				pr.Explain.derive(plan, cur.Plan, "triggers of late swap-ins moved earlier")
+				variants = append(variants, plan)
+			}
+		}
+		improved := false
+		for _, plan := range variants {
+			ev, err := pr.Evaluate(plan)
+			if err != nil {
+				return cur, err
+			}
+			if better(ev, cur) {
+				cur, improved = ev, true
+			}
+		}
+		if !improved {
 			break
 		}
-		pr.Explain.derive(plan, cur.Plan, "triggers re-tuned from the plan's own simulated timeline")
-		ev, err := pr.Evaluate(plan)
-		if err != nil {
-			return cur, err
-		}
-		if !better(ev, cur) {
-			break
-		}
-		cur = ev
 	}
 	// Pruning: drop whole buffers the fast model says the budget does not need, the
 	// simulator confirming.
@@ -368,4 +382,65 @@ func (pr *Problem) stagger(best *Evaluation) (*Evaluation, error) {
 	}
 	plan, _ := pr.buildPlan(cs, costRule(nil, 0))
 	return pr.Evaluate(plan)
+}
+
+// earlier moves the trigger of every swap-in whose first consumer waited for it (in timing tm,
+// the plan's own) earlier by frac of the wait: to the latest op on the consumer's ancestry
+// that ends that much before the current trigger. It reports false when no swap-in waited.
+func (pr *Problem) earlier(plan *Plan, tm *timing, frac float64) (*Plan, bool) {
+	res := tm.res
+	copyEnd := map[string]int64{}
+	for _, x := range res.Timeline.Xfers {
+		if !res.Devices[x.Src].GPU && res.Devices[x.Dst].GPU {
+			copyEnd[x.Tensor] = x.End
+		}
+	}
+	// prevEnd: when the op before each node on its device ended.
+	prevEnd := map[*graphdef.Node]int64{}
+	for _, order := range tm.order {
+		for k, n := range order {
+			if k > 0 {
+				prevEnd[n] = tm.times.End[order[k-1].Index]
+			}
+		}
+	}
+	out := &Plan{Waits: plan.Waits}
+	moved := false
+	memo := pr.memo(tm)
+	for _, ps := range plan.Swaps {
+		np := PlannedSwap{Tensor: ps.Tensor, Bytes: ps.Bytes}
+		for k, g := range ps.Groups {
+			ng := g
+			arrive, ok := copyEnd[SwapNodeName(ps.Tensor, "swap_in_"+strconv.Itoa(k))+":0"]
+			nodes := useNodes(g.Uses)
+			first := nodes[0]
+			for _, n := range nodes {
+				if tm.times.Start[n.Index] < tm.times.Start[first.Index] {
+					first = n
+				}
+			}
+			if ok && tm.times.Start[first.Index] >= 0 && tm.times.Start[first.Index] <= arrive {
+				// The consumer started when the copy arrived: how long would it have waited?
+				ready := prevEnd[first]
+				for _, in := range first.Inputs {
+					if in != ps.Tensor {
+						ready = max(ready, tm.times.End[in.Node.Index])
+					}
+				}
+				for _, c := range first.ControlInputs {
+					ready = max(ready, tm.times.End[c.Index])
+				}
+				if wait := arrive - ready; wait > 0 {
+					by := tm.times.End[g.Trigger.Index] - int64(frac*float64(wait))
+					if t, _, err := memo.ByTime(ps.Tensor.Node, nodes, by, pr.eligible); err == nil && t != g.Trigger {
+						ng.Trigger = t
+						moved = true
+					}
+				}
+			}
+			np.Groups = append(np.Groups, ng)
+		}
+		out.Swaps = append(out.Swaps, np)
+	}
+	return out, moved
 }
