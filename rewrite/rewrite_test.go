@@ -39,7 +39,9 @@ func shapeAttr(shapes ...[]int64) *apb.AttrValue {
 	return &apb.AttrValue{Value: &apb.AttrValue_List{List: l}}
 }
 
-func typeAttr(dt tpb.DataType) *apb.AttrValue { return &apb.AttrValue{Value: &apb.AttrValue_Type{Type: dt}} }
+func typeAttr(dt tpb.DataType) *apb.AttrValue {
+	return &apb.AttrValue{Value: &apb.AttrValue_Type{Type: dt}}
+}
 
 // op adds a node; attrs are set for the ops the tests use.
 func (b *builder) op(name, op, device string, shape []int64, inputs ...string) *npb.NodeDef {
