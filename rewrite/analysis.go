@@ -52,6 +52,7 @@ type Analysis struct {
 	hostSpec      graphdef.Device // zero when the host is derived per producer
 	inLoop        []bool
 	conditional   []bool
+	foldable      []bool
 	excludedOps   map[string]bool
 }
 
@@ -74,6 +75,7 @@ func Analyze(g *graphdef.Graph, opts Options) *Analysis {
 	// An Exit runs in its loop's frame; a Merge's output is live whichever branch ran.
 	a.inLoop = a.reachFrom(func(n *graphdef.Node) bool { return n.Op == "Enter" || n.Op == "RefEnter" },
 		func(n *graphdef.Node) bool { return n.Op == "Exit" || n.Op == "RefExit" }, true)
+	a.foldable = foldable(g)
 	a.conditional = a.reachFrom(func(n *graphdef.Node) bool { return n.Op == "Switch" || n.Op == "RefSwitch" },
 		func(n *graphdef.Node) bool { return n.Op == "Merge" || n.Op == "RefMerge" }, false)
 	return a
@@ -187,6 +189,9 @@ func (a *Analysis) TriggerEligible(n *graphdef.Node) bool {
 	if !a.OnCompute(n) || a.InLoop(n) || a.Conditional(n) {
 		return false
 	}
+	if a.foldable[n.Index] {
+		return false // constant folding replaces it, and moves its control edges
+	}
 	if removableOps[n.Op] || (neverSwappedOps[n.Op] && n.Op != "Merge" && n.Op != "RefMerge") {
 		return false // a Merge's output is live whichever branch ran
 	}
@@ -281,4 +286,31 @@ func aliasesVariable(n *graphdef.Node) bool {
 		return true
 	}
 	return neverSwappedOps[in.Node.Op] && (in.Node.Op == "ReadVariableOp" || in.Node.Op == "VariableV2" || in.Node.Op == "Variable")
+}
+
+// foldable marks the nodes Grappler's constant folding can replace by constants: stateless
+// ops whose data inputs all come from constants or other foldable nodes (a Tile or Reshape of
+// constants, the shape arithmetic of a gradient). Placeholders, variables and stateful ops
+// are never foldable. Like a removed op, a folded one hands its control edges to others, so
+// it must not gate a swap-in or hold back an op.
+func foldable(g *graphdef.Graph) []bool {
+	f := make([]bool, len(g.Nodes))
+	for _, n := range g.Topo {
+		switch {
+		case n.Op == "Const" || n.Op == "HostConst":
+			f[n.Index] = true
+		case len(n.Inputs) == 0 || graphdef.IsStatefulOp(n.Op) || !graphdef.KnownOp(n.Op) || neverSwappedOps[n.Op] && n.Op != "Shape" && n.Op != "ShapeN" && n.Op != "Size" && n.Op != "Rank" && n.Op != "BroadcastGradientArgs" && n.Op != "ConcatOffset":
+			// Sources other than constants, state, unknown ops and control flow stay.
+		default:
+			all := true
+			for _, in := range n.Inputs {
+				if !f[in.Node.Index] {
+					all = false
+					break
+				}
+			}
+			f[n.Index] = all
+		}
+	}
+	return f
 }
