@@ -1,5 +1,7 @@
 package cost
 
+import "github.com/tfswap/tfswap/internal/minheap"
+
 // event is a simulator event: an op or a transfer finishing at time t.
 type event struct {
 	t    int64
@@ -16,55 +18,16 @@ const (
 	evRecvDone   // RecvOps: a _Recv finished on the receiving device
 )
 
-// eventHeap is a min-heap of events by (t, seq).
-type eventHeap struct{ a []event }
-
-func (h *eventHeap) len() int { return len(h.a) }
-
-func (h *eventHeap) less(i, j int) bool {
-	if h.a[i].t != h.a[j].t {
-		return h.a[i].t < h.a[j].t
+// Less orders events by time, then by the order they were scheduled.
+func (e event) Less(o event) bool {
+	if e.t != o.t {
+		return e.t < o.t
 	}
-	return h.a[i].seq < h.a[j].seq
+	return e.seq < o.seq
 }
 
-func (h *eventHeap) push(e event) {
-	h.a = append(h.a, e)
-	i := len(h.a) - 1
-	for i > 0 {
-		p := (i - 1) / 2
-		if !h.less(i, p) {
-			break
-		}
-		h.a[p], h.a[i] = h.a[i], h.a[p]
-		i = p
-	}
-}
-
-func (h *eventHeap) peek() event { return h.a[0] }
-
-func (h *eventHeap) pop() event {
-	top := h.a[0]
-	last := len(h.a) - 1
-	h.a[0] = h.a[last]
-	h.a = h.a[:last]
-	i := 0
-	for {
-		l, r, m := 2*i+1, 2*i+2, i
-		if l < len(h.a) && h.less(l, m) {
-			m = l
-		}
-		if r < len(h.a) && h.less(r, m) {
-			m = r
-		}
-		if m == i {
-			break
-		}
-		h.a[m], h.a[i] = h.a[i], h.a[m]
-		i = m
-	}
-	return top
-}
+// eventHeap is the simulator's event queue.
+type eventHeap = minheap.Heap[event]
 
 // readyItem is a node waiting for its device's compute stream.
 type readyItem struct {
@@ -73,50 +36,13 @@ type readyItem struct {
 	node  int32
 }
 
-// readyHeap orders ready nodes by (ready time, tie-break rank).
-type readyHeap struct{ a []readyItem }
-
-func (h *readyHeap) len() int { return len(h.a) }
-
-func (h *readyHeap) less(i, j int) bool {
-	if h.a[i].ready != h.a[j].ready {
-		return h.a[i].ready < h.a[j].ready
+// Less orders ready nodes by the time they became ready, then by tie-break rank.
+func (x readyItem) Less(o readyItem) bool {
+	if x.ready != o.ready {
+		return x.ready < o.ready
 	}
-	return h.a[i].tie < h.a[j].tie
+	return x.tie < o.tie
 }
 
-func (h *readyHeap) push(x readyItem) {
-	h.a = append(h.a, x)
-	i := len(h.a) - 1
-	for i > 0 {
-		p := (i - 1) / 2
-		if !h.less(i, p) {
-			break
-		}
-		h.a[p], h.a[i] = h.a[i], h.a[p]
-		i = p
-	}
-}
-
-func (h *readyHeap) pop() readyItem {
-	top := h.a[0]
-	last := len(h.a) - 1
-	h.a[0] = h.a[last]
-	h.a = h.a[:last]
-	i := 0
-	for {
-		l, r, m := 2*i+1, 2*i+2, i
-		if l < len(h.a) && h.less(l, m) {
-			m = l
-		}
-		if r < len(h.a) && h.less(r, m) {
-			m = r
-		}
-		if m == i {
-			break
-		}
-		h.a[m], h.a[i] = h.a[i], h.a[m]
-		i = m
-	}
-	return top
-}
+// readyHeap is a device's queue of ready nodes.
+type readyHeap = minheap.Heap[readyItem]

@@ -844,12 +844,12 @@ func (s *sim) nameOf(b buffer) string {
 
 func (s *sim) push(t int64, kind uint8, id int32) {
 	s.seq++
-	s.evq.push(event{t: t, seq: s.seq, kind: kind, id: id})
+	s.evq.Push(event{t: t, seq: s.seq, kind: kind, id: id})
 }
 
 func (s *sim) makeReady(node int, t int64) {
 	d := s.devs[s.dev[node]]
-	d.ready.push(readyItem{ready: t, tie: s.tie[node], node: int32(node)})
+	d.ready.Push(readyItem{ready: t, tie: s.tie[node], node: int32(node)})
 	d.dirty = true
 }
 
@@ -1106,7 +1106,7 @@ func (s *sim) transfer(node, port int, dst int32, t int64) int32 {
 		}
 		x.channel = ci
 		ch := s.chans[ci]
-		ch.ready.push(readyItem{ready: t, tie: s.sendTie[k], node: id})
+		ch.ready.Push(readyItem{ready: t, tie: s.sendTie[k], node: id})
 		ch.dirty = true
 		return id
 	}
@@ -1227,10 +1227,10 @@ func (s *sim) dispatch(t int64) {
 			continue
 		}
 		d.dirty = false
-		if d.busy || d.ready.len() == 0 {
+		if d.busy || d.ready.Len() == 0 {
 			continue
 		}
-		it := d.ready.pop()
+		it := d.ready.Pop()
 		if it.node < 0 {
 			// A _Recv (RecvOps).
 			d.res.IdleTime += t - d.idleSince
@@ -1251,10 +1251,10 @@ func (s *sim) dispatch(t int64) {
 			continue
 		}
 		ch.dirty = false
-		if ch.busy || ch.ready.len() == 0 {
+		if ch.busy || ch.ready.Len() == 0 {
 			continue
 		}
-		id := ch.ready.pop().node
+		id := ch.ready.Pop().node
 		ch.busy = true
 		s.xfers[id].start = t
 		s.push(t+MinOpTime, evSendDone, id)
@@ -1271,7 +1271,7 @@ func (s *sim) sendDone(id int32, t int64) {
 		tie = int32(len(s.g.Nodes)) + id
 	}
 	d := s.devs[x.dst]
-	d.ready.push(readyItem{ready: t, tie: tie, node: -id - 1})
+	d.ready.Push(readyItem{ready: t, tie: tie, node: -id - 1})
 	d.dirty = true
 }
 
@@ -1315,10 +1315,10 @@ func (s *sim) recvDone(id int32, t int64) {
 
 func (s *sim) run() error {
 	s.dispatch(0)
-	for s.evq.len() > 0 {
-		t := s.evq.peek().t
-		for s.evq.len() > 0 && s.evq.peek().t == t {
-			e := s.evq.pop()
+	for s.evq.Len() > 0 {
+		t := s.evq.Peek().t
+		for s.evq.Len() > 0 && s.evq.Peek().t == t {
+			e := s.evq.Pop()
 			switch e.kind {
 			case evOpDone:
 				s.finishOp(int(e.id), t)

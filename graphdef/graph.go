@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tfswap/tfswap/internal/minheap"
 	apb "github.com/wamuir/graft/tensorflow/core/framework/attr_value_go_proto"
 	gpb "github.com/wamuir/graft/tensorflow/core/framework/graph_go_proto"
 	npb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
@@ -257,7 +258,7 @@ func NewGraph(def *gpb.GraphDef, source string) (*Graph, error) {
 		}
 		sort.SliceStable(n.ControlOutputs, func(a, b int) bool { return n.ControlOutputs[a].Index < n.ControlOutputs[b].Index })
 	}
-	if err := g.sortTopo(); err != nil {
+	if err := g.SortTopo(); err != nil {
 		return nil, err
 	}
 	return g, nil
@@ -312,12 +313,15 @@ func outputShapes(nd *npb.NodeDef, nOutputs int, typesKnown bool) [][]int64 {
 	return out
 }
 
-// sortTopo computes Topo, TopoIndex and Level with Kahn's algorithm, taking ready nodes in
-// GraphDef order, and fails on a cycle.
-func (g *Graph) sortTopo() error {
+// SortTopo computes Topo, and each node's TopoIndex and Level, from the nodes' edges with
+// Kahn's algorithm, taking ready nodes in GraphDef order, and fails on a cycle. NewGraph calls
+// it; a package that builds a Graph's nodes and edges itself (a planner deriving a rewritten
+// graph without serialising it) calls it to order them.
+func (g *Graph) SortTopo() error {
 	n := len(g.Nodes)
 	indeg := make([]int, n)
 	for _, nd := range g.Nodes {
+		nd.Level = 0
 		for _, in := range nd.Inputs {
 			if !isLoopBackEdge(in.Node.Op) {
 				indeg[nd.Index]++
@@ -329,10 +333,10 @@ func (g *Graph) sortTopo() error {
 			}
 		}
 	}
-	ready := &indexHeap{}
+	var ready minheap.Heap[minheap.Int]
 	for i := range g.Nodes {
 		if indeg[i] == 0 {
-			ready.push(i)
+			ready.Push(minheap.Int(i))
 		}
 	}
 	g.Topo = make([]*Node, 0, n)
@@ -342,11 +346,11 @@ func (g *Graph) sortTopo() error {
 		}
 		indeg[to.Index]--
 		if indeg[to.Index] == 0 {
-			ready.push(to.Index)
+			ready.Push(minheap.Int(to.Index))
 		}
 	}
-	for ready.len() > 0 {
-		nd := g.Nodes[ready.pop()]
+	for ready.Len() > 0 {
+		nd := g.Nodes[ready.Pop()]
 		nd.TopoIndex = len(g.Topo)
 		g.Topo = append(g.Topo, nd)
 		if isLoopBackEdge(nd.Op) {
@@ -410,43 +414,4 @@ func findCycle(start *Node, indeg []int) []string {
 		}
 		cur = next
 	}
-}
-
-// indexHeap is a min-heap of node indices.
-type indexHeap struct{ a []int }
-
-func (h *indexHeap) len() int { return len(h.a) }
-func (h *indexHeap) push(x int) {
-	h.a = append(h.a, x)
-	i := len(h.a) - 1
-	for i > 0 {
-		p := (i - 1) / 2
-		if h.a[p] <= h.a[i] {
-			break
-		}
-		h.a[p], h.a[i] = h.a[i], h.a[p]
-		i = p
-	}
-}
-func (h *indexHeap) pop() int {
-	top := h.a[0]
-	last := len(h.a) - 1
-	h.a[0] = h.a[last]
-	h.a = h.a[:last]
-	i := 0
-	for {
-		l, r, m := 2*i+1, 2*i+2, i
-		if l < len(h.a) && h.a[l] < h.a[m] {
-			m = l
-		}
-		if r < len(h.a) && h.a[r] < h.a[m] {
-			m = r
-		}
-		if m == i {
-			break
-		}
-		h.a[m], h.a[i] = h.a[i], h.a[m]
-		i = m
-	}
-	return top
 }

@@ -26,9 +26,9 @@ type opOutputArg struct {
 
 // opSignature is what tfswap keeps of an OpDef: its outputs and its attr defaults.
 type opSignature struct {
-	Outputs  []opOutputArg             `json:"outputs"`
+	Outputs  []opOutputArg              `json:"outputs"`
 	Defaults map[string]json.RawMessage `json:"defaults"`
-	Stateful bool                      `json:"stateful"`
+	Stateful bool                       `json:"stateful"`
 }
 
 type opRegistry struct {

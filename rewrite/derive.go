@@ -251,7 +251,7 @@ func DeriveGraph(a *Analysis, plan *Plan) (*graphdef.Graph, error) {
 	}
 	def := &gpb.GraphDef{Node: append(append([]*npb.NodeDef(nil), g.Def.GetNode()...), newDefs...), Versions: g.Def.GetVersions(), Library: g.Def.GetLibrary()}
 	out := &graphdef.Graph{Def: def, Source: g.Source + " (planned)", Nodes: nodes}
-	if err := sortTopo(out); err != nil {
+	if err := out.SortTopo(); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -278,107 +278,6 @@ func derivedSwapNode(index int, nd *npb.NodeDef, dt graphdef.DataType) (*graphde
 		}
 	}
 	return n, nil
-}
-
-// sortTopo computes Topo, TopoIndex and Level of g as graphdef.NewGraph does: Kahn's
-// algorithm taking ready nodes in GraphDef order, loop back edges from NextIteration
-// excluded. It fails on a cycle.
-func sortTopo(g *graphdef.Graph) error {
-	n := len(g.Nodes)
-	indeg := make([]int32, n)
-	back := func(op string) bool { return op == "NextIteration" || op == "RefNextIteration" }
-	for _, nd := range g.Nodes {
-		nd.Level = 0
-		for _, in := range nd.Inputs {
-			if !back(in.Node.Op) {
-				indeg[nd.Index]++
-			}
-		}
-		for _, c := range nd.ControlInputs {
-			if !back(c.Op) {
-				indeg[nd.Index]++
-			}
-		}
-	}
-	h := &intHeap{}
-	for i := range g.Nodes {
-		if indeg[i] == 0 {
-			h.push(i)
-		}
-	}
-	g.Topo = make([]*graphdef.Node, 0, n)
-	release := func(from, to *graphdef.Node) {
-		if to.Level < from.Level+1 {
-			to.Level = from.Level + 1
-		}
-		indeg[to.Index]--
-		if indeg[to.Index] == 0 {
-			h.push(to.Index)
-		}
-	}
-	for len(h.a) > 0 {
-		nd := g.Nodes[h.pop()]
-		nd.TopoIndex = len(g.Topo)
-		g.Topo = append(g.Topo, nd)
-		if back(nd.Op) {
-			continue
-		}
-		for _, uses := range nd.Consumers {
-			for _, u := range uses {
-				release(nd, u.Node)
-			}
-		}
-		for _, c := range nd.ControlOutputs {
-			release(nd, c)
-		}
-	}
-	if len(g.Topo) != n {
-		for _, nd := range g.Nodes {
-			if indeg[nd.Index] > 0 {
-				return fmt.Errorf("the plan makes a cycle through %q", nd.Name)
-			}
-		}
-	}
-	return nil
-}
-
-// intHeap is a min-heap of ints.
-type intHeap struct{ a []int }
-
-func (h *intHeap) push(x int) {
-	h.a = append(h.a, x)
-	i := len(h.a) - 1
-	for i > 0 {
-		p := (i - 1) / 2
-		if h.a[p] <= h.a[i] {
-			break
-		}
-		h.a[p], h.a[i] = h.a[i], h.a[p]
-		i = p
-	}
-}
-
-func (h *intHeap) pop() int {
-	top := h.a[0]
-	last := len(h.a) - 1
-	h.a[0] = h.a[last]
-	h.a = h.a[:last]
-	i := 0
-	for {
-		l, r, m := 2*i+1, 2*i+2, i
-		if l < len(h.a) && h.a[l] < h.a[m] {
-			m = l
-		}
-		if r < len(h.a) && h.a[r] < h.a[m] {
-			m = r
-		}
-		if m == i {
-			break
-		}
-		h.a[m], h.a[i] = h.a[i], h.a[m]
-		i = m
-	}
-	return top
 }
 
 // isRole reports whether n is a tfswap node with the given role.
