@@ -411,42 +411,23 @@ func Simulate(g *graphdef.Graph, p *Profile, opts Options) (*Result, error) {
 
 // fanin marks the nodes needed to run the fetches.
 func fanin(g *graphdef.Graph, fetch []string) ([]bool, error) {
-	incl := make([]bool, len(g.Nodes))
 	if len(fetch) == 0 {
+		incl := make([]bool, len(g.Nodes))
 		for i := range incl {
 			incl[i] = true
 		}
 		return incl, nil
 	}
-	var stack []*graphdef.Node
+	var roots []*graphdef.Node
 	for _, f := range fetch {
 		name, _, _ := strings.Cut(strings.TrimPrefix(f, "^"), ":")
 		n := nodeByName(g, name)
 		if n == nil {
 			return nil, fmt.Errorf("fetch %q: no such node in %s", f, g.Source)
 		}
-		if !incl[n.Index] {
-			incl[n.Index] = true
-			stack = append(stack, n)
-		}
+		roots = append(roots, n)
 	}
-	for len(stack) > 0 {
-		n := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		visit := func(m *graphdef.Node) {
-			if !incl[m.Index] {
-				incl[m.Index] = true
-				stack = append(stack, m)
-			}
-		}
-		for _, t := range n.Inputs {
-			visit(t.Node)
-		}
-		for _, c := range n.ControlInputs {
-			visit(c)
-		}
-	}
-	return incl, nil
+	return g.FanIn(roots), nil
 }
 
 func isBackEdgeSource(n *graphdef.Node) bool {

@@ -415,3 +415,30 @@ func findCycle(start *Node, indeg []int) []string {
 		cur = next
 	}
 }
+
+// FanIn marks, by node index, the roots and every node they reach through data and control
+// inputs: what a session step that fetches or targets the roots executes.
+func (g *Graph) FanIn(roots []*Node) []bool {
+	mark := make([]bool, len(g.Nodes))
+	stack := make([]*Node, 0, len(roots))
+	visit := func(n *Node) {
+		if !mark[n.Index] {
+			mark[n.Index] = true
+			stack = append(stack, n)
+		}
+	}
+	for _, r := range roots {
+		visit(r)
+	}
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, in := range n.Inputs {
+			visit(in.Node)
+		}
+		for _, c := range n.ControlInputs {
+			visit(c)
+		}
+	}
+	return mark
+}

@@ -61,8 +61,7 @@ func (p Placeholder) Describe() string {
 // transitive data and control inputs, themselves included), marked by node index. Names
 // may be tensor names ("node:port"); an unknown node is an error.
 func FanIn(g *graphdef.Graph, names []string) ([]bool, error) {
-	mark := make([]bool, len(g.Nodes))
-	var stack []*graphdef.Node
+	var roots []*graphdef.Node
 	for _, name := range names {
 		node, _, _, err := graphdef.ParseInput(name)
 		if err != nil {
@@ -72,28 +71,9 @@ func FanIn(g *graphdef.Graph, names []string) ([]bool, error) {
 		if n == nil {
 			return nil, fmt.Errorf("no node %q in the graph", node)
 		}
-		if !mark[n.Index] {
-			mark[n.Index] = true
-			stack = append(stack, n)
-		}
+		roots = append(roots, n)
 	}
-	for len(stack) > 0 {
-		n := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		visit := func(p *graphdef.Node) {
-			if !mark[p.Index] {
-				mark[p.Index] = true
-				stack = append(stack, p)
-			}
-		}
-		for _, in := range n.Inputs {
-			visit(in.Node)
-		}
-		for _, c := range n.ControlInputs {
-			visit(c)
-		}
-	}
-	return mark, nil
+	return g.FanIn(roots), nil
 }
 
 // Placeholders returns the Placeholder nodes among the marked ones (see FanIn), in

@@ -2,7 +2,6 @@ package rewrite
 
 import (
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -125,15 +124,7 @@ func Apply(model *graphdef.Model, a *Analysis, plan *Plan) (*Result, error) {
 	newInputs := map[int]map[int]string{}
 	var added []*npb.NodeDef
 	gates := map[string]bool{}
-	swaps := append([]PlannedSwap(nil), plan.Swaps...)
-	sort.SliceStable(swaps, func(i, j int) bool {
-		ti, tj := swaps[i].Tensor, swaps[j].Tensor
-		if ti.Node.TopoIndex != tj.Node.TopoIndex {
-			return ti.Node.TopoIndex < tj.Node.TopoIndex
-		}
-		return ti.Port < tj.Port
-	})
-	for _, ps := range swaps {
+	for _, ps := range orderSwaps(plan) {
 		t := ps.Tensor
 		dt, ok := t.DataType()
 		if !ok {
@@ -306,15 +297,8 @@ func swapNode(name, role, input, device string, dt graphdef.DataType, producer *
 // tfswap already rewrote, plans with PlanLMS and applies the plan. The input model is not
 // changed.
 func Rewrite(model *graphdef.Model, opts Options) (*Result, error) {
-	opts, err := opts.withDefaults()
+	opts, g, err := prepare(model, opts)
 	if err != nil {
-		return nil, err
-	}
-	g, err := graphdef.NewGraph(model.Graph, model.Source)
-	if err != nil {
-		return nil, err
-	}
-	if err := CheckNotRewritten(g); err != nil {
 		return nil, err
 	}
 	a := Analyze(g, opts)
@@ -328,4 +312,21 @@ func Rewrite(model *graphdef.Model, opts Options) (*Result, error) {
 		return nil, fmt.Errorf("internal error: the rewritten graph is invalid: %v", err)
 	}
 	return res, nil
+}
+
+// prepare checks opts (applying defaults), indexes model's graph and refuses a graph tfswap
+// already rewrote: what every rewrite does first.
+func prepare(model *graphdef.Model, opts Options) (Options, *graphdef.Graph, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return opts, nil, err
+	}
+	g, err := graphdef.NewGraph(model.Graph, model.Source)
+	if err != nil {
+		return opts, nil, err
+	}
+	if err := CheckNotRewritten(g); err != nil {
+		return opts, nil, err
+	}
+	return opts, g, nil
 }

@@ -74,15 +74,8 @@ type Planned struct {
 // every compute device within its budget it returns a *NoFitError. The same input and
 // options give the same plan and byte-identical output.
 func RewriteWithPlanner(model *graphdef.Model, opts Options, po PlanOptions) (*Planned, error) {
-	opts, err := opts.withDefaults()
+	opts, g, err := prepare(model, opts)
 	if err != nil {
-		return nil, err
-	}
-	g, err := graphdef.NewGraph(model.Graph, model.Source)
-	if err != nil {
-		return nil, err
-	}
-	if err := CheckNotRewritten(g); err != nil {
 		return nil, err
 	}
 	planner, err := LookupStrategy(po.Strategy)
