@@ -53,12 +53,13 @@ class Results:
                 self.b0[(res["model"], res["device"])] = res["b0"]
                 self.nosswap[(res["model"], res["device"])] = res
                 continue
-            for pt in res["points"] if r["kind"] == "ladder" else [res]:
-                self.points.append((r["kind"], pt))
+            kind = "curve" if r["kind"] == "curves" else r["kind"]
+            for pt in res["points"] if "points" in res else [res]:
+                self.points.append((kind, pt))
                 ctx = {k: pt.get(k) for k in ("model", "device", "batch", "multiple", "fraction",
                                              "budget", "tag")}
-                ctx["tag"] = ctx["tag"] or r["args"].get("tag") or r["kind"]
-                ctx["kind"] = r["kind"]
+                ctx["tag"] = ctx["tag"] or r["args"].get("tag") or kind
+                ctx["kind"] = kind
                 ctx["base"] = pt["base"]
                 ctx["base_vc"] = pt.get("base_vc")
                 for p in pt["plans"]:

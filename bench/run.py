@@ -118,6 +118,14 @@ class Tfswap:
             "seconds": round(secs, 3),
         }
 
+    def fetch_flags(self):
+        """--fetch train when `tfswap rewrite` has it: plan the step the simulator scores (the
+        fan-in of train), not every node of the graph."""
+        if not hasattr(self, "_fetch"):
+            p, _ = self.run(["rewrite", "--help"], timeout=60)
+            self._fetch = ["--fetch", "train"] if "--fetch" in p.stdout + p.stderr else []
+        return self._fetch
+
     def strategies(self):
         """The strategies `tfswap rewrite` offers (parsed from its --help), or []."""
         p, _ = self.run(["rewrite", "--help"], timeout=60)
@@ -275,8 +283,9 @@ def _summarize_report(path):
     return out
 
 
-def evaluate(model, device, batch, strategy, budget, src, base, vc_policy, tag):
-    """Plans src with strategy, simulates the plan and checks it with the VirtualCluster."""
+def evaluate(model, device, batch, strategy, budget, src, base, vc_policy, tag, keep_dir=None):
+    """Plans src with strategy, simulates the plan and checks it with the VirtualCluster. With
+    keep_dir, a plan the simulator fits is kept there (rec["plan_file"]) for a later check."""
     cfg = _W["cfg"]
     ts = _W["tfswap"]
     prof = profile_of(device)
@@ -321,7 +330,7 @@ def evaluate(model, device, batch, strategy, budget, src, base, vc_policy, tag):
         else:
             rep = os.path.join(work, "report.json")
             args = ["rewrite", src, "-o", out, "--strategy", strategy, "--budget", str(budget),
-                    "--report", rep] + ts.device_flags(dev)
+                    "--report", rep] + ts.device_flags(dev) + ts.fetch_flags()
             try:
                 p, secs = ts.run(args)
             except subprocess.TimeoutExpired:
@@ -352,6 +361,9 @@ def evaluate(model, device, batch, strategy, budget, src, base, vc_policy, tag):
             # added, the check is stricter (fits_vc_resident).
             rec["fits_vc"] = vc["peak_bytes"] <= budget
             rec["fits_vc_resident"] = vc["peak_bytes"] + s["resident"] <= budget
+        if keep_dir and rec["fits_sim"]:
+            rec["plan_file"] = os.path.join(keep_dir, "%s_b%d_%d.pb" % (strategy, batch, budget))
+            shutil.copy(out, rec["plan_file"])
         if cfg.get("keep_plans"):
             keep = os.path.join(cfg["out"], "plans", model, device, "b%d" % batch)
             os.makedirs(keep, exist_ok=True)
@@ -387,51 +399,108 @@ def task_point(model, device, batch, multiple, strategies, budget=None, tag="poi
 LIMITS = [0.10, 0.25, 0.45, 0.50, float("inf")]
 
 
+def _skipped(strategy, budget, why):
+    return {"strategy": strategy, "budget": budget, "error": why, "no_plan": True, "skipped": True}
+
+
+def _vc_check(rec, device):
+    cfg = _W["cfg"]
+    vc = _W["tfside"].check_cached(rec["plan_file"], profile_of(device), cfg["cache"])
+    rec["vc"] = vc
+    rec["fits_vc"] = vc["peak_bytes"] <= rec["budget"]
+    rec["fits_vc_resident"] = vc["peak_bytes"] + rec["sim"]["resident"] <= rec["budget"]
+
+
 def task_ladder(model, device, points, strategies):
-    """The batch ladder of one (model, device), from the largest batch down. With the "select"
-    VirtualCluster policy only the plans the report's tables rest on are checked: for each
-    strategy and overhead limit, the largest batch whose plan fits per the simulator within
-    the limit, then the next largest if the VirtualCluster disagrees, and so on."""
+    """The batch ladder of one (model, device), from the smallest batch up. A planner that
+    finds no plan at one batch is not asked again at larger ones (more memory is needed
+    there). With the "select" VirtualCluster policy only the plans the report's tables rest on
+    are checked: for each strategy and overhead limit, the largest batch whose plan fits per
+    the simulator within the limit, then the next largest if the VirtualCluster disagrees, and
+    so on."""
     cfg = _W["cfg"]
     ts = _W["tfswap"]
     dev = cfg["device_args"][device]
     budget = cfg["budgets"][device]
     policy = cfg["vc"]
-    open_limits = {s: set(range(len(LIMITS))) for s in strategies}
+    work = tempfile.mkdtemp(prefix="ladder-", dir=cfg["scratch"])
+    failed = {}
     out = []
-    for batch, multiple in sorted(points, key=lambda p: -p[0]):
-        src = graph(model, batch)
-        base = ts.simulate(src, dev)
-        pt = {"model": model, "device": device, "batch": batch, "multiple": multiple,
-              "budget": budget, "tag": "ladder", "base": base, "plans": []}
-        if multiple == 1:
-            pt["base_vc"] = _W["tfside"].check_cached(src, profile_of(device), cfg["cache"])
-        for s in strategies:
-            def want(rec, s=s):
-                if policy != "select":
-                    return policy == "all" or (policy == "fits" and rec["fits_sim"])
-                return rec["fits_sim"] and any(rec["overhead"] <= LIMITS[i] for i in open_limits[s])
-            rec = evaluate(model, device, batch, s, budget, src, base, want, "ladder")
-            if rec.get("fits_vc") or (rec.get("fits_sim") and policy == "none"):
-                open_limits[s] -= {i for i in range(len(LIMITS)) if rec["overhead"] <= LIMITS[i]}
-            pt["plans"].append(rec)
-        out.append(pt)
+    try:
+        for batch, multiple in sorted(points):
+            src = graph(model, batch)
+            base = ts.simulate(src, dev)
+            pt = {"model": model, "device": device, "batch": batch, "multiple": multiple,
+                  "budget": budget, "tag": "ladder", "base": base, "plans": []}
+            if multiple == 1:
+                pt["base_vc"] = _W["tfside"].check_cached(src, profile_of(device), cfg["cache"])
+            for s in strategies:
+                if s in failed:
+                    pt["plans"].append(_skipped(s, budget, "skipped: no plan at batch %d" % failed[s]))
+                    continue
+                rec = evaluate(model, device, batch, s, budget, src, base,
+                               "none" if policy == "select" else policy, "ladder",
+                               keep_dir=work if policy == "select" else None)
+                if rec.get("no_plan") or (rec.get("error") or "").startswith("timeout"):
+                    failed[s] = batch
+                pt["plans"].append(rec)
+            out.append(pt)
+        if policy == "select":
+            for i, s in enumerate(strategies):
+                open_limits = set(range(len(LIMITS)))
+                for pt in sorted(out, key=lambda p: -p["batch"]):
+                    rec = pt["plans"][i]
+                    if not rec.get("plan_file"):
+                        continue
+                    if any(rec["overhead"] <= LIMITS[k] for k in open_limits):
+                        _vc_check(rec, device)
+                        if rec["fits_vc"]:
+                            open_limits -= {k for k in range(len(LIMITS))
+                                            if rec["overhead"] <= LIMITS[k]}
+                    if not open_limits:
+                        break
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    for pt in out:
+        for rec in pt["plans"]:
+            rec.pop("plan_file", None)
     return {"model": model, "device": device, "points": out}
 
 
-def task_curve(model, device, batch, fraction, strategies, tag="curve"):
-    """One budget of a curve: budget = fraction x the unswapped graph's simulated peak."""
+def task_curves(model, device, batch, fractions, strategies, tag="curve"):
+    """A budget sweep at one batch: budgets of fraction x the unswapped graph's simulated peak,
+    from the largest down; a planner that finds no plan at one budget is not asked for smaller
+    ones. Strategies in STATIC ignore the budget: planned once, with the device's default."""
     cfg = _W["cfg"]
     ts = _W["tfswap"]
     dev = cfg["device_args"][device]
     src = graph(model, batch)
     base = ts.simulate(src, dev)
-    budget = int(base["peak"] * fraction) if fraction else cfg["budgets"][device]
-    out = {"model": model, "device": device, "batch": batch, "fraction": fraction,
-           "budget": budget, "tag": tag, "base": base, "plans": []}
-    for s in strategies:
-        out["plans"].append(evaluate(model, device, batch, s, budget, src, base, "none", tag))
-    return out
+    out = []
+    static = [s for s in strategies if s in STATIC]
+    budgeted = [s for s in strategies if s not in STATIC]
+    failed = {}
+    for fraction in sorted(fractions, reverse=True):
+        budget = int(base["peak"] * fraction)
+        pt = {"model": model, "device": device, "batch": batch, "fraction": fraction,
+              "budget": budget, "tag": tag, "base": base, "plans": []}
+        for s in budgeted:
+            if s in failed:
+                pt["plans"].append(_skipped(s, budget, "skipped: no plan at %.0f%%" % (100 * failed[s])))
+                continue
+            rec = evaluate(model, device, batch, s, budget, src, base, "none", tag)
+            if rec.get("no_plan") or (rec.get("error") or "").startswith("timeout"):
+                failed[s] = fraction
+            pt["plans"].append(rec)
+        out.append(pt)
+    if static:
+        budget = cfg["budgets"][device]
+        pt = {"model": model, "device": device, "batch": batch, "fraction": None,
+              "budget": budget, "tag": tag, "base": base, "plans": []}
+        for s in static:
+            pt["plans"].append(evaluate(model, device, batch, s, budget, src, base, "none", tag))
+        out.append(pt)
+    return {"model": model, "device": device, "batch": batch, "tag": tag, "points": out}
 
 
 def task_lms_thresholds(model, device, batch, tag="curve"):
@@ -462,7 +531,7 @@ def task_lms_thresholds(model, device, batch, tag="curve"):
 
 
 TASKS = {"nosswap": task_nosswap, "point": task_point, "ladder": task_ladder,
-         "curve": task_curve,
+         "curves": task_curves,
          "lms_thresholds": task_lms_thresholds}
 
 # Rough relative cost per model (graph size), to start the longest tasks first.
@@ -606,7 +675,10 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     ctx = mp.get_context("spawn")
     phases = {}
-    with ctx.Pool(args.jobs, initializer=_init_worker, initargs=(cfg,)) as pool:
+    # Workers are replaced after a few tasks: building graphs and running Grappler in one
+    # process for long grows it by gigabytes.
+    with ctx.Pool(args.jobs, initializer=_init_worker, initargs=(cfg,),
+                  maxtasksperchild=4) as pool:
         tf_version = pool.apply(_worker_tf_version)
         # Phase 1: the no-swap maximum batch per (model, device).
         t0 = time.time()
@@ -644,28 +716,17 @@ def main(argv=None):
             base = b0.get((m, curve_device), 0)
             if base < 1:
                 continue
-            for f in fractions:
-                tasks.append(("curve", {"model": m, "device": curve_device, "batch": base,
-                                        "fraction": f,
-                                        "strategies": [s for s in curve_strats if s not in STATIC]}))
-            static = [s for s in curve_strats if s in STATIC]
-            if static:
-                tasks.append(("curve", {"model": m, "device": curve_device, "batch": base,
-                                        "fraction": None, "strategies": static}))
+            if fractions:
+                tasks.append(("curves", {"model": m, "device": curve_device, "batch": base,
+                                         "fractions": fractions, "strategies": curve_strats}))
             if "lms" not in strategies:
                 tasks.append(("lms_thresholds", {"model": m, "device": curve_device,
                                                  "batch": base}))
         if targets:
             tc = TARGET_CURVE
-            for f in tc["fractions"]:
-                tasks.append(("curve", {"model": tc["model"], "device": tc["device"],
-                                        "batch": tc["batch"], "fraction": f,
-                                        "strategies": [s for s in curve_strats if s not in STATIC],
-                                        "tag": "target-autoswap"}))
-            tasks.append(("curve", {"model": tc["model"], "device": tc["device"],
-                                    "batch": tc["batch"], "fraction": None,
-                                    "strategies": [s for s in curve_strats if s in STATIC],
-                                    "tag": "target-autoswap"}))
+            tasks.append(("curves", {"model": tc["model"], "device": tc["device"],
+                                     "batch": tc["batch"], "fractions": tc["fractions"],
+                                     "strategies": curve_strats, "tag": "target-autoswap"}))
             if "lms" not in strategies:
                 tasks.append(("lms_thresholds", {"model": tc["model"], "device": tc["device"],
                                                  "batch": tc["batch"], "tag": "target-autoswap"}))

@@ -62,7 +62,7 @@ def test_smoke_run_measures_every_point(smoke):
     # At B0 the unswapped graph fits: the VirtualCluster checked it too.
     p1 = next(p for p in points if p["batch"] == b0)
     assert p1["base_vc"]["peak_bytes"] > 0
-    curves = [r["result"] for r in recs if r["kind"] == "curve"]
+    curves = [p for r in recs if r["kind"] == "curves" for p in r["result"]["points"]]
     assert curves and all(c["budget"] < c["base"]["peak"] for c in curves if c["fraction"])
 
 
