@@ -88,6 +88,15 @@ def fits(row):
     return row.get("fits_vc") is not False
 
 
+def fits_sim(row):
+    """The simulator alone as the judge."""
+    return not row.get("error") and bool(row.get("fits_sim"))
+
+
+def mult(r, b0):
+    return "%gx" % round(r["batch"] / b0, 2) if r else "-"
+
+
 def strategy_label(s):
     return {"grappler": "Grappler (TF)", "lms-sweep": "LMS (thresholds)"}.get(s, s)
 
@@ -193,7 +202,8 @@ def section_b0(res, out):
             c = "**%d** (%s / %s GiB" % (ns["b0"], gib(ns["sim"]["peak"]) if ns.get("sim") else "-",
                                         gib(ns["sim_next"]["peak"]) if ns.get("sim_next") else "-")
             if ns.get("vc"):
-                c += "; VC %s" % gib(ns["vc"]["peak_bytes"])
+                c += "; VC %s, %s" % (gib(ns["vc"]["peak_bytes"]),
+                                     pct(ns["vc"]["peak_bytes"] / ns["sim"]["peak"] - 1, 0))
             cells.append(c + ")")
         out.append("| %s | %s |" % (mname(mo), " | ".join(cells)))
     out.append("")
@@ -202,50 +212,43 @@ def section_b0(res, out):
 def section_maxbatch(res, out):
     m = res.meta
     out.append("## Largest trainable batch at a given overhead\n")
-    out.append("For each device, model and strategy: the largest batch of the ladder (%s x B0) "
-               "whose plan fits (simulated peak and VirtualCluster peak within the budget) with a "
-               "simulated overhead of at most 10%% / 25%% / 50%%, as *batch (multiple of B0)*; "
-               "\"-\" where no ladder batch qualifies. Resolution is the ladder's.\n"
-               % ", ".join("%g" % x for x in m["ladder"]))
+    out.append(
+        "For each device, model and strategy: the largest batch of the ladder (%s x B0) whose "
+        "plan fits the budget with a simulated overhead of at most **10%% / 25%% / 50%%**, as a "
+        "multiple of B0 (\"-\": no ladder batch qualifies; the resolution is the ladder's). "
+        "First the issue's judge, the VirtualCluster (the plan fits per the simulator *and* per "
+        "the VirtualCluster); after \"sim:\", where it differs, the simulator alone as the "
+        "judge. Overheads simulated for the row's profile.\n"
+        % ", ".join("%g" % x for x in m["ladder"]))
+    out.append(
+        "Why the two judges differ: GraphMemory, the VirtualCluster's accounting, counts every "
+        "`ReadVariableOp` output as a new tensor (the unrolled LSTM reads each weight matrix 35 "
+        "times; TensorFlow's runtime returns the variable's own buffer), frees tensors only after "
+        "the ops starting at that instant have allocated (\"delayed free\"), and never lets an "
+        "op share or overwrite its input's buffer (Identity, Reshape, in-place elementwise ops), "
+        "while it counts no variables at all. tfswap's simulator run with Grappler's rules "
+        "(`tfswap simulate --grappler`) reproduces the VirtualCluster's peaks, so the "
+        "disagreements are these rules, not the plans: large for the LSTM LM (the "
+        "VirtualCluster's peak of the unswapped graph at B0 is 25-35% above the simulator's) and "
+        "U-Net (7%), within 1% for the others (see the B0 table).\n")
     devices = list(m["devices"]) + [d for _, d in m.get("extra_pairs", []) if d not in m["devices"]]
     for d in devices:
-        out.append("### `%s` (simulated for profile %s, fits judged with the VirtualCluster)\n" % (d, d))
+        out.append("### `%s`\n" % d)
         out.append("| model | B0 | " + " | ".join(strategy_label(s) for s in res.strategies) + " |")
         out.append("|---|---:|" + "---|" * len(res.strategies))
         for mo in m["models"]:
             b0 = res.b0.get((mo, d))
-            if not b0:
+            if not b0 or not res.select(model=mo, device=d, tag="ladder"):
                 continue
             cells = []
             for s in res.strategies:
-                parts = []
-                for lim in (0.10, 0.25, 0.50):
-                    r = max_batch(res, mo, d, s, lim)
-                    parts.append("%d (%.3gx)" % (r["batch"], r["batch"] / b0) if r else "-")
-                cells.append(" / ".join(parts))
+                vc = [max_batch(res, mo, d, s, lim) for lim in (0.10, 0.25, 0.50)]
+                sim = [max_batch(res, mo, d, s, lim, judge=fits_sim) for lim in (0.10, 0.25, 0.50)]
+                c = " / ".join(mult(r, b0) for r in vc)
+                if [r and r["batch"] for r in vc] != [r and r["batch"] for r in sim]:
+                    c += " (sim: %s)" % " / ".join(mult(r, b0) for r in sim)
+                cells.append(c)
             out.append("| %s | %d | %s |" % (mname(mo), b0, " | ".join(cells)))
-        # Where the VirtualCluster changed the answer.
-        notes = {}
-        for mo in m["models"]:
-            if not res.b0.get((mo, d)):
-                continue
-            for s in res.strategies:
-                for lim in (0.10, 0.25, 0.50):
-                    a = max_batch(res, mo, d, s, lim)
-                    b = max_batch(res, mo, d, s, lim, judge=lambda r: not r.get("error") and r.get("fits_sim"))
-                    if b and (not a or b["batch"] > a["batch"]):
-                        key = (mo, b["batch"])
-                        notes.setdefault(key, {})[s] = b
-        if notes:
-            out.append("\nWhere the VirtualCluster lowered an entry (the simulator fits these plans "
-                       "within the budget, the VirtualCluster does not):\n")
-            for (mo, batch), by in sorted(notes.items()):
-                vcs = [r["vc"]["peak_bytes"] for r in by.values() if r.get("vc")]
-                budget = next(iter(by.values()))["budget"]
-                out.append("* %s batch %d: %s; VirtualCluster peak %s GiB vs budget %s GiB (%s)" % (
-                    mname(mo), batch, ", ".join(strategy_label(s) for s in by),
-                    "/".join(sorted({gib(v) for v in vcs})) or "-", gib(budget),
-                    ", ".join(sorted({pct(v / budget - 1) for v in vcs}))))
         out.append("")
 
 
@@ -364,35 +367,46 @@ def section_targets(res, out, docs):
         for r in res.rows:
             key = (r["model"], r["device"], r["batch"], r["budget"], r["tag"])
             groups.setdefault(key, {})[r["strategy"]] = r
-        worse, compared = [], 0
-        for key, g in groups.items():
-            a = g.get("auto")
-            if a is None:
-                continue
-            for s, r in g.items():
-                if s == "auto":
+
+        def compare(judge):
+            worse, compared = [], 0
+            for key, g in groups.items():
+                a = g.get("auto")
+                if a is None:
                     continue
-                compared += 1
-                if fits(r) and (not fits(a) or a["overhead"] > r["overhead"] + TOL):
-                    worse.append((key, s, a, r))
-        vc_only = [w for w in worse if w[2].get("fits_sim") and not w[2].get("error")
-                   and w[2].get("fits_vc") is False]
-        if worse:
-            ex = "; ".join("%s b%d %s budget %s GiB: %s %s vs auto %s" % (
-                k[0], k[2], k[1], gib(k[3]), s, pct(r["overhead"]),
-                pct(a["overhead"]) if fits(a) else "no fit") for k, s, a, r in worse[:6])
-            items.append(("`auto` is never worse than any other strategy or TensorFlow's swapping",
-                          "**missed**", "%d of %d comparisons (same graph, device and budget) have "
-                          "another plan fitting where auto does not, or fitting with more than "
-                          "%.1f points less overhead (%d of them only because the VirtualCluster "
-                          "puts auto's plan, which the simulator fits, over the budget): %s%s" % (
-                              len(worse), compared, 100 * TOL, len(vc_only), ex,
-                              " ..." if len(worse) > 6 else "")))
-        else:
-            items.append(("`auto` is never worse than any other strategy or TensorFlow's swapping",
-                          "**met**", "in all %d comparisons (ladder points, curve budgets and the "
-                          "targets' points) auto fits whenever another plan fits, with an overhead "
-                          "no more than %.1f points above the best" % (compared, 100 * TOL)))
+                for s, r in g.items():
+                    if s == "auto" or r.get("skipped"):
+                        continue
+                    compared += 1
+                    if judge(r) and (not judge(a) or a["overhead"] > r["overhead"] + TOL):
+                        worse.append((key, s, a, r))
+            return worse, compared
+
+        def show(worse, judge):
+            by = {}
+            for k, s, a, r in worse:
+                by.setdefault(s, []).append((k, a, r))
+            parts = []
+            for s, lst in sorted(by.items(), key=lambda x: -len(x[1])):
+                k, a, r = lst[0]
+                parts.append("%s %d (e.g. %s batch %d on %s, budget %s GiB: %s %s, auto %s)" % (
+                    strategy_label(s), len(lst), mname(k[0]), k[2], k[1], gib(k[3]),
+                    strategy_label(s), pct(r["overhead"]),
+                    pct(a["overhead"]) if judge(a) else ("no plan" if a.get("error") else
+                                                         "over budget")))
+            return "; ".join(parts)
+
+        w_vc, n = compare(fits)
+        w_sim, _ = compare(fits_sim)
+        verdict = "**met**" if not w_vc else "**missed**"
+        items.append((
+            "`auto` is never worse than any other strategy or TensorFlow's swapping", verdict,
+            "%d comparisons (the same graph, device and budget; ladder, curves and targets): "
+            "another plan fits where auto does not, or fits with more than %.1f points less "
+            "overhead, in %d with the VirtualCluster as the judge (by strategy: %s) and in %d "
+            "with the simulator as the judge (%s). Curve points are judged by the simulator "
+            "only." % (n, 100 * TOL, len(w_vc), show(w_vc, fits) or "none", len(w_sim),
+                       show(w_sim, fits_sim) or "none")))
 
     # 2. ResNet-50 on V100: >= 8x at <= 45%.
     b0 = res.b0.get(("resnet50", "v100-16gb"))
@@ -415,7 +429,13 @@ def section_targets(res, out, docs):
             if rr:
                 r = rr[0]
                 if r.get("error"):
-                    why = " At 8x B0 (batch %d): %s." % (r["batch"], r["error"].strip().splitlines()[0][:400])
+                    import re
+                    mm = re.search(r"smallest peak any plan reached is ([0-9.]+ [KMGT]iB)", r["error"])
+                    why = " At 8x B0 (batch %d) %s finds no plan%s." % (
+                        r["batch"], r["strategy"],
+                        (": the smallest peak any plan reached is %s against the budget of %s GiB"
+                         % (mm.group(1), gib(r["budget"]))) if mm else
+                        (" (%s)" % r["error"].strip().splitlines()[0][:200]))
                 else:
                     why = " At 8x B0 (batch %d) the plan's simulated peak is %s GiB (budget %s) with %s overhead%s." % (
                         r["batch"], gib(r["sim"]["peak"]), gib(r["budget"]), pct(r["overhead"]),
@@ -478,22 +498,35 @@ def section_targets(res, out, docs):
                           "auto" if have_auto else "the best strategy")))
 
     # 5. Every plan reported fitting also fits per the VirtualCluster.
-    checked = [r for r in res.rows if r.get("fits_sim") and r.get("vc")]
-    claimed = [r for r in res.rows if r.get("fits_sim") and not r.get("error")]
+    checked = [r for r in res.rows if r.get("fits_sim") and r.get("vc") and r["strategy"] != "grappler"]
+    claimed = [r for r in res.rows if r.get("fits_sim") and not r.get("error")
+               and r["strategy"] != "grappler"]
     bad = [r for r in checked if not r["fits_vc"]]
-    bad_t = [r for r in bad if r["strategy"] != "grappler"]
+    by = {}
+    for r in checked:
+        e = by.setdefault(r["model"], [0, 0, []])
+        e[0] += 1
+        if not r["fits_vc"]:
+            e[1] += 1
+            e[2].append(r["vc"]["peak_bytes"] / r["budget"] - 1)
+    parts = []
+    for mo in m["models"]:
+        if mo in by:
+            n, k, ex = by[mo]
+            parts.append("%s %d of %d%s" % (mname(mo), k, n, " (by %s to %s)" % (
+                pct(min(ex)), pct(max(ex))) if ex else ""))
     strict = [r for r in checked if not r.get("fits_vc_resident")]
     items.append(("Every plan reported as fitting also fits according to the VirtualCluster",
-                  "**met**" if not bad_t else "**missed**",
-                  "%d plans fitted by the simulator were checked (%d of all %d fitting plans; "
-                  "curve points are not checked), %d of them over budget by the VirtualCluster%s. "
-                  "With the variables and optimizer slots added (GraphMemory counts none), %d "
-                  "would exceed it." % (
-                      len(checked), len(checked), len(claimed), len(bad),
-                      (" (%s)" % "; ".join("%s b%d %s %s: VC %s GiB > %s" % (
-                          r["model"], r["batch"], r["device"], strategy_label(r["strategy"]),
-                          gib(r["vc"]["peak_bytes"]), gib(r["budget"])) for r in bad[:6])) if bad else "",
-                      len(strict))))
+                  "**met**" if not bad else "**missed**",
+                  "tfswap's plans that fit per the simulator and were checked (those the tables "
+                  "rest on and the targets' points: %d of %d): %d over budget per the "
+                  "VirtualCluster. By model: %s. The large excesses are the accounting gap "
+                  "explained above (the same rules put the unswapped LSTM LM and U-Net over at B0); "
+                  "elsewhere the planners fill the budget by the simulator's count and the "
+                  "VirtualCluster counts a little more. With the variables and optimizer slots "
+                  "added to the VirtualCluster's peak (GraphMemory counts none), %d would exceed "
+                  "the budget." % (len(checked), len(claimed), len(bad), "; ".join(parts),
+                                   len(strict))))
 
     # 6. Planning ResNet-50 at 4x in under 2 s on one core.
     rows = res.select(model="resnet50", device="v100-16gb", tag="ladder", multiple=4)

@@ -340,7 +340,7 @@ def evaluate(model, device, batch, strategy, budget, src, base, vc_policy, tag, 
             rec["plan"] = _summarize_report(rep)
             if p.returncode != 0:
                 msg = (p.stderr or p.stdout).strip()
-                rec["error"] = msg[-1500:]
+                rec["error"] = msg[:2500]
                 rec["no_plan"] = True
                 return rec
         if "sim" not in rec:
