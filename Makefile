@@ -7,7 +7,7 @@ GO ?= go
 PURE_PKGS := ./graphdef/... ./rewrite/... ./triggers/... ./cost/... ./cmd/... ./internal/... ./profiling/... ./tune/...
 TFENV := source ./.tfenv &&
 
-.PHONY: setup demo test test-go test-pure test-python bridge fixtures clean
+.PHONY: setup demo test test-go test-pure test-python bench bench-quick fixtures clean
 
 setup:
 	./scripts/setup.sh
@@ -33,6 +33,14 @@ test-python:
 	@if ls tests/python/test_*.py >/dev/null 2>&1; then \
 		.venv/bin/python -m pytest -q tests/python; \
 	fi
+
+# bench regenerates docs/BENCHMARKS.md (about 30 min on 2 cores; bench-quick: a few minutes).
+# It is not part of `make test`.
+bench: setup
+	.venv/bin/python bench/run.py --report
+
+bench-quick: setup
+	.venv/bin/python bench/run.py --quick --report
 
 fixtures:
 	.venv/bin/python testmodels/gen.py
