@@ -155,6 +155,43 @@ def section_header(res, out):
         "Each is `tfswap rewrite MODEL --strategy NAME --device PROFILE --budget BYTES`."))
 
 
+def section_summary(res, out, targets, zero):
+    m = res.meta
+    d = m["curve_device"]
+    out.append("## Summary\n")
+    if "auto" in res.strategies:
+        parts = []
+        for mo in m["models"]:
+            b0 = res.b0.get((mo, d))
+            if not b0:
+                continue
+            vc = max_batch(res, mo, d, "auto", 0.50)
+            sim = max_batch(res, mo, d, "auto", 0.50, judge=fits_sim)
+            anyo = max_batch(res, mo, d, "auto", float("inf"), judge=fits_sim)
+            parts.append("%s %s (simulator alone: %s; at any overhead %s)" % (
+                mname(mo), mult(vc, b0), mult(sim, b0), mult(anyo, b0)))
+        out.append("* Largest batch `auto` trains on `%s` at <= 50%% simulated overhead, as a "
+                   "multiple of B0, judged with the VirtualCluster: %s." % (d, "; ".join(parts)))
+        z = ["%s %.0f%%" % (mname(mo), 100 * v["auto"][0]) for mo, v in (zero or {}).items()
+             if v.get("auto")]
+        if z:
+            out.append("* Peak reduction `auto` reaches at zero simulated overhead (B0 on `%s`): %s."
+                       % (d, ", ".join(z)))
+    rows = res.select(model="resnet50", device=d, tag="ladder", multiple=1)
+    if rows:
+        b = rows[0]["base"]
+        link = m["profiles"][d]["h2d_bytes_per_s"]
+        out.append("* Why the overheads are large: on `%s` the unswapped ResNet-50 at B0 computes a "
+                   "step in %.0f ms (simulated) and holds %.1f GiB of activations at its peak, which "
+                   "take %.0f ms to cross the %.1f GB/s host link each way. Swapping more than a "
+                   "fraction of them cannot hide behind compute; profiles with faster links "
+                   "(`v100-16gb-nvlink`) or models with more compute per byte kept go further." % (
+                       d, b["step_ns"] / 1e6, (b["peak"] - b["resident"]) / GIB,
+                       1e3 * (b["peak"] - b["resident"]) / link, link / 1e9))
+    out.append("* Targets: %s.\n" % "; ".join("%s: %s" % (t.split(":")[0].replace("`", ""), v.replace("*", ""))
+                                              for t, v, _ in targets))
+
+
 def section_setup(res, out):
     m = res.meta
     out.append("## Setup\n")
@@ -292,11 +329,13 @@ def write_curve_svg(res, model, device, batch, tag, path, title):
                        "line": s not in ("vdnn-all", "vdnn-conv"),
                        "dashed": s in ("grappler", "lms (fixed thresholds)")})
     ycap = min(max(10.0, ymax * 1.05), 200.0)
+    fr = [r["fraction"] for r in res.select(model=model, device=device, batch=batch, tag=tag,
+                                            kind="curve") if r.get("fraction")] or [0]
     peak = base["peak"] / GIB
     svg = svgplot.plot(
         series, title, "memory reduction vs the unswapped peak (%)", "step-time overhead (%)",
-        ["Simulated for profile %s (tfswap simulator), batch %d; budgets swept from 90%% to 20%% "
-         "of the unswapped peak (%.2f GiB)." % (device, batch, peak),
+        ["Simulated for profile %s (tfswap simulator), batch %d; budgets swept from %d%% to %d%% "
+         "of the unswapped peak (%.2f GiB)." % (device, batch, 100 * max(fr), 100 * min(fr), peak),
          "A strategy's point is where its plan landed (its peak, its overhead), fitting its budget "
          "or not. Open markers on the top edge: overhead above %d%%." % ycap],
         x_range=(0, 100), y_range=(min(0, min(y for s in series for _, y, _ in s["points"])), ycap),
@@ -544,6 +583,7 @@ def section_targets(res, out, docs):
     for t, v, e in items:
         out.append("| %s | %s | %s |" % (t, v, e.replace("|", "/")))
     out.append("")
+    return items
 
 
 def section_verification(res, out):
@@ -551,8 +591,8 @@ def section_verification(res, out):
     out.append("Over all ladder and target points (not the curves): how many plans fitted by the "
                "simulator, how many of those the VirtualCluster confirmed, and the rewrite time "
                "(measured on CPU, one core; Grappler: `OptimizeGraph` alone).\n")
-    out.append("| strategy | plans | no plan / error | fit (simulated) | fit (VirtualCluster) | "
-               "median rewrite | max rewrite |\n|---|---:|---:|---:|---:|---:|---:|")
+    out.append("| strategy | plans | no plan (or skipped) | fit (simulated) | VirtualCluster-checked "
+               "| of which fit | median rewrite | max rewrite |\n|---|---:|---:|---:|---:|---:|---:|---:|")
     for s in res.strategies:
         rows = [r for r in res.rows if r["strategy"] == s and r["tag"] != "curve"
                 and not r["tag"].startswith("target-autoswap")]
@@ -560,11 +600,12 @@ def section_verification(res, out):
             continue
         err = sum(1 for r in rows if r.get("error"))
         fs = sum(1 for r in rows if r.get("fits_sim") and not r.get("error"))
+        fc = sum(1 for r in rows if r.get("fits_sim") and r.get("vc"))
         fv = sum(1 for r in rows if r.get("fits_sim") and r.get("fits_vc"))
         ts = sorted(r["rewrite_s"] for r in rows if r.get("rewrite_s") is not None)
         med = ts[len(ts) // 2] if ts else None
-        out.append("| %s | %d | %d | %d | %d | %s | %s |" % (
-            strategy_label(s), len(rows), err, fs, fv, "%.2f s" % med if med is not None else "-",
+        out.append("| %s | %d | %d | %d | %d | %d | %s | %s |" % (
+            strategy_label(s), len(rows), err, fs, fc, fv, "%.2f s" % med if med is not None else "-",
             "%.2f s" % ts[-1] if ts else "-"))
     out.append("")
 
@@ -682,18 +723,20 @@ def main(argv=None):
         data = json.load(f)
     res = Results(data)
     os.makedirs(os.path.join(args.docs, "bench"), exist_ok=True)
-    out = []
-    section_header(res, out)
-    section_setup(res, out)
-    section_b0(res, out)
-    section_maxbatch(res, out)
-    zero = section_curves(res, out, args.docs)
-    section_targets(res, out, args.docs)
-    section_verification(res, out)
-    section_grappler(res, out)
-    section_papers(res, out, zero)
-    section_points(res, out)
-    text = "\n".join(out).rstrip() + "\n"
+    head, body = [], []
+    section_header(res, head)
+    section_setup(res, body)
+    section_b0(res, body)
+    section_maxbatch(res, body)
+    zero = section_curves(res, body, args.docs)
+    targets = section_targets(res, body, args.docs)
+    section_verification(res, body)
+    section_grappler(res, body)
+    section_papers(res, body, zero)
+    section_points(res, body)
+    summary = []
+    section_summary(res, summary, targets, zero)
+    text = "\n".join(head + summary + body).rstrip() + "\n"
     with open(os.path.join(args.docs, "BENCHMARKS.md"), "w") as f:
         f.write(text)
     with open(os.path.join(args.docs, "bench", "results.json"), "w") as f:
