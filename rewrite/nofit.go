@@ -17,9 +17,14 @@ type NoFitError struct {
 	Strategy string
 	// Device is the device that does not fit, Budget its budget, Peak the smallest peak any
 	// evaluated plan reached there (the lowest-memory plan tfswap can make included), at
-	// PeakTime (ns into the step), and Unswapped the unswapped step's peak.
-	Device                    string
-	Budget, Peak, Unswapped   int64
+	// PeakTime (ns into the step; the time of GrapplerPeak when only that is over), and
+	// Unswapped the unswapped step's peak.
+	Device                  string
+	Budget, Peak, Unswapped int64
+	// GrapplerPeak is that plan's peak by Grappler's accounting when it was checked by it
+	// (PlanOptions.FitAccounting): a plan whose Peak fits but whose GrapplerPeak does not
+	// fails only by the VirtualCluster's rules.
+	GrapplerPeak              int64
 	PeakTime                  int64
 	Weights, Slots, Constants int64
 	Workspace, Activations    int64
@@ -33,8 +38,13 @@ type NoFitError struct {
 func (e *NoFitError) Error() string {
 	b := units.FormatBytes
 	var w strings.Builder
-	fmt.Fprintf(&w, "no plan fits %s within %s (strategy %s): the smallest peak any plan reached is %s at %s into the step (unswapped: %s)\n",
-		e.Device, b(e.Budget), e.Strategy, b(e.Peak), cost.FormatDuration(e.PeakTime), b(e.Unswapped))
+	if e.Peak <= e.Budget && e.GrapplerPeak > e.Budget {
+		fmt.Fprintf(&w, "no plan fits %s within %s (strategy %s) by both accountings: the best plan's peak is %s by tfswap's model of the runtime but %s by Grappler's VirtualCluster rules, at %s into the step (unswapped: %s)\n",
+			e.Device, b(e.Budget), e.Strategy, b(e.Peak), b(e.GrapplerPeak), cost.FormatDuration(e.PeakTime), b(e.Unswapped))
+	} else {
+		fmt.Fprintf(&w, "no plan fits %s within %s (strategy %s): the smallest peak any plan reached is %s at %s into the step (unswapped: %s)\n",
+			e.Device, b(e.Budget), e.Strategy, b(e.Peak), cost.FormatDuration(e.PeakTime), b(e.Unswapped))
+	}
 	fmt.Fprintf(&w, "  live at that moment: weights %s, optimizer slots %s, constants %s, kernel workspace %s, activations %s, swapped-in copies %s\n",
 		b(e.Weights), b(e.Slots), b(e.Constants), b(e.Workspace), b(e.Activations), b(e.Copies))
 	if len(e.Largest) > 0 {
@@ -95,11 +105,11 @@ func (pr *Problem) noFit(strategy string, ev *Evaluation) error {
 	var dp DevicePeak
 	worst := int64(-1 << 62)
 	for _, d := range low.Devices {
-		if x := d.Peak - d.Budget; x > worst {
+		if x := d.Over(); x > worst {
 			worst, dp = x, d
 		}
 	}
-	e := &NoFitError{Strategy: strategy, Device: dp.Name, Budget: dp.Budget, Peak: dp.Peak, PeakTime: dp.PeakTime}
+	e := &NoFitError{Strategy: strategy, Device: dp.Name, Budget: dp.Budget, Peak: dp.Peak, GrapplerPeak: dp.GrapplerPeak, PeakTime: dp.PeakTime}
 	for _, d := range pr.Base.Devices {
 		if d.Name == dp.Name {
 			e.Unswapped = d.Peak
@@ -110,8 +120,16 @@ func (pr *Problem) noFit(strategy string, ev *Evaluation) error {
 	if err == nil {
 		opts := pr.simOpts
 		opts.TopLive = 1 << 30
+		grappler := e.Peak <= e.Budget && e.GrapplerPeak > e.Budget
+		if grappler {
+			// Grappler's accounting is the one over budget: list what it counts at its peak.
+			opts.Conventions = cost.GrapplerConventions()
+		}
 		if res, err := cost.Simulate(g, pr.Profile, opts); err == nil {
 			if d := res.Device(dp.Name); d != nil {
+				if grappler {
+					e.PeakTime = d.PeakTime
+				}
 				slots := pr.optimizerSlots()
 				var acts []cost.LiveTensor
 				for _, l := range d.Live {
@@ -148,13 +166,17 @@ func (pr *Problem) noFit(strategy string, ev *Evaluation) error {
 	} else if strategy != "auto" && lp != nil && lp.Fits {
 		e.Advice = append(e.Advice, fmt.Sprintf("another strategy: swapping every gap of every tensor fits (peak %s); try --strategy auto, or", b(maxPeak(lp))))
 	}
+	if e.Peak <= e.Budget && e.GrapplerPeak > e.Budget {
+		e.Advice = append(e.Advice, "--fit-accounting tfswap, to accept plans that fit by tfswap's model of the runtime alone (the VirtualCluster would judge them over budget: it counts every ReadVariableOp output and Identity copy and never forwards buffers), or")
+	}
 	// The memory a GPU needs for this peak after the default reserve (DefaultReserve).
-	need := max(e.Peak+300<<20, int64(float64(e.Peak)/0.94))
-	e.Advice = append(e.Advice, fmt.Sprintf("a budget of at least %s on %s (a GPU with about %s of memory), or", b(e.Peak), e.Device, b(need)))
+	peak := max(e.Peak, e.GrapplerPeak)
+	need := max(peak+300<<20, int64(float64(peak)/0.94))
+	e.Advice = append(e.Advice, fmt.Sprintf("a budget of at least %s on %s (a GPU with about %s of memory), or", b(peak), e.Device, b(need)))
 	if fixed >= e.Budget {
 		e.Advice = append(e.Advice, fmt.Sprintf("the weights and optimizer slots alone (%s) exceed the budget; tfswap does not swap variables, so the model needs a larger GPU or model parallelism", b(fixed)))
-	} else if e.Peak > fixed {
-		f := float64(e.Budget-fixed) / float64(e.Peak-fixed)
+	} else if peak > fixed {
+		f := float64(e.Budget-fixed) / float64(peak-fixed)
 		e.Advice = append(e.Advice, fmt.Sprintf("less activation memory: activations and workspace scale with the batch, so a batch of about %.0f%% of this one would fit (the weights and optimizer slots, %s, do not shrink)", 100*f, b(fixed)))
 	}
 	if pr.Analysis.Opts.MinTensorBytes > 0 || len(pr.Analysis.Opts.ExcludeOps) > 0 || len(pr.Analysis.Opts.ExcludeScopes) > 0 {

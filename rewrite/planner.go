@@ -187,7 +187,7 @@ func (pr *Problem) fitted(rounds int, sel func(target []int64) *Plan) (*Evaluati
 		prevExcess = ev.Excess
 		lowered := false
 		for _, d := range ev.Devices {
-			if x := d.Peak - d.Budget; x > 0 {
+			if x := d.Over(); x > 0 {
 				target[d.SimulatedIndex] -= scale * (x + d.Budget/200)
 				lowered = true
 			}

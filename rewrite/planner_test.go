@@ -58,7 +58,7 @@ func planModel(t *testing.T, g *gpb.GraphDef, strategy string, budget int64) (*P
 	t.Helper()
 	m := graphdef.NewModel(g)
 	m.Source = "chain"
-	return RewriteWithPlanner(m, Options{}, PlanOptions{Strategy: strategy, Profile: slowProfile(), Budget: budget})
+	return RewriteWithPlanner(m, Options{}, PlanOptions{Strategy: strategy, Profile: slowProfile(), Budget: budget, FitAccounting: "tfswap"})
 }
 
 func swappedNames(p *Planned) []string {
@@ -425,5 +425,102 @@ func TestAutoNeverWorse(t *testing.T) {
 				t.Errorf("%d%%: %s fits with step %d; auto %d (fits %v)", pct, s, st, a, ok)
 			}
 		}
+	}
+}
+
+// TestFitAccounting: a graph whose Identity copies Grappler counts and TensorFlow does not
+// fits a budget of three activations by tfswap's accounting (two are live) but not by
+// Grappler's (four), and nothing can be swapped to change that. With both accountings (the
+// default) planning fails and says why; with tfswap's alone the unswapped graph fits.
+func TestFitAccounting(t *testing.T) {
+	b := newBuilder()
+	b.op("x", "Placeholder", "", big)
+	b.op("a", "Relu", "", big, "x")
+	b.op("i1", "Identity", "", big, "a")
+	b.op("i2", "Identity", "", big, "i1")
+	b.op("c", "AddN", "", big, "a", "i1", "i2")
+	b.op("train", "NoOp", "", nil, "^c")
+	act := int64(512 * 1024 * 4)
+	plan := func(acc string) (*Planned, error) {
+		return RewriteWithPlanner(graphdef.NewModel(b.g), Options{}, PlanOptions{Profile: slowProfile(), Budget: 3 * act, FitAccounting: acc})
+	}
+	_, err := plan("")
+	var nf *NoFitError
+	if !errors.As(err, &nf) {
+		t.Fatalf("both accountings: got %v, want a NoFitError", err)
+	}
+	if nf.Peak != 2*act || nf.GrapplerPeak != 4*act {
+		t.Errorf("peaks %d (tfswap) and %d (Grappler), want %d and %d", nf.Peak, nf.GrapplerPeak, 2*act, 4*act)
+	}
+	for _, want := range []string{"by Grappler's VirtualCluster rules", "--fit-accounting tfswap", "i2:0"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not mention %q:\n%v", want, err)
+		}
+	}
+	p, err := plan("tfswap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Swaps) != 0 || p.Eval.Devices[0].GrapplerPeak != 0 {
+		t.Errorf("tfswap accounting: %d swaps, Grappler peak %d; want the unswapped graph, unchecked", len(p.Swaps), p.Eval.Devices[0].GrapplerPeak)
+	}
+	if _, err := plan("grappler-only"); err == nil || !strings.Contains(err.Error(), "fit accounting") {
+		t.Errorf("unknown accounting: got %v", err)
+	}
+}
+
+// TestPlannedPeaksAreTheOutputs: for every strategy on the residual-network fixture, the
+// peaks planning reports for a plan that fits (both accountings) are exactly what the
+// simulator says of the rewritten graph that was written: the graph planning simulates
+// (DeriveGraph) is the graph Apply builds, as far as memory and time go.
+func TestPlannedPeaksAreTheOutputs(t *testing.T) {
+	m, err := graphdef.Load("../testmodels/fixtures/resnet.pb", graphdef.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetch := cost.Options{Fetch: []string{"train"}}
+	g, _ := graphdef.NewGraph(m.Graph, "resnet")
+	prof, _ := cost.LookupProfile(DefaultDevice)
+	base, err := cost.Simulate(g, prof, fetch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fitted := 0
+	for _, pct := range []int64{75, 55} {
+		budget := base.Compute().PeakBytes * pct / 100
+		for _, s := range StrategyNames() {
+			p, err := RewriteWithPlanner(m, Options{}, PlanOptions{Strategy: s, Budget: budget, Sim: fetch})
+			if err != nil {
+				continue
+			}
+			fitted++
+			out, err := graphdef.NewGraph(p.Model.Graph, "out")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, conv := range []cost.Conventions{{}, cost.GrapplerConventions()} {
+				o := fetch
+				o.Conventions = conv
+				r, err := cost.Simulate(out, prof, o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				d := p.Eval.Devices[0]
+				want := d.Peak
+				if conv != (cost.Conventions{}) {
+					want = d.GrapplerPeak
+				}
+				got := r.Device(d.Name).PeakBytes
+				if got != want || got > budget {
+					t.Errorf("%d%% %s, %s accounting: the output's peak is %d, planning said %d (budget %d)", pct, s, cost.ConventionsName(conv), got, want, budget)
+				}
+				if conv == (cost.Conventions{}) && r.StepTime != p.Eval.StepTime {
+					t.Errorf("%d%% %s: the output's step is %d ns, planning said %d", pct, s, r.StepTime, p.Eval.StepTime)
+				}
+			}
+		}
+	}
+	if fitted < 6 {
+		t.Errorf("only %d plans fitted; the check needs plans", fitted)
 	}
 }

@@ -57,7 +57,14 @@ type PlanOptions struct {
 	// FixedLMS makes the "lms" strategy keep the LMS distances of Options (swapout threshold,
 	// swap-in ahead, group-by) instead of tuning them.
 	FixedLMS bool
+	// FitAccounting says by whose accounting a plan's peak must fit the budget: "both" (the
+	// default: tfswap's model of the runtime and Grappler's VirtualCluster rules, see
+	// cost.GrapplerConventions) or "tfswap" (tfswap's alone).
+	FitAccounting string
 }
+
+// FitAccountings are the values PlanOptions.FitAccounting accepts ("" means "both").
+var FitAccountings = []string{"both", "tfswap"}
 
 // Evaluation is a plan's simulated outcome.
 type Evaluation struct {
@@ -82,14 +89,24 @@ type Evaluation struct {
 
 // DevicePeak is one compute device's simulated peak and its budget.
 type DevicePeak struct {
-	Name           string
-	Peak, Budget   int64
+	Name         string
+	Peak, Budget int64
+	// GrapplerPeak is the device's peak by Grappler's accounting (cost.GrapplerConventions,
+	// which reproduce VirtualCluster's figure), when the plan was checked by it: only plans
+	// that fit by tfswap's accounting are; 0 otherwise.
+	GrapplerPeak   int64
 	PeakTime       int64
 	ResidentBytes  int64
 	SwapInStall    int64
 	MemoryLimit    int64
 	ComputeDevice  bool
 	SimulatedIndex int
+}
+
+// Over returns by how much the device's peak exceeds its budget (negative when it fits), by
+// the stricter of the accountings it was checked with.
+func (d DevicePeak) Over() int64 {
+	return max(d.Peak, d.GrapplerPeak) - d.Budget
 }
 
 // better reports whether a is a better outcome than b: a plan that fits beats one that does
@@ -147,6 +164,8 @@ type Problem struct {
 	best      *Evaluation // best evaluated so far (any strategy)
 	lowest    *Evaluation // lowest excess evaluated so far
 	sims      int
+	gsims     int  // of which by Grappler's accounting
+	grappler  bool // check fits by Grappler's accounting too
 	latency   int64
 	hostIdent int64
 	strategy  string // the planner running, for Evaluation.Strategy
@@ -169,6 +188,13 @@ func newProblem(model *graphdef.Model, a *Analysis, po PlanOptions) (*Problem, e
 		return nil, fmt.Errorf("budget must be positive, not %d", po.Budget)
 	}
 	pr := &Problem{Model: model, Analysis: a, Opts: po, Profile: po.Profile, cache: map[string]*Evaluation{}}
+	switch po.FitAccounting {
+	case "", "both":
+		pr.grappler = po.Sim.Conventions == (cost.Conventions{})
+	case "tfswap":
+	default:
+		return nil, fmt.Errorf("fit accounting %q: want one of %s", po.FitAccounting, strings.Join(FitAccountings, ", "))
+	}
 	pr.simOpts = po.Sim
 	pr.simOpts.Timeline = false
 	pr.simOpts.TopLive = -1
@@ -310,6 +336,11 @@ func (pr *Problem) simulate(plan *Plan, g *graphdef.Graph, timeline bool) (*Eval
 			ev.Fits = false
 		}
 	}
+	if ev.Fits && pr.grappler {
+		if err := pr.checkGrappler(ev, g); err != nil {
+			return nil, nil, err
+		}
+	}
 	ev.Transferred = res.D2H.Bytes + res.H2D.Bytes
 	if pr.Base != nil && pr.Base.StepTime > 0 {
 		ev.Overhead = float64(ev.StepTime-pr.Base.StepTime) / float64(pr.Base.StepTime)
@@ -319,6 +350,37 @@ func (pr *Problem) simulate(plan *Plan, g *graphdef.Graph, timeline bool) (*Eval
 		tm = newTiming(pr.Analysis.Graph, res)
 	}
 	return ev, tm, nil
+}
+
+// checkGrappler simulates g, the graph of ev's plan, by Grappler's accounting and records
+// each compute device's peak in ev; the plan fits only if those peaks are within the budgets
+// too. The VirtualCluster judges a rewritten graph by these rules (docs/SIMULATOR.md shows the
+// two agree), and they differ from tfswap's: they count every ReadVariableOp output and
+// Identity copy, never forward buffers, and see no transfer time.
+func (pr *Problem) checkGrappler(ev *Evaluation, g *graphdef.Graph) error {
+	opts := pr.simOpts
+	opts.Timeline = false
+	opts.TopLive = -1
+	opts.Conventions = cost.GrapplerConventions()
+	res, err := cost.Simulate(g, pr.Profile, opts)
+	if err != nil {
+		return fmt.Errorf("simulating by Grappler's accounting: %v", err)
+	}
+	pr.sims++
+	pr.gsims++
+	for i := range ev.Devices {
+		d := &ev.Devices[i]
+		if gd := res.Device(d.Name); gd != nil {
+			d.GrapplerPeak = gd.PeakBytes
+		}
+		if x := d.Over(); x > ev.Excess {
+			ev.Excess = x
+		}
+		if d.Over() > 0 {
+			ev.Fits = false
+		}
+	}
+	return nil
 }
 
 // planKey is a canonical string of a plan, for caching evaluations.

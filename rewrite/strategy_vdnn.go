@@ -182,7 +182,7 @@ func (p vdnnPlanner) Plan(pr *Problem) (*Evaluation, error) {
 			break
 		}
 		for _, d := range e.Devices {
-			if x := d.Peak - d.Budget; x > 0 {
+			if x := d.Over(); x > 0 {
 				slack[d.SimulatedIndex] += x + d.Budget/200
 			}
 		}

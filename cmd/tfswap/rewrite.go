@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/tfswap/tfswap/cost"
@@ -91,6 +92,7 @@ func planFlags() []cli.Flag {
 		&cli.IntFlag{Name: "bo-iterations", Usage: "autoswap: weight vectors the Bayesian optimisation tries after the four plain scores (default 12; -1: none)"},
 		&cli.StringFlag{Name: "window", Usage: "window: the schedule-window in bytes (default: tuned)"},
 		&cli.BoolFlag{Name: "explain", Usage: "print the plan's reasoning for every swap candidate"},
+		&cli.StringFlag{Name: "fit-accounting", Value: "both", Usage: "whose accounting a plan's peak must fit the budget by: both (tfswap's model of the runtime and Grappler's VirtualCluster rules) or tfswap"},
 	}
 }
 
@@ -102,7 +104,7 @@ func planning(c *cli.Context) (bool, error) {
 			return true, nil
 		}
 	}
-	for _, f := range []string{"shared-link", "batch-scale", "fetch", "measured", "no-tf32", "bo-iterations", "window", "explain"} {
+	for _, f := range []string{"shared-link", "batch-scale", "fetch", "measured", "no-tf32", "bo-iterations", "window", "explain", "fit-accounting"} {
 		if c.IsSet(f) {
 			return false, usagef("--%s is a planning option: give --budget, --device or --strategy too", f)
 		}
@@ -112,9 +114,12 @@ func planning(c *cli.Context) (bool, error) {
 
 // planOptions reads the planning flags.
 func planOptions(c *cli.Context) (rewrite.PlanOptions, error) {
-	po := rewrite.PlanOptions{Strategy: c.String("strategy"), Explain: c.Bool("explain"), BOIterations: c.Int("bo-iterations")}
+	po := rewrite.PlanOptions{Strategy: c.String("strategy"), Explain: c.Bool("explain"), BOIterations: c.Int("bo-iterations"), FitAccounting: c.String("fit-accounting")}
 	if _, err := rewrite.LookupStrategy(po.Strategy); err != nil {
 		return po, usagef("--strategy: %v", err)
+	}
+	if !slices.Contains(rewrite.FitAccountings, po.FitAccounting) {
+		return po, usagef("--fit-accounting: want one of %s, got %q", strings.Join(rewrite.FitAccountings, ", "), po.FitAccounting)
 	}
 	if c.IsSet("device") || c.IsSet("device-file") {
 		p, err := profileFromFlags(c)
@@ -333,6 +338,7 @@ type planReport struct {
 type planDeviceReport struct {
 	Name          string `json:"name"`
 	Peak          int64  `json:"peak"`
+	GrapplerPeak  int64  `json:"grappler_peak,omitempty"`
 	Budget        int64  `json:"budget"`
 	UnswappedPeak int64  `json:"unswapped_peak"`
 	PeakTime      int64  `json:"peak_time_ns"`
@@ -343,7 +349,7 @@ func planReportOf(p *rewrite.Planned) *planReport {
 		StepTime: p.Eval.StepTime, BaseStepTime: p.Base.StepTime, Overhead: p.Eval.Overhead, SwapInStall: p.Eval.Result.SwapInStall(),
 		Transferred: p.Eval.Transferred, Waits: len(p.Waits), Simulations: p.Simulations, BatchScale: max(1, p.Eval.Result.Options.BatchScale), Explanation: p.Explanation}
 	for _, d := range p.Eval.Devices {
-		dr := planDeviceReport{Name: d.Name, Peak: d.Peak, Budget: d.Budget, PeakTime: d.PeakTime}
+		dr := planDeviceReport{Name: d.Name, Peak: d.Peak, GrapplerPeak: d.GrapplerPeak, Budget: d.Budget, PeakTime: d.PeakTime}
 		for _, b := range p.Base.Devices {
 			if b.Name == d.Name {
 				dr.UnswappedPeak = b.Peak
@@ -369,6 +375,9 @@ func printPlan(w io.Writer, p *rewrite.Planned) {
 			}
 		}
 		fmt.Fprintf(w, "  predicted peak:  %s %s of %s (unswapped %s)\n", d.Name, units.FormatBytes(d.Peak), units.FormatBytes(d.Budget), units.FormatBytes(base))
+		if d.GrapplerPeak > 0 {
+			fmt.Fprintf(w, "                   %s by Grappler's VirtualCluster rules\n", units.FormatBytes(d.GrapplerPeak))
+		}
 	}
 	fmt.Fprintf(w, "  predicted step:  %s (unswapped %s, %+.1f%% overhead), %s stalled on swap-ins\n", cost.FormatDuration(p.Eval.StepTime),
 		cost.FormatDuration(p.Base.StepTime), 100*p.Eval.Overhead, cost.FormatDuration(p.Eval.Result.SwapInStall()))

@@ -99,4 +99,3 @@ func trainAction(c *cli.Context) error {
 	}
 	return nil
 }
-
