@@ -93,11 +93,13 @@ class Tfswap:
             return ["--device-file", device]
         return ["--device", device]
 
-    def simulate(self, path, device, scale=1):
+    def simulate(self, path, device, scale=1, grappler=False):
         args = ["simulate", path] + self.device_flags(device) + ["--fetch", "train", "--top", "3",
                                                                  "--json", "-"]
         if scale != 1:
             args += ["--batch-scale", str(scale)]
+        if grappler:
+            args += ["--grappler"]
         p, secs = self.run(args)
         if p.returncode != 0:
             raise RuntimeError("tfswap simulate %s: %s" % (path, p.stderr.strip()[-2000:]))
@@ -198,7 +200,8 @@ def profile_of(device):
 
 
 def task_nosswap(model, device):
-    """The largest batch whose simulated peak fits the budget without swapping. The peak is
+    """The largest batch whose simulated peak fits the budget without swapping, by tfswap's
+    accounting and by Grappler's (the VirtualCluster's), as plans are judged. The peak is
     close to affine in the batch (activations grow with it, weights do not), so two
     simulations of the batch-2 graph, as it is and with --batch-scale 32, give a first guess;
     graphs generated at the batch itself then settle it: gallop from the guess until one
@@ -215,9 +218,15 @@ def task_nosswap(model, device):
     guess = max(1, int(2 + (budget - real[2]["peak"]) // max(slope, 1)))
 
     def fits_real(b):
+        # By both accountings, as `tfswap rewrite` judges plans (--fit-accounting both): the
+        # Grappler-rules peak is the VirtualCluster's.
         if b not in real:
             real[b] = ts.simulate(graph(model, b), dev)
-        return real[b]["peak"] <= budget
+        if real[b]["peak"] > budget:
+            return False
+        if "grappler_peak" not in real[b]:
+            real[b]["grappler_peak"] = ts.simulate(graph(model, b), dev, grappler=True)["peak"]
+        return real[b]["grappler_peak"] <= budget
 
     # Secant steps on real graphs (the line through batch 2 and the latest guess) while they
     # move the guess; the search below then needs a graph or two more.

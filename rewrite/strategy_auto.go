@@ -75,7 +75,17 @@ func (p autoPlanner) Plan(pr *Problem) (*Evaluation, error) {
 	}
 	consider(ev)
 	if best == nil || !best.Fits {
-		return best, nil
+		// Nothing fits yet: try the lowest-memory plan (every gap of every tensor, each copy
+		// brought back by the op just before its reader), which the no-fit error would
+		// otherwise report as reachable; when it fits it is improved below like any other.
+		lp, err := pr.Evaluate(pr.lowestMemoryPlan())
+		if err != nil {
+			return nil, err
+		}
+		consider(lp)
+		if !best.Fits {
+			return best, nil
+		}
 	}
 	// Improve the best plans found: the best of each strategy that fits, best first.
 	starts := pr.fittingByStrategy()
