@@ -109,7 +109,8 @@ class Tfswap:
         gpu = next(d for d in r["devices"] if d["gpu"])
         host = next((d for d in r["devices"] if not d["gpu"]), None)
         return {
-            "peak": gpu["peak_bytes"], "step_ns": r["step_time_ns"],
+            "peak": gpu["peak_bytes"], "peak_time_ns": gpu.get("peak_time_ns"),
+            "step_ns": r["step_time_ns"],
             "resident": gpu["resident_bytes"], "stall_ns": gpu["swap_in_stall_ns"],
             "host_peak": host["peak_bytes"] if host else 0,
             "d2h_bytes": r["d2h"].get("Bytes", r["d2h"].get("bytes", 0)),

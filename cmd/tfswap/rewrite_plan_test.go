@@ -21,7 +21,7 @@ func TestRewritePlanCommand(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	for _, want := range []string{"strategy:        auto", "predicted peak:  /device:GPU:0", "predicted step:", "explanation:", "swapped "} {
+	for _, want := range []string{"strategy:        auto", "predicted peak:  /device:GPU:0", "by Grappler's VirtualCluster rules", "predicted step:", "explanation:", "swapped "} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("output lacks %q:\n%s", want, stdout)
 		}
@@ -33,7 +33,9 @@ func TestRewritePlanCommand(t *testing.T) {
 			Device   string `json:"device"`
 			Budget   int64  `json:"budget"`
 			Devices  []struct {
-				Peak, Budget, UnswappedPeak int64 `json:"-"`
+				Peak         int64 `json:"peak"`
+				GrapplerPeak int64 `json:"grappler_peak"`
+				Budget       int64 `json:"budget"`
 			} `json:"devices"`
 			StepTime int64 `json:"step_time_ns"`
 		} `json:"plan"`
@@ -47,6 +49,12 @@ func TestRewritePlanCommand(t *testing.T) {
 	}
 	if r.Plan.Strategy != "auto" || r.Plan.Device != rewrite.DefaultDevice || r.Plan.Budget != 6<<20 || len(r.Plan.Devices) != 1 || r.Plan.StepTime == 0 || len(r.Swaps) == 0 {
 		t.Errorf("report: %+v", r.Plan)
+	}
+	// Both accountings were checked and both fit (--fit-accounting both, the default).
+	for _, d := range r.Plan.Devices {
+		if d.Peak <= 0 || d.Peak > d.Budget || d.GrapplerPeak <= 0 || d.GrapplerPeak > d.Budget {
+			t.Errorf("report devices: %+v", r.Plan.Devices)
+		}
 	}
 	// The same command again writes the same bytes.
 	out2 := filepath.Join(tmp, "out2.pb")
@@ -75,6 +83,8 @@ func TestRewritePlanErrors(t *testing.T) {
 		{[]string{"--budget", "8GiB", "--shared-link", "/device:GPU:0"}, 2, "--shared-link"},
 		{[]string{"--shared-link", "/device:GPU:0+/device:GPU:1"}, 2, "planning option"},
 		{[]string{"--explain"}, 2, "planning option"},
+		{[]string{"--fit-accounting", "tfswap"}, 2, "planning option"},
+		{[]string{"--budget", "8GiB", "--fit-accounting", "vc"}, 2, "--fit-accounting"},
 		{[]string{"--budget", "8GiB", "--shared-link", "/device:GPU:0+/device:GPU:7"}, 1, "no GPU of the graph matches"},
 	} {
 		args := append([]string{"rewrite", planFixture, "-o", filepath.Join(tmp, "x.pb")}, tc.args...)
