@@ -399,17 +399,7 @@ func TestPlanTwoDeviceEmulation(t *testing.T) {
 // TestAutoNeverWorse: on the residual-network fixture at several budgets, auto fits whenever
 // another strategy does, with a step no longer than any of theirs.
 func TestAutoNeverWorse(t *testing.T) {
-	m, err := graphdef.Load("../testmodels/fixtures/resnet.pb", graphdef.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fetch := cost.Options{Fetch: []string{"train"}}
-	g, _ := graphdef.NewGraph(m.Graph, "resnet")
-	p, _ := cost.LookupProfile(DefaultDevice)
-	base, err := cost.Simulate(g, p, fetch)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, fetch, _, base := resnetFixture(t)
 	for _, pct := range []int64{90, 70, 60} {
 		budget := base.Compute().PeakBytes * pct / 100
 		steps := map[string]int64{}
@@ -474,17 +464,7 @@ func TestFitAccounting(t *testing.T) {
 // simulator says of the rewritten graph that was written: the graph planning simulates
 // (DeriveGraph) is the graph Apply builds, as far as memory and time go.
 func TestPlannedPeaksAreTheOutputs(t *testing.T) {
-	m, err := graphdef.Load("../testmodels/fixtures/resnet.pb", graphdef.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fetch := cost.Options{Fetch: []string{"train"}}
-	g, _ := graphdef.NewGraph(m.Graph, "resnet")
-	prof, _ := cost.LookupProfile(DefaultDevice)
-	base, err := cost.Simulate(g, prof, fetch)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, fetch, prof, base := resnetFixture(t)
 	fitted := 0
 	for _, pct := range []int64{75, 55} {
 		budget := base.Compute().PeakBytes * pct / 100
@@ -523,4 +503,22 @@ func TestPlannedPeaksAreTheOutputs(t *testing.T) {
 	if fitted < 6 {
 		t.Errorf("only %d plans fitted; the check needs plans", fitted)
 	}
+}
+
+// resnetFixture loads the residual-network fixture and simulates one unswapped training step
+// of it on the default device: the model, the simulation options, the profile and the result.
+func resnetFixture(t *testing.T) (*graphdef.Model, cost.Options, *cost.Profile, *cost.Result) {
+	t.Helper()
+	m, err := graphdef.Load("../testmodels/fixtures/resnet.pb", graphdef.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetch := cost.Options{Fetch: []string{"train"}}
+	g, _ := graphdef.NewGraph(m.Graph, "resnet")
+	prof, _ := cost.LookupProfile(DefaultDevice)
+	base, err := cost.Simulate(g, prof, fetch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, fetch, prof, base
 }
