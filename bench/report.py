@@ -188,6 +188,16 @@ def section_summary(res, out, targets, zero):
                    "(`v100-16gb-nvlink`) or models with more compute per byte kept go further." % (
                        d, b["step_ns"] / 1e6, (b["peak"] - b["resident"]) / GIB,
                        1e3 * (b["peak"] - b["resident"]) / link, link / 1e9))
+    res_parts = []
+    for mo in m["models"]:
+        ns = res.nosswap.get((mo, d))
+        if ns and ns.get("sim"):
+            r = ns["sim"]["resident"]
+            res_parts.append("%s %s GiB (%.0f%%)" % (mname(mo), gib(r), 100.0 * r / ns["budget"]))
+    if res_parts:
+        out.append("* What swapping activations cannot remove: the weights, optimizer slots and "
+                   "constants stay resident, as a share of the `%s` budget: %s. tfswap does not "
+                   "move variables to the host (docs/PLANNING.md says why)." % (d, ", ".join(res_parts)))
     out.append("* Targets: %s.\n" % "; ".join("%s: %s" % (t.split(":")[0].replace("`", ""), v.replace("*", ""))
                                               for t, v, _ in targets))
 
