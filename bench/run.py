@@ -17,6 +17,8 @@ targets. Everything goes to out/bench/results.json; see bench/README.md.
 """
 
 import argparse
+import concurrent.futures as cf
+from concurrent.futures.process import BrokenProcessPool
 import datetime
 import hashlib
 import json
@@ -553,20 +555,81 @@ WEIGHT = {"transformer": 5, "lstm_lm": 4, "inception_v3": 4, "resnet50": 3, "une
 # Driver
 
 
+class Pool:
+    """Worker processes that import TensorFlow once each, replaced after a few tasks (building
+    graphs and running Grappler in one process for long grows it by gigabytes). A worker that
+    dies (TensorFlow has segfaulted in Grappler here) breaks the executor; Pool then starts a
+    new one and run_tasks gives the tasks that were unfinished another try."""
+
+    def __init__(self, jobs, cfg):
+        self.jobs, self.cfg = jobs, cfg
+        self.ex = None
+
+    def executor(self):
+        if self.ex is None:
+            self.ex = cf.ProcessPoolExecutor(self.jobs, mp_context=mp.get_context("spawn"),
+                                             initializer=_init_worker, initargs=(self.cfg,),
+                                             max_tasks_per_child=4)
+        return self.ex
+
+    def reset(self):
+        if self.ex is not None:
+            self.ex.shutdown(wait=False, cancel_futures=True)
+            self.ex = None
+
+    def call(self, fn, *args):
+        return self.executor().submit(fn, *args).result()
+
+    def close(self):
+        if self.ex is not None:
+            self.ex.shutdown(wait=True, cancel_futures=True)
+            self.ex = None
+
+
+# CRASH_TRIES is how many worker deaths a task may be caught in before it is recorded as
+# failed: a crash breaks every task in flight, and which of them caused it is not known.
+CRASH_TRIES = 3
+
+
 def run_tasks(pool, tasks, log, done_cb):
     tasks = sorted(tasks, key=lambda t: -WEIGHT.get(t[1].get("model"), 1))
     results = []
-    pending = [pool.apply_async(_task, t) for t in tasks]
-    for i, p in enumerate(pending):
-        r = p.get()
-        results.append(r)
-        done_cb(r)
-        a = r["args"]
-        log("  [%d/%d] %s %s %s%s %.1fs%s" % (
-            i + 1, len(pending), r["kind"], a.get("model"), a.get("device"),
-            " b%s" % a["batch"] if "batch" in a else
-            " b%s" % ",".join(str(b) for b, _ in a["points"]) if "points" in a else "", r["seconds"],
-            "  ERROR " + r["error"].splitlines()[0] if r["error"] else ""))
+    crashes = [0] * len(tasks)
+    left = list(range(len(tasks)))
+    total = len(tasks)
+    while left:
+        futs = {pool.executor().submit(_task, *tasks[i]): i for i in left}
+        broken = False
+        for f in cf.as_completed(futs):
+            i = futs[f]
+            try:
+                r = f.result()
+            except BrokenProcessPool:
+                broken = True
+                continue
+            left.remove(i)
+            results.append(r)
+            done_cb(r)
+            a = r["args"]
+            log("  [%d/%d] %s %s %s%s %.1fs%s" % (
+                len(results), total, r["kind"], a.get("model"), a.get("device"),
+                " b%s" % a["batch"] if "batch" in a else
+                " b%s" % ",".join(str(b) for b, _ in a["points"]) if "points" in a else "",
+                r["seconds"], "  ERROR " + r["error"].splitlines()[0] if r["error"] else ""))
+        if broken:
+            pool.reset()
+            log("  a worker died; %d unfinished task(s) start again" % len(left))
+            for i in list(left):
+                crashes[i] += 1
+                if crashes[i] >= CRASH_TRIES:
+                    kind, args = tasks[i]
+                    r = {"kind": kind, "args": args, "result": None, "seconds": 0.0,
+                         "error": "worker died (a crash in TensorFlow) in %d tries" % crashes[i]}
+                    left.remove(i)
+                    results.append(r)
+                    done_cb(r)
+                    log("  [%d/%d] %s %s %s  ERROR %s" % (len(results), total, kind, args.get("model"),
+                                                        args.get("device"), r["error"]))
     return results
 
 
@@ -681,15 +744,12 @@ def main(argv=None):
         recf.write(json.dumps(r) + "\n")
         recf.flush()
 
-    # On SIGTERM, leave through the pool's context manager, which terminates the workers.
+    # On SIGTERM, leave through the finally below, which shuts the workers down.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    ctx = mp.get_context("spawn")
     phases = {}
-    # Workers are replaced after a few tasks: building graphs and running Grappler in one
-    # process for long grows it by gigabytes.
-    with ctx.Pool(args.jobs, initializer=_init_worker, initargs=(cfg,),
-                  maxtasksperchild=4) as pool:
-        tf_version = pool.apply(_worker_tf_version)
+    pool = Pool(args.jobs, cfg)
+    try:
+        tf_version = pool.call(_worker_tf_version)
         # Phase 1: the no-swap maximum batch per (model, device).
         t0 = time.time()
         log("phase 1: largest batch without swapping, %d (model, device) pairs" %
@@ -750,6 +810,8 @@ def main(argv=None):
         log("phase 2: %d tasks (ladder points, curve budgets, targets)" % len(tasks))
         run_tasks(pool, tasks, log, done)
         phases["points_s"] = round(time.time() - t0, 1)
+    finally:
+        pool.close()
 
     shutil.rmtree(scratch, ignore_errors=True)
     elapsed = time.time() - t_start
