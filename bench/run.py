@@ -556,8 +556,8 @@ WEIGHT = {"transformer": 5, "lstm_lm": 4, "inception_v3": 4, "resnet50": 3, "une
 
 
 class Pool:
-    """Worker processes that import TensorFlow once each, replaced after a few tasks (building
-    graphs and running Grappler in one process for long grows it by gigabytes). A worker that
+    """Worker processes that import TensorFlow once each, replaced after a few tasks (see
+    TASKS_PER_WORKER). A worker that
     dies (TensorFlow has segfaulted in Grappler here) breaks the executor; Pool then starts a
     new one and run_tasks gives the tasks that were unfinished another try."""
 
@@ -567,9 +567,10 @@ class Pool:
 
     def executor(self):
         if self.ex is None:
+            # Not max_tasks_per_child: with it Python 3.11's executor can stop starting
+            # workers and wait forever; run_tasks replaces the executor every few tasks.
             self.ex = cf.ProcessPoolExecutor(self.jobs, mp_context=mp.get_context("spawn"),
-                                             initializer=_init_worker, initargs=(self.cfg,),
-                                             max_tasks_per_child=4)
+                                             initializer=_init_worker, initargs=(self.cfg,))
         return self.ex
 
     def reset(self):
@@ -589,6 +590,9 @@ class Pool:
 # CRASH_TRIES is how many worker deaths a task may be caught in before it is recorded as
 # failed: a crash breaks every task in flight, and which of them caused it is not known.
 CRASH_TRIES = 3
+# TASKS_PER_WORKER is how many tasks a worker process runs, on average, before it is replaced
+# (building graphs and running Grappler in one process for long grows it by gigabytes).
+TASKS_PER_WORKER = 4
 
 
 def run_tasks(pool, tasks, log, done_cb):
@@ -598,7 +602,9 @@ def run_tasks(pool, tasks, log, done_cb):
     left = list(range(len(tasks)))
     total = len(tasks)
     while left:
-        futs = {pool.executor().submit(_task, *tasks[i]): i for i in left}
+        # At most TASKS_PER_WORKER tasks per worker before the executor is replaced.
+        chunk = left[:pool.jobs * TASKS_PER_WORKER]
+        futs = {pool.executor().submit(_task, *tasks[i]): i for i in chunk}
         broken = False
         for f in cf.as_completed(futs):
             i = futs[f]
@@ -616,10 +622,13 @@ def run_tasks(pool, tasks, log, done_cb):
                 " b%s" % a["batch"] if "batch" in a else
                 " b%s" % ",".join(str(b) for b, _ in a["points"]) if "points" in a else "",
                 r["seconds"], "  ERROR " + r["error"].splitlines()[0] if r["error"] else ""))
+        if not broken and left:
+            pool.close()
         if broken:
             pool.reset()
-            log("  a worker died; %d unfinished task(s) start again" % len(left))
-            for i in list(left):
+            unfinished = [i for i in chunk if i in left]
+            log("  a worker died; %d unfinished task(s) start again" % len(unfinished))
+            for i in unfinished:
                 crashes[i] += 1
                 if crashes[i] >= CRASH_TRIES:
                     kind, args = tasks[i]
