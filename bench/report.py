@@ -342,6 +342,12 @@ def curve_points(res, model, device, batch, tag):
     return pts
 
 
+def percents(fractions):
+    """'95%, 90%, ... and 20%' for budget fractions."""
+    ps = ["%g%%" % round(100 * f, 1) for f in fractions]
+    return ", ".join(ps[:-1]) + " and " + ps[-1] if len(ps) > 1 else "".join(ps)
+
+
 def zero_overhead_reduction(points):
     best = None
     for red, ovh, r in points:
@@ -390,10 +396,11 @@ def section_curves(res, out, docs):
     d = m["curve_device"]
     out.append("## Overhead versus memory reduction\n")
     out.append("Like Figure 5 of the DQN swap/recompute paper: for each model at its B0 on `%s`, "
-               "every strategy is asked for budgets of 90%%, 80%%, ..., 20%% of the unswapped "
+               "every strategy is asked for budgets of %s of the unswapped "
                "simulated peak; each point is the plan's simulated peak reduction and simulated "
                "overhead (the vDNN static policies ignore the budget: one point each). Simulated "
-               "for profile %s; these plans are not VirtualCluster-checked.\n" % (d, d))
+               "for profile %s; these plans are not VirtualCluster-checked.\n" % (
+                   d, percents(m.get("curve_fractions") or []), d))
     zero = {}
     for mo in m["curve_models"]:
         b0 = res.b0.get((mo, d))
@@ -541,9 +548,11 @@ def section_targets(res, out, docs):
         base = next(iter(res.select(model="resnet50", device="gtx1080ti", batch=100, tag=tc)), None)
         items.append(("ResNet-50 batch 100, `gtx1080ti`: >= 35% lower peak with no overhead",
                       "**met**" if met else "**missed**",
-                      "largest simulated reduction at <= %.1f%% simulated overhead (budgets 90%%..40%% "
+                      "largest simulated reduction at <= %.1f%% simulated overhead (budgets %s "
                       "of the unswapped %s GiB): %s; judged on %s.%s ![curve](bench/%s)" % (
-                          100 * ZERO, gib(base["base"]["peak"]) if base else "?", desc,
+                          100 * ZERO, percents(sorted({r["fraction"] for p in pts.values()
+                                                       for _, _, r in p if r.get("fraction")},
+                                                      reverse=True)), gib(base["base"]["peak"]) if base else "?", desc,
                           subj or "-", link_bound(res, base["base"] if base else None, "gtx1080ti"),
                           name)))
 

@@ -53,7 +53,8 @@ LMS_THRESHOLDS = [2, 4, 8, 16, 32]
 PRESETS = {
     "full": dict(models=MODELS, devices=DEVICES, ladder=[1, 1.5, 2, 3, 4, 6, 8, 10],
                  curve_device="v100-16gb", curve_models=MODELS,
-                 curve_fractions=[0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2],
+                 # Finer steps near the top, where plans reach their zero-overhead reduction.
+                 curve_fractions=[0.95, 0.9, 0.85, 0.8, 0.75, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2],
                  targets=True, vc="select",
                  # The out-of-core and LMS papers' ResNet-50 figures come from V100s on NVLink.
                  extra=[("resnet50", "v100-16gb-nvlink")]),
@@ -68,7 +69,7 @@ PRESETS = {
 
 # The issue's targets that need points of their own (besides the ladder and curves).
 TARGET_CURVE = dict(model="resnet50", device="gtx1080ti", batch=100,
-                    fractions=[0.9, 0.8, 0.7, 0.65, 0.6, 0.55, 0.5, 0.4])
+                    fractions=[0.95, 0.9, 0.85, 0.8, 0.75, 0.7, 0.65, 0.6, 0.55, 0.5, 0.4])
 TARGET_VGG = dict(model="vgg16", device="titanx", batch=256)
 
 
