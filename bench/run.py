@@ -51,7 +51,7 @@ LMS_SWEEP = "lms-sweep"
 LMS_THRESHOLDS = [2, 4, 8, 16, 32]
 
 PRESETS = {
-    "full": dict(models=MODELS, devices=DEVICES, ladder=[1, 1.5, 2, 3, 4, 6, 8, 10],
+    "full": dict(models=MODELS, devices=DEVICES, ladder=[1, 1.1, 1.25, 1.5, 2, 3, 4, 6, 8, 10],
                  curve_device="v100-16gb", curve_models=MODELS,
                  # Finer steps near the top, where plans reach their zero-overhead reduction.
                  curve_fractions=[0.95, 0.9, 0.85, 0.8, 0.75, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2],
