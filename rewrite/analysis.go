@@ -189,6 +189,9 @@ func (a *Analysis) TriggerEligible(n *graphdef.Node) bool {
 	if !a.OnCompute(n) || a.InLoop(n) || a.Conditional(n) {
 		return false
 	}
+	if _, ok := n.Def.GetAttr()[RoleAttr]; ok {
+		return false // a node tfswap added (a recomputation planned before the swaps)
+	}
 	if a.foldable[n.Index] {
 		return false // constant folding replaces it, and moves its control edges
 	}

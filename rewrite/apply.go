@@ -76,6 +76,9 @@ type Result struct {
 	Skipped []Skipped
 	// Waits are the ops held back until a swap-out completes, in graph order.
 	Waits []WaitInfo `json:",omitempty"`
+	// Recomputes are the tensors whose later readers read a recomputed copy, in topological
+	// order of their producers.
+	Recomputes []Recompute `json:",omitempty"`
 }
 
 // BytesOut returns the bytes moved device-to-host per step, and BytesIn host-to-device.

@@ -209,7 +209,11 @@ func FormatExplanation(exps []TensorExplanation, bytes func(int64) string) strin
 		if e.Swapped {
 			state = "swapped"
 		}
-		fmt.Fprintf(&w, "%s %s %s, %d reads: %s\n", state, e.Tensor, bytes(e.Bytes), e.Reads, e.Reason)
+		reads := "reads"
+		if e.Reads == 1 {
+			reads = "read"
+		}
+		fmt.Fprintf(&w, "%s %s %s, %d %s: %s\n", state, e.Tensor, bytes(e.Bytes), e.Reads, reads, e.Reason)
 		if e.Swapped {
 			fmt.Fprintf(&w, "    out: device copy released at %s (copy to host done)\n", ms(e.Out))
 			for _, s := range e.SwapIns {

@@ -110,7 +110,11 @@ func (pr *Problem) noFit(strategy string, ev *Evaluation) error {
 		}
 	}
 	e := &NoFitError{Strategy: strategy, Device: dp.Name, Budget: dp.Budget, Peak: dp.Peak, GrapplerPeak: dp.GrapplerPeak, PeakTime: dp.PeakTime}
-	for _, d := range pr.Base.Devices {
+	base := pr.Base
+	if pr.original != nil {
+		base = pr.original // the graph before recomputation
+	}
+	for _, d := range base.Devices {
 		if d.Name == dp.Name {
 			e.Unswapped = d.Peak
 		}

@@ -82,6 +82,10 @@ func RewriteWithPlanner(model *graphdef.Model, opts Options, po PlanOptions) (*P
 	if err != nil {
 		return nil, err
 	}
+	mode, err := recomputeMode(po.Recompute)
+	if err != nil {
+		return nil, err
+	}
 	a := Analyze(g, opts)
 	pr, err := newProblem(model, a, po)
 	if err != nil {
@@ -95,23 +99,187 @@ func RewriteWithPlanner(model *graphdef.Model, opts Options, po PlanOptions) (*P
 	if err != nil {
 		return nil, err
 	}
-	if ev == nil || !ev.Fits {
-		return nil, pr.noFit(planner.Name(), ev)
+	// Where the strategy may recompute, plan again on the graph with recomputations and keep
+	// the better outcome ("max" keeps the recomputed one whatever it costs).
+	final := &stage{model: model, a: a, pr: pr, ev: ev}
+	sims := pr.sims
+	if mode == "max" || (mode == "auto" && planner.Name() == "auto" && (ev == nil || !ev.Fits || ev.StepTime > pr.Base.StepTime)) {
+		rs, err := pr.planRecomputed(planner, mode, ev)
+		if err != nil {
+			return nil, err
+		}
+		if rs != nil {
+			sims += rs.pr.sims
+			if mode == "max" || better(rs.ev, ev) {
+				final = rs
+			}
+		}
 	}
-	res, err := Apply(model, a, ev.Plan)
+	ev = final.ev
+	if ev == nil || !ev.Fits {
+		return nil, final.pr.noFit(planner.Name(), ev)
+	}
+	res, err := Apply(final.model, final.a, ev.Plan)
 	if err != nil {
 		return nil, err
 	}
 	_, unsized := a.Candidates()
 	res.Skipped = unsized
+	res.Recomputes = final.descs
 	if err := Verify(g, res, opts.Gate); err != nil {
 		return nil, fmt.Errorf("internal error: the planned rewrite breaks an invariant: %v", err)
 	}
-	out := &Planned{Result: res, Strategy: planner.Name(), Eval: ev, Base: pr.Base, Profile: pr.Profile, Budget: pr.Opts.Budget, Simulations: pr.sims}
+	out := &Planned{Result: res, Strategy: planner.Name(), Eval: ev, Base: pr.Base, Profile: pr.Profile, Budget: pr.Opts.Budget, Simulations: sims}
 	if po.Explain {
-		out.Explanation = pr.explain(ev)
+		out.Explanation = final.pr.explain(ev)
 	}
 	return out, nil
+}
+
+// stage is one planning of a graph: the model planned (the input, or the input with
+// recomputations), its analysis and problem, the chosen evaluation and the recomputations.
+type stage struct {
+	model *graphdef.Model
+	a     *Analysis
+	pr    *Problem
+	ev    *Evaluation
+	descs []Recompute
+}
+
+// recomputeMode checks PlanOptions.Recompute ("" means "auto").
+func recomputeMode(m string) (string, error) {
+	if m == "" {
+		return "auto", nil
+	}
+	for _, x := range RecomputeModes {
+		if m == x {
+			return m, nil
+		}
+	}
+	return "", fmt.Errorf("recompute %q: want one of %s", m, strings.Join(RecomputeModes, ", "))
+}
+
+// planRecomputed plans with planner on pr's graph with recomputations added. With mode
+// "auto" it screens levels of recomputation (cheapest per byte first, up to half the excess,
+// the excess, one and a half times it, everything): each level's graph is simulated without
+// swaps, and the least step a swap-only plan could reach on top of it (the host link's bound,
+// linkBoundStep) ranks the levels. The best level is planned in full unless that bound is
+// no shorter than ev0's step, which swapping alone reached. It returns nil when nothing is
+// recomputed. The outcome's overhead is against pr's unswapped step.
+func (pr *Problem) planRecomputed(planner Planner, mode string, ev0 *Evaluation) (*stage, error) {
+	rp := pr.newRCPlanner()
+	if len(rp.order) == 0 {
+		return nil, nil
+	}
+	levels := []int64{-1}
+	if mode == "auto" {
+		var excess int64
+		for _, d := range pr.Base.Devices {
+			excess = max(excess, d.Peak-d.Budget)
+		}
+		levels = recomputeLevels(excess)
+	}
+	type level struct {
+		sel   []*PlannedRecompute
+		model *graphdef.Model
+		descs []Recompute
+		est   int64
+	}
+	var best *level
+	seen := map[int]bool{}
+	for _, want := range levels {
+		k := rp.level(want)
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		sel := rp.plan(k)
+		if len(sel) == 0 {
+			continue
+		}
+		m2, descs, err := ApplyRecomputes(pr.Model, pr.Analysis, sel)
+		if err != nil {
+			return nil, err
+		}
+		lv := &level{sel: sel, model: m2, descs: descs}
+		if mode == "auto" {
+			res, err := pr.simulateModel(m2)
+			if err != nil {
+				return nil, err
+			}
+			var excess int64
+			for _, d := range res.Devices {
+				if d.GPU {
+					excess = max(excess, d.PeakBytes-pr.budgetOf(d.Name))
+				}
+			}
+			lv.est = linkBoundStep(res, pr.Profile, excess)
+		}
+		if best == nil || lv.est < best.est {
+			best = lv
+		}
+	}
+	if best == nil || (mode == "auto" && ev0 != nil && ev0.Fits && best.est >= ev0.StepTime) {
+		return nil, nil
+	}
+	g2, err := graphdef.NewGraph(best.model.Graph, pr.Model.Source)
+	if err != nil {
+		return nil, fmt.Errorf("internal error: the recomputed graph is invalid: %v", err)
+	}
+	a2 := Analyze(g2, pr.Analysis.Opts)
+	pr2, err := newProblem(best.model, a2, pr.Opts)
+	if err != nil {
+		return nil, err
+	}
+	pr2.strategy = planner.Name()
+	pr2.original = pr.Base
+	if mode == "auto" {
+		// The strategies that did best without recomputation are run again; the others
+		// are unlikely to win on the same graph with fewer tensors to swap.
+		pr2.only = map[string]bool{}
+		for i, e := range pr.fittingByStrategy() {
+			if i < 2 {
+				pr2.only[e.Strategy] = true
+			}
+		}
+		if len(pr2.only) == 0 {
+			pr2.only = nil // nothing fitted: run them all
+		}
+	}
+	ev, err := planner.Plan(pr2)
+	if err != nil || ev == nil {
+		return nil, err
+	}
+	e := *ev
+	if pr.Base.StepTime > 0 {
+		e.Overhead = float64(e.StepTime-pr.Base.StepTime) / float64(pr.Base.StepTime)
+	}
+	e.Strategy = ev.Strategy + "+recompute"
+	if len(ev.Plan.Swaps) == 0 {
+		e.Strategy = "recompute"
+	}
+	return &stage{model: best.model, a: a2, pr: pr2, ev: &e, descs: best.descs}, nil
+}
+
+// simulateModel simulates model without swaps as pr simulates its plans (the compute
+// device shown as a GPU when it is not one).
+func (pr *Problem) simulateModel(m *graphdef.Model) (*cost.Result, error) {
+	g, err := graphdef.NewGraph(m.Graph, pr.Model.Source)
+	if err != nil {
+		return nil, err
+	}
+	if pr.relabel {
+		a := Analyze(g, pr.Analysis.Opts)
+		for _, n := range g.Nodes {
+			if a.OnCompute(n) {
+				d := a.Device(n)
+				d.Type = "GPU"
+				n.Device = d
+			}
+		}
+	}
+	pr.sims++
+	return cost.Simulate(g, pr.Profile, pr.simOpts)
 }
 
 // checkSharedLinks fails when a shared link group names a device the step does not use.

@@ -13,7 +13,7 @@ import (
 )
 
 // describePlan renders a planned rewrite as golden text: the prediction, the swaps with their
-// swap-ins (trigger and consumers) and the waits.
+// swap-ins (trigger and consumers), the waits and the recomputations.
 func describePlan(p *Planned) string {
 	var w strings.Builder
 	fmt.Fprintf(&w, "strategy %s, plan from %s, budget %d\n", p.Strategy, p.Eval.Strategy, p.Budget)
@@ -35,6 +35,12 @@ func describePlan(p *Planned) string {
 	}
 	for _, wt := range p.Waits {
 		fmt.Fprintf(&w, "wait %s for %s\n", wt.Node, wt.SwapOut)
+	}
+	for _, rc := range p.Recomputes {
+		fmt.Fprintf(&w, "recompute %s %d bytes by %s trigger %s consumers %s\n", rc.Tensor, rc.Bytes, strings.Join(rc.Ops, ","), rc.Trigger, strings.Join(rc.Consumers, ","))
+		for _, x := range rc.Also {
+			fmt.Fprintf(&w, "  also %s %d bytes consumers %s\n", x.Tensor, x.Bytes, strings.Join(x.Consumers, ","))
+		}
 	}
 	return w.String()
 }

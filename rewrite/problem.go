@@ -61,6 +61,9 @@ type PlanOptions struct {
 	// default: tfswap's model of the runtime and Grappler's VirtualCluster rules, see
 	// cost.GrapplerConventions) or "tfswap" (tfswap's alone).
 	FitAccounting string
+	// Recompute says where recomputation may replace swaps (RecomputeModes; "" means
+	// "auto": the auto strategy weighs it against swapping alone).
+	Recompute string
 }
 
 // FitAccountings are the values PlanOptions.FitAccounting accepts ("" means "both").
@@ -169,6 +172,12 @@ type Problem struct {
 	latency   int64
 	hostIdent int64
 	strategy  string // the planner running, for Evaluation.Strategy
+	// only, when set, limits the strategies auto runs before its own search to these (the
+	// recomputation stage runs those that did best without recomputation).
+	only map[string]bool
+	// original is the unswapped step of the graph before recomputation, when this problem
+	// plans a graph with recomputations (its Base).
+	original *Evaluation
 }
 
 // newProblem prepares a planning problem: simulates the unswapped graph and indexes its

@@ -58,6 +58,9 @@ func (p autoPlanner) Plan(pr *Problem) (*Evaluation, error) {
 		}
 	}
 	for _, s := range []Planner{lmsPlanner{}, vdnnPlanner{policy: vdnnAll}, vdnnPlanner{policy: vdnnConv}, vdnnPlanner{policy: vdnnDyn}, autoSwapPlanner{}, windowPlanner{}} {
+		if pr.only != nil && !pr.only[s.Name()] {
+			continue
+		}
 		pr.strategy = s.Name()
 		ev, err := s.Plan(pr)
 		if err != nil {

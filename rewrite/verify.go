@@ -14,7 +14,8 @@ import (
 // tensor the original input read; swap nodes are Identities of the tensor's dtype marked for
 // Grappler to keep, the swap-out on the host; and each swap-in has exactly one control input,
 // its trigger, and (with GateHost) sits on the host; control inputs added to original nodes
-// (waits) name swap-outs. It returns the first violation.
+// (waits) name swap-outs; a recomputed copy is its original op with inputs carrying the
+// original's and one control input more, from a gate. It returns the first violation.
 func Verify(orig *graphdef.Graph, res *Result, gate Gate) error {
 	out, err := graphdef.NewGraph(res.Model.Graph, "rewritten")
 	if err != nil {
@@ -51,16 +52,8 @@ func Verify(orig *graphdef.Graph, res *Result, gate Gate) error {
 			}
 		}
 		for j, in := range on.Inputs {
-			got := nn.Inputs[j]
-			if got.Node.Name == in.Node.Name && got.Port == in.Port {
-				continue
-			}
-			src, err := swappedSource(got)
-			if err != nil {
+			if err := carries(nn.Inputs[j], in); err != nil {
 				return fmt.Errorf("node %q input %d: %v", on.Name, j, err)
-			}
-			if src.Node.Name != in.Node.Name || src.Port != in.Port {
-				return fmt.Errorf("node %q input %d reads %s through swaps, not %s", on.Name, j, src, in)
 			}
 		}
 	}
@@ -68,6 +61,12 @@ func Verify(orig *graphdef.Graph, res *Result, gate Gate) error {
 		role := string(n.Def.GetAttr()[RoleAttr].GetS())
 		if role == "gate" {
 			if err := verifyGate(n); err != nil {
+				return err
+			}
+			continue
+		}
+		if role == "recompute" {
+			if err := verifyRecompute(orig, n); err != nil {
 				return err
 			}
 			continue
@@ -110,18 +109,72 @@ func Verify(orig *graphdef.Graph, res *Result, gate Gate) error {
 	return nil
 }
 
-// swappedSource follows a tensor back through a swap-in and its swap-out to the tensor they
-// carry.
-func swappedSource(t graphdef.Tensor) (graphdef.Tensor, error) {
-	in := t.Node
-	if string(in.Def.GetAttr()[RoleAttr].GetS()) != "swap_in" || t.Port != 0 {
-		return t, fmt.Errorf("reads %s, which is neither the original tensor nor a swap-in", t)
+// carries checks that tensor got of the rewritten graph carries the value of want, the
+// tensor the original graph read there: it is want itself, a swap-in of a tensor that
+// carries it (through the swap-in's swap-out), or a recomputed copy of it.
+func carries(got, want graphdef.Tensor) error {
+	for hops := 0; ; hops++ {
+		if got.Node.Name == want.Node.Name && got.Port == want.Port {
+			return nil
+		}
+		switch string(got.Node.Def.GetAttr()[RoleAttr].GetS()) {
+		case "swap_in":
+			out := got.Node.Inputs[0].Node
+			if got.Port != 0 || string(out.Def.GetAttr()[RoleAttr].GetS()) != "swap_out" {
+				return fmt.Errorf("swap-in %q reads %q, not a swap-out", got.Node.Name, out.Name)
+			}
+			got = out.Inputs[0]
+		case "recompute":
+			if recomputedOp(got.Node.Name) != want.Node.Name || got.Port != want.Port {
+				return fmt.Errorf("reads %s, a recomputation of another tensor than %s", got, want)
+			}
+			return nil
+		default:
+			return fmt.Errorf("reads %s, which is neither %s nor a swap-in or recomputation of it", got, want)
+		}
+		if hops > 2 {
+			return fmt.Errorf("reads %s through too many swaps", got)
+		}
 	}
-	out := in.Inputs[0].Node
-	if string(out.Def.GetAttr()[RoleAttr].GetS()) != "swap_out" {
-		return t, fmt.Errorf("swap-in %q reads %q, not a swap-out", in.Name, out.Name)
+}
+
+// verifyRecompute checks a recomputed copy n against the original op it copies: the same
+// op, device and attrs (besides the attrs every tfswap node has), data inputs that carry the
+// original's, and the original's control inputs plus one from a gate.
+func verifyRecompute(orig *graphdef.Graph, n *graphdef.Node) error {
+	on := orig.Node(recomputedOp(n.Name))
+	if on == nil || !strings.HasPrefix(n.Name, Scope) {
+		return fmt.Errorf("recompute node %q copies no original node", n.Name)
 	}
-	return out.Inputs[0], nil
+	if n.Op != on.Op || n.Def.GetDevice() != on.Def.GetDevice() {
+		return fmt.Errorf("recompute node %q is not a copy of %q", n.Name, on.Name)
+	}
+	for k, v := range on.Def.GetAttr() {
+		if !proto.Equal(v, n.Def.GetAttr()[k]) {
+			return fmt.Errorf("recompute node %q: attr %q differs from %q's", n.Name, k, on.Name)
+		}
+	}
+	if len(n.Def.GetAttr()) != len(on.Def.GetAttr())+3 || !n.Def.GetAttr()[DoNotRemoveAttr].GetB() || string(n.Def.GetAttr()[IDAttr].GetS()) != n.Name {
+		return fmt.Errorf("recompute node %q: want %q's attrs plus %s, %s and %s", n.Name, on.Name, DoNotRemoveAttr, RoleAttr, IDAttr)
+	}
+	if len(n.Inputs) != len(on.Inputs) {
+		return fmt.Errorf("recompute node %q has %d data inputs, %q has %d", n.Name, len(n.Inputs), on.Name, len(on.Inputs))
+	}
+	for j, in := range on.Inputs {
+		if err := carries(n.Inputs[j], in); err != nil {
+			return fmt.Errorf("recompute node %q input %d: %v", n.Name, j, err)
+		}
+	}
+	gates := 0
+	for _, c := range n.ControlInputs {
+		if string(c.Def.GetAttr()[RoleAttr].GetS()) == "gate" {
+			gates++
+		}
+	}
+	if gates != 1 || len(n.ControlInputs) != len(on.ControlInputs)+1 {
+		return fmt.Errorf("recompute node %q: want %q's control inputs and one gate", n.Name, on.Name)
+	}
+	return nil
 }
 
 // verifyGate checks a gate node: a preserved Identity named for its trigger, on the trigger's
@@ -134,7 +187,7 @@ func verifyGate(n *graphdef.Node) error {
 	if trigger.Def.GetAttr()[RoleAttr] != nil {
 		return fmt.Errorf("gate %q reads the tfswap node %q, not a trigger", n.Name, trigger.Name)
 	}
-	if n.Name != GateNodeName(trigger) || n.Def.GetDevice() != trigger.Def.GetDevice() {
+	if (n.Name != GateNodeName(trigger) && n.Name != RecomputeGateName(trigger)) || n.Def.GetDevice() != trigger.Def.GetDevice() {
 		return fmt.Errorf("gate %q does not match its trigger %q (name or device)", n.Name, trigger.Name)
 	}
 	return nil

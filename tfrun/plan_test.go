@@ -15,34 +15,47 @@ import (
 // simulated with /device:CPU:1 as the GPU) trains bit-identically to the original in
 // the two-device emulation; the swap nodes and their _Send/_Recv pairs survive Grappler; every
 // host-to-device copy waits for its trigger's gate; and every wait the plan added (an op held
-// back until a swap-out has reached the host) starts only after that swap-out finished.
+// back until a swap-out has reached the host) starts only after that swap-out finished. Plans
+// with recomputations train bit-identically too, and every recomputed copy is in the
+// partition graphs (no common-subexpression elimination merged it into its original) and
+// starts only after its gate finished.
 func TestPlannedRewriteInRuntime(t *testing.T) {
 	for _, c := range []struct {
-		strategy string
-		budget   int64
+		strategy  string
+		budget    int64
+		recompute string
 	}{
-		{"auto", 6 << 20},     // a few swaps, no waits
-		{"auto", 3 << 20},     // tight: the plan adds waits
-		{"vdnn-all", 5 << 20}, // every layer input offloaded, vDNN's per-layer sync as waits
+		{"auto", 6 << 20, "off"},     // a few swaps, no waits
+		{"auto", 3 << 20, "off"},     // tight: the plan adds waits
+		{"vdnn-all", 5 << 20, "off"}, // every layer input offloaded, vDNN's per-layer sync as waits
+		{"auto", 4 << 20, "auto"},    // auto weighs recomputation against swapping
+		{"window", 4 << 20, "max"},   // every candidate recomputed (convolutions included), swaps for the rest
 	} {
-		t.Run(fmt.Sprintf("%s/%dMiB", c.strategy, c.budget>>20), func(t *testing.T) {
-			testPlannedRewrite(t, c.strategy, c.budget)
+		t.Run(fmt.Sprintf("%s/%dMiB/recompute-%s", c.strategy, c.budget>>20, c.recompute), func(t *testing.T) {
+			testPlannedRewrite(t, c.strategy, c.budget, c.recompute)
 		})
 	}
 }
 
-func testPlannedRewrite(t *testing.T, strategy string, budget int64) {
+func testPlannedRewrite(t *testing.T, strategy string, budget int64, recompute string) {
 	fx, placed := placedFixture(t, "resnet")
 	opts := rewrite.Options{ComputeDevice: computeDevice, HostDevice: hostDevice}
-	p, err := rewrite.RewriteWithPlanner(placed, opts, rewrite.PlanOptions{Strategy: strategy, Budget: budget, Sim: cost.Options{Fetch: []string{fx.TrainOp}}})
+	p, err := rewrite.RewriteWithPlanner(placed, opts, rewrite.PlanOptions{Strategy: strategy, Budget: budget, Recompute: recompute, Sim: cost.Options{Fetch: []string{fx.TrainOp}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(p.Swaps) == 0 {
-		t.Fatal("the plan swaps nothing")
+	if len(p.Swaps) == 0 && len(p.Recomputes) == 0 {
+		t.Fatal("the plan swaps and recomputes nothing")
 	}
-	t.Logf("strategy %s: %d swaps, %d waits; predicted peak %d of budget %d (unswapped %d), overhead %.1f%%",
-		p.Strategy, len(p.Swaps), len(p.Waits), p.Eval.Devices[0].Peak, p.Budget, p.Base.Devices[0].Peak, 100*p.Eval.Overhead)
+	if recompute == "max" && len(p.Recomputes) == 0 {
+		t.Fatal("--recompute max recomputed nothing")
+	}
+	copies := 0
+	for _, rc := range p.Recomputes {
+		copies += len(rc.Copies)
+	}
+	t.Logf("strategy %s (plan from %s): %d swaps, %d waits, %d recomputed tensors (%d op copies); predicted peak %d of budget %d (unswapped %d), overhead %.1f%%",
+		p.Strategy, p.Eval.Strategy, len(p.Swaps), len(p.Waits), len(p.Recomputes), copies, p.Eval.Devices[0].Peak, p.Budget, p.Base.Devices[0].Peak, 100*p.Eval.Overhead)
 
 	// Bit-identical training, every variable compared.
 	cfg := TwoDeviceConfigBytes()
@@ -108,5 +121,27 @@ func testPlannedRewrite(t *testing.T, strategy string, budget int64) {
 	t.Logf("%d of %d waits checked in the trace", checked, len(p.Waits))
 	if len(p.Waits) > 0 && checked == 0 {
 		t.Error("no wait could be checked in the trace")
+	}
+	// Every recomputed copy ran, late: after the gate of its trigger.
+	for _, rc := range p.Recomputes {
+		gs := tr.TimingsOf(rc.Gate)
+		if len(gs) != 1 {
+			t.Errorf("recomputation of %s: gate %s has %d timings in the trace, want 1", rc.Tensor, rc.Gate, len(gs))
+			continue
+		}
+		for _, cp := range rc.Copies {
+			if _, ok := tr.Node(cp); !ok {
+				t.Errorf("recomputation of %s: copy %s is not in the partition graphs (merged or removed)", rc.Tensor, cp)
+				continue
+			}
+			ts := tr.TimingsOf(cp)
+			if len(ts) != 1 {
+				t.Errorf("recomputation of %s: copy %s has %d timings, want 1", rc.Tensor, cp, len(ts))
+				continue
+			}
+			if ts[0].Start < gs[0].OpEnd {
+				t.Errorf("recomputation of %s: copy %s started at %d, before its gate %s finished at %d", rc.Tensor, cp, ts[0].Start, rc.Gate, gs[0].OpEnd)
+			}
+		}
 	}
 }

@@ -92,6 +92,7 @@ func planFlags() []cli.Flag {
 		&cli.IntFlag{Name: "bo-iterations", Usage: "autoswap: weight vectors the Bayesian optimisation tries after the four plain scores (default 12; -1: none)"},
 		&cli.StringFlag{Name: "window", Usage: "window: the schedule-window in bytes (default: tuned)"},
 		&cli.BoolFlag{Name: "explain", Usage: "print the plan's reasoning for every swap candidate"},
+		&cli.StringFlag{Name: "recompute", Value: "auto", Usage: "where backward readers may read a recomputed copy of a cheap op's output instead of a swapped-in one: auto (the auto strategy recomputes where the simulator says it beats swapping alone), off, or max (recompute every candidate, then swap what remains)"},
 		&cli.StringFlag{Name: "fit-accounting", Value: "both", Usage: "whose accounting a plan's peak must fit the budget by: both (tfswap's model of the runtime and Grappler's VirtualCluster rules) or tfswap"},
 	}
 }
@@ -104,7 +105,7 @@ func planning(c *cli.Context) (bool, error) {
 			return true, nil
 		}
 	}
-	for _, f := range []string{"shared-link", "batch-scale", "fetch", "measured", "no-tf32", "bo-iterations", "window", "explain", "fit-accounting"} {
+	for _, f := range []string{"shared-link", "batch-scale", "fetch", "measured", "no-tf32", "bo-iterations", "window", "explain", "fit-accounting", "recompute"} {
 		if c.IsSet(f) {
 			return false, usagef("--%s is a planning option: give --budget, --device or --strategy too", f)
 		}
@@ -114,9 +115,12 @@ func planning(c *cli.Context) (bool, error) {
 
 // planOptions reads the planning flags.
 func planOptions(c *cli.Context) (rewrite.PlanOptions, error) {
-	po := rewrite.PlanOptions{Strategy: c.String("strategy"), Explain: c.Bool("explain"), BOIterations: c.Int("bo-iterations"), FitAccounting: c.String("fit-accounting")}
+	po := rewrite.PlanOptions{Strategy: c.String("strategy"), Explain: c.Bool("explain"), BOIterations: c.Int("bo-iterations"), FitAccounting: c.String("fit-accounting"), Recompute: c.String("recompute")}
 	if _, err := rewrite.LookupStrategy(po.Strategy); err != nil {
 		return po, usagef("--strategy: %v", err)
+	}
+	if !slices.Contains(rewrite.RecomputeModes, po.Recompute) {
+		return po, usagef("--recompute: want one of %s, got %q", strings.Join(rewrite.RecomputeModes, ", "), po.Recompute)
 	}
 	if !slices.Contains(rewrite.FitAccountings, po.FitAccounting) {
 		return po, usagef("--fit-accounting: want one of %s, got %q", strings.Join(rewrite.FitAccountings, ", "), po.FitAccounting)
@@ -406,11 +410,13 @@ type report struct {
 	BytesOut int64              `json:"bytes_out"`
 	BytesIn  int64              `json:"bytes_in"`
 	Waits    []rewrite.WaitInfo `json:"waits,omitempty"`
-	Plan     *planReport        `json:"plan,omitempty"`
+	// Recomputes are the tensors whose later readers read a recomputed copy.
+	Recomputes []rewrite.Recompute `json:"recomputes,omitempty"`
+	Plan       *planReport         `json:"plan,omitempty"`
 }
 
 func reportOf(in, out string, r *rewrite.Result) report {
-	return report{Input: in, Output: out, Swaps: r.Swaps, Skipped: r.Skipped, BytesOut: r.BytesOut(), BytesIn: r.BytesIn(), Waits: r.Waits}
+	return report{Input: in, Output: out, Swaps: r.Swaps, Skipped: r.Skipped, BytesOut: r.BytesOut(), BytesIn: r.BytesIn(), Waits: r.Waits, Recomputes: r.Recomputes}
 }
 
 func printSummary(w io.Writer, in, out string, r *rewrite.Result, verbose bool) {
@@ -420,6 +426,16 @@ func printSummary(w io.Writer, in, out string, r *rewrite.Result, verbose bool) 
 	}
 	fmt.Fprintf(w, "%s -> %s\n", in, out)
 	fmt.Fprintf(w, "  tensors swapped: %d (%d swap-ins)\n", len(r.Swaps), swapIns)
+	if len(r.Recomputes) > 0 {
+		var bytes, ns int64
+		ops := 0
+		for _, rc := range r.Recomputes {
+			bytes += rc.Bytes
+			ns += rc.CostNS
+			ops += len(rc.Ops)
+		}
+		fmt.Fprintf(w, "  recomputed:      %d tensors (%s) by %d op copies, %s of compute in the unswapped step\n", len(r.Recomputes), units.FormatBytes(bytes), ops, cost.FormatDuration(ns))
+	}
 	fmt.Fprintf(w, "  bytes per step:  %s device-to-host, %s host-to-device\n", units.FormatBytes(r.BytesOut()), units.FormatBytes(r.BytesIn()))
 	unsized := 0
 	for _, s := range r.Skipped {

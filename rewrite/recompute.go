@@ -1,0 +1,641 @@
+package rewrite
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+
+	"github.com/tfswap/tfswap/cost"
+	"github.com/tfswap/tfswap/graphdef"
+	"github.com/tfswap/tfswap/triggers"
+	apb "github.com/wamuir/graft/tensorflow/core/framework/attr_value_go_proto"
+	npb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
+	"google.golang.org/protobuf/proto"
+)
+
+// Recomputation frees a tensor that sits idle on the GPU between its forward and its
+// backward reads without moving it over the host link: its backward readers read a copy made
+// by running its producer again, just before they need it. The DQN swap/recompute planner
+// (papers/dqn-swap-recompute.txt) and gradient checkpointing trade compute for memory this
+// way; tfswap uses it where the link cannot carry a swap without stalling the GPU.
+//
+// A recomputed tensor T is re-made by a chain of cheap, deterministic ops (batch
+// normalisation, activations, element-wise arithmetic, pooling): T's producer and, where its
+// inputs are not themselves still on the device at that time, their producers, up to
+// recomputeDepth deep. The chain's other inputs (its leaves) must be live at the time of the
+// recomputation anyway, because a later op reads them (a convolution's output kept for the
+// batch-norm gradient, say), so the recomputation extends no lifetime. The chain's copies
+// carry a control input from a gate of a trigger op that runs shortly before T's first
+// backward read (the same preserved gate Identity as a swap-in's, so that Grappler cannot
+// move the edge), and T's backward readers read the copy of T; its forward readers keep the
+// original, which is freed after them.
+//
+// Copies are the original NodeDefs with the same op, device, inputs and attrs, plus a
+// control input from the gate and the attrs every tfswap node has (RoleAttr "recompute",
+// a unique IDAttr so that no common-subexpression elimination merges a copy back into its
+// original, and DoNotRemoveAttr). The ops are deterministic, so a copy computes the very same
+// values: training is bit-identical.
+
+// recomputableOps are the ops whose outputs tfswap may recompute: stateless and
+// deterministic, most of them cheap per byte (memory-bound).
+var recomputableOps = map[string]bool{
+	"Relu": true, "Relu6": true, "Elu": true, "Selu": true, "LeakyRelu": true, "Sigmoid": true,
+	"Tanh": true, "Softplus": true, "Softsign": true, "Erf": true,
+	"Add": true, "AddV2": true, "Sub": true, "Mul": true, "RealDiv": true, "Maximum": true,
+	"Minimum": true, "Neg": true, "Square": true, "Sqrt": true, "Rsqrt": true, "Exp": true,
+	"BiasAdd": true, "Cast": true,
+	"FusedBatchNorm": true, "FusedBatchNormV2": true, "FusedBatchNormV3": true,
+	"MaxPool": true, "AvgPool": true,
+	// Convolutions and matrix products cost far more per byte; the planner takes them last,
+	// where the host link is saturated (gradient checkpointing's trade).
+	"Conv2D": true, "DepthwiseConv2dNative": true, "MatMul": true, "BatchMatMulV2": true,
+}
+
+// recomputeDepth is how many producers deep a recomputation chain may reach; recomputeNodes
+// bounds the ops in one chain.
+const (
+	recomputeDepth = 6
+	recomputeNodes = 10
+)
+
+// recomputeSmallBytes is the size under which a chain input counts as staying on the device
+// whatever its lifetime (scales, offsets, statistics of a batch normalisation).
+const recomputeSmallBytes = 64 << 10
+
+// RecomputeModes are the values PlanOptions.Recompute accepts: "auto" (the default: the auto
+// strategy recomputes where the simulator says it beats swapping alone; the other strategies,
+// the papers' swap-only policies, never do), "off" and "max" (every candidate is recomputed
+// and the strategy plans swaps for what remains: for experiments and tests).
+var RecomputeModes = []string{"auto", "off", "max"}
+
+// PlannedRecompute recomputes Tensor for its backward readers: Chain are the ops run again
+// (producers first; the last makes Tensor), Uses the reads redirected to the copy, and
+// Trigger the op whose gate releases the chain.
+type PlannedRecompute struct {
+	Tensor  graphdef.Tensor
+	Bytes   int64
+	Chain   []*graphdef.Node
+	Uses    []graphdef.Use
+	Trigger *graphdef.Node
+	// Cost is the chain's predicted time in the unswapped step (ns).
+	Cost int64
+	// Also are other tensors the chain makes whose later reads read its copies too.
+	Also []ServedTensor
+}
+
+// ServedTensor is a tensor whose later reads (Uses) read the copy a recomputation chain
+// makes of it.
+type ServedTensor struct {
+	Tensor graphdef.Tensor
+	Bytes  int64
+	Uses   []graphdef.Use
+}
+
+// Recompute describes one recomputed tensor in a Result.
+type Recompute struct {
+	// Tensor is the recomputed tensor and Bytes its size.
+	Tensor string
+	Bytes  int64
+	// Ops are the original ops run again, producers first, and Copies their copies' names.
+	Ops    []string
+	Copies []string
+	// Trigger is the op whose completion releases the chain, Gate the node the copies'
+	// control inputs come from.
+	Trigger string
+	Gate    string
+	// Consumers are the nodes that read the recomputed copy.
+	Consumers []string
+	// Also are other tensors the chain makes whose later readers read its copies, with
+	// their sizes and readers.
+	Also []RecomputeServed `json:",omitempty"`
+	// CostNS is the chain's predicted time (simulated, unswapped step).
+	CostNS int64 `json:"cost_ns"`
+}
+
+// RecomputeServed is a tensor a recomputation chain makes for its own later readers.
+type RecomputeServed struct {
+	Tensor    string
+	Bytes     int64
+	Consumers []string
+}
+
+// RecomputeNodeName returns the name of the copy of op in the recomputation of tensor t:
+// "tfswap/<producer>_<port>/recompute/<op>".
+func RecomputeNodeName(t graphdef.Tensor, op *graphdef.Node) string {
+	return Scope + t.Node.Name + "_" + strconv.Itoa(t.Port) + "/recompute/" + op.Name
+}
+
+// RecomputeGateName returns the name of the gate that releases recomputations:
+// "tfswap/<trigger>/recompute_gate". It differs from a swap-in's gate (GateNodeName) so that
+// planning swaps on a graph with recomputations never adds a second node of the same name.
+func RecomputeGateName(trigger *graphdef.Node) string {
+	return Scope + trigger.Name + "/recompute_gate"
+}
+
+// rcTarget is a tensor the unswapped step could recompute: made on a compute device before
+// the device's peak, read before and after it (Far are the later reads, first the earliest
+// start among them), every later read redirectable.
+type rcTarget struct {
+	t     graphdef.Tensor
+	bytes int64
+	far   []graphdef.Use
+	nodes []*graphdef.Node // the far readers
+	first int64
+	index int
+}
+
+// rcChain is the chain that remakes a target at its time, with its predicted cost.
+type rcChain struct {
+	nodes []*graphdef.Node
+	cost  int64
+}
+
+// recomputeTargets returns the tensors pr's unswapped step could recompute, in topological
+// order of their producers.
+func (pr *Problem) recomputeTargets() []*rcTarget {
+	a := pr.Analysis
+	tm := pr.timing
+	peakAt := map[int]int64{}
+	for _, d := range pr.Base.Devices {
+		peakAt[d.SimulatedIndex] = d.PeakTime
+	}
+	var out []*rcTarget
+	for _, n := range a.Graph.Topo {
+		if !pr.recomputable(n) {
+			continue
+		}
+		tp, ok := peakAt[tm.dev[n.Index]]
+		if !ok || tm.times.End[n.Index] > tp {
+			continue
+		}
+	ports:
+		for port := range n.Consumers {
+			t := graphdef.Tensor{Node: n, Port: port}
+			bytes, ok := pr.shapes.Bytes(t)
+			if !ok || bytes < a.Opts.MinTensorBytes || bytes <= 0 {
+				continue
+			}
+			rt := &rcTarget{t: t, bytes: bytes, first: -1, index: len(out)}
+			for _, u := range n.Consumers[port] {
+				s := tm.times.Start[u.Node.Index]
+				if s < 0 || isAliasUse(u) {
+					continue ports // a read that did not run, or an alias that extends the buffer
+				}
+				if s < tp {
+					continue
+				}
+				if !a.ConsumerEligible(u) {
+					continue ports
+				}
+				rt.far = append(rt.far, u)
+				rt.nodes = append(rt.nodes, u.Node)
+				if rt.first < 0 || s < rt.first {
+					rt.first = s
+				}
+			}
+			if len(rt.far) > 0 {
+				out = append(out, rt)
+			}
+		}
+	}
+	return out
+}
+
+// recomputable reports whether n may be run again: a recomputable op on a compute device
+// that ran in the unswapped step, outside loops and conditional branches, not excluded, not
+// folded into a constant and without control inputs.
+func (pr *Problem) recomputable(n *graphdef.Node) bool {
+	a := pr.Analysis
+	if !recomputableOps[n.Op] || !a.OnCompute(n) || a.InLoop(n) || a.Conditional(n) || a.foldable[n.Index] {
+		return false
+	}
+	if ex, _ := a.Excluded(n); ex {
+		return false
+	}
+	if n.Index >= len(pr.timing.dev) || pr.timing.dev[n.Index] < 0 {
+		return false
+	}
+	return len(n.ControlInputs) == 0
+}
+
+// rcPlanner selects recomputations greedily. Its state is the selected targets and the
+// chain of each; a target whose later reads move to a copy no longer keeps its original on
+// the device, so a chain that read it as an input must make it again itself.
+type rcPlanner struct {
+	pr       *Problem
+	targets  []*rcTarget
+	byTensor map[graphdef.Tensor]*rcTarget
+	selected map[graphdef.Tensor]bool
+	chains   map[graphdef.Tensor]*rcChain
+	// order is the selection order, bytes the cumulative bytes after each selection.
+	order []*rcTarget
+	bytes []int64
+}
+
+// buildChain returns the chain that remakes t by time at given the selected targets: t's
+// producer and, for each input not on the device at that time, that input's producer in
+// turn (at most recomputeDepth deep and recomputeNodes ops).
+func (rp *rcPlanner) buildChain(t graphdef.Tensor, at int64, sel map[graphdef.Tensor]bool) (*rcChain, bool) {
+	in := map[*graphdef.Node]bool{}
+	var nodes []*graphdef.Node
+	var walk func(n *graphdef.Node, depth int) bool
+	walk = func(n *graphdef.Node, depth int) bool {
+		if in[n] {
+			return true
+		}
+		if depth > recomputeDepth || len(nodes) >= recomputeNodes || !rp.pr.recomputable(n) {
+			return false
+		}
+		in[n] = true
+		for _, x := range n.Inputs {
+			if rp.liveAt(x, at, sel) {
+				continue
+			}
+			if !walk(x.Node, depth+1) {
+				return false
+			}
+		}
+		nodes = append(nodes, n)
+		return true
+	}
+	if !walk(t.Node, 1) {
+		return nil, false
+	}
+	c := &rcChain{nodes: nodes}
+	for _, n := range nodes {
+		c.cost += rp.pr.timing.times.End[n.Index] - rp.pr.timing.times.Start[n.Index]
+	}
+	return c, true
+}
+
+// liveAt reports whether tensor x is on the device at time at in the unswapped step with
+// the selected recomputations: it stays resident (a constant or a variable's value), is
+// small, or a read at or after that time keeps the original (the later reads of a selected
+// target read its copy instead).
+func (rp *rcPlanner) liveAt(x graphdef.Tensor, at int64, sel map[graphdef.Tensor]bool) bool {
+	if neverSwappedOps[x.Node.Op] || aliasesVariable(x.Node) {
+		return true
+	}
+	if b, ok := rp.pr.shapes.Bytes(x); ok && b <= recomputeSmallBytes {
+		return true
+	}
+	if x.Port >= len(x.Node.Consumers) {
+		return false
+	}
+	moved := sel[x]
+	for _, u := range x.Node.Consumers[x.Port] {
+		s := rp.pr.timing.times.Start[u.Node.Index]
+		if s < at {
+			continue
+		}
+		if moved && rp.isFar(x, u) {
+			continue
+		}
+		return true
+	}
+	return false
+}
+
+// isFar reports whether u is one of the later reads of target x.
+func (rp *rcPlanner) isFar(x graphdef.Tensor, u graphdef.Use) bool {
+	rt := rp.byTensor[x]
+	if rt == nil {
+		return false
+	}
+	for _, f := range rt.far {
+		if f == u {
+			return true
+		}
+	}
+	return false
+}
+
+// reads reports whether chain c reads tensor x from outside itself.
+func (c *rcChain) reads(x graphdef.Tensor) bool {
+	in := map[*graphdef.Node]bool{}
+	for _, n := range c.nodes {
+		in[n] = true
+	}
+	for _, n := range c.nodes {
+		for _, y := range n.Inputs {
+			if y == x && !in[y.Node] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// marginal returns the chains that change when rt is selected (rt's own and those of
+// selected targets that read rt's original) and the added cost; ok is false when a chain
+// cannot be built.
+func (rp *rcPlanner) marginal(rt *rcTarget) (map[graphdef.Tensor]*rcChain, int64, bool) {
+	sel := rp.selected
+	sel[rt.t] = true
+	defer delete(sel, rt.t)
+	changed := map[graphdef.Tensor]*rcChain{}
+	var delta int64
+	for _, o := range rp.order {
+		c := rp.chains[o.t]
+		if !c.reads(rt.t) {
+			continue
+		}
+		nc, ok := rp.buildChain(o.t, o.first, sel)
+		if !ok {
+			return nil, 0, false
+		}
+		changed[o.t] = nc
+		delta += nc.cost - c.cost
+	}
+	c, ok := rp.buildChain(rt.t, rt.first, sel)
+	if !ok {
+		return nil, 0, false
+	}
+	changed[rt.t] = c
+	delta += c.cost
+	return changed, delta, true
+}
+
+// newRCPlanner orders pr's recomputation targets greedily, the least added compute per byte
+// first, until none is left that can be recomputed.
+func (pr *Problem) newRCPlanner() *rcPlanner {
+	rp := &rcPlanner{pr: pr, targets: pr.recomputeTargets(), byTensor: map[graphdef.Tensor]*rcTarget{},
+		selected: map[graphdef.Tensor]bool{}, chains: map[graphdef.Tensor]*rcChain{}}
+	for _, rt := range rp.targets {
+		rp.byTensor[rt.t] = rt
+	}
+	left := append([]*rcTarget(nil), rp.targets...)
+	var total int64
+	for len(left) > 0 {
+		var best *rcTarget
+		var bestChanged map[graphdef.Tensor]*rcChain
+		var bestDelta int64
+		keep := left[:0]
+		for _, rt := range left {
+			changed, delta, ok := rp.marginal(rt)
+			if !ok {
+				continue // it cannot become recomputable by selecting more
+			}
+			keep = append(keep, rt)
+			// Least added cost per byte, compared without division; ties to the earlier.
+			if best == nil || delta*best.bytes < bestDelta*rt.bytes ||
+				(delta*best.bytes == bestDelta*rt.bytes && rt.index < best.index) {
+				best, bestChanged, bestDelta = rt, changed, delta
+			}
+		}
+		left = keep
+		if best == nil {
+			break
+		}
+		rp.selected[best.t] = true
+		for t, c := range bestChanged {
+			rp.chains[t] = c
+		}
+		rp.order = append(rp.order, best)
+		total += best.bytes
+		rp.bytes = append(rp.bytes, total)
+		for i, rt := range left {
+			if rt == best {
+				left = append(left[:i], left[i+1:]...)
+				break
+			}
+		}
+	}
+	return rp
+}
+
+// plan returns the recomputations of the first k selected targets (every one for k < 0)
+// in topological order of their targets, triggered as late as lets each chain finish before
+// its first later read. A target whose producer another chain runs early enough is served by
+// that chain's copy instead of a chain of its own. Targets without a trigger are left out.
+func (rp *rcPlanner) plan(k int) []*PlannedRecompute {
+	pr := rp.pr
+	tm := pr.timing
+	if k < 0 || k > len(rp.order) {
+		k = len(rp.order)
+	}
+	sel := map[graphdef.Tensor]bool{}
+	for _, rt := range rp.order[:k] {
+		sel[rt.t] = true
+	}
+	targets := append([]*rcTarget(nil), rp.order[:k]...)
+	sort.SliceStable(targets, func(i, j int) bool { return targets[i].index < targets[j].index })
+	type built struct {
+		rt    *rcTarget
+		chain *rcChain
+		rc    *PlannedRecompute
+	}
+	var bs []*built
+	for _, rt := range targets {
+		c, ok := rp.buildChain(rt.t, rt.first, sel)
+		if !ok {
+			continue
+		}
+		bs = append(bs, &built{rt: rt, chain: c})
+	}
+	// A target is served by another target's chain when that chain makes it and runs no
+	// later than its first later read (the earliest such chain); only chains of targets not
+	// served so are kept.
+	byFirst := append([]*built(nil), bs...)
+	sort.SliceStable(byFirst, func(i, j int) bool { return byFirst[i].rt.first < byFirst[j].rt.first })
+	servedBy := map[*built]*built{}
+	for i, b := range byFirst {
+		for _, o := range byFirst[:i] {
+			if servedBy[o] != nil {
+				continue
+			}
+			has := false
+			for _, n := range o.chain.nodes {
+				has = has || n == b.rt.t.Node
+			}
+			if has {
+				servedBy[b] = o
+				break
+			}
+		}
+	}
+	var out []*PlannedRecompute
+	for _, b := range bs {
+		if servedBy[b] != nil {
+			continue
+		}
+		deadline := b.rt.first - b.chain.cost
+		trig, late, err := triggers.ByTime(b.rt.t.Node, b.rt.nodes, deadline, &tm.times, pr.eligible)
+		if err != nil || late {
+			continue
+		}
+		inChain := false
+		for _, n := range b.chain.nodes {
+			inChain = inChain || n == trig
+		}
+		if inChain {
+			continue
+		}
+		b.rc = &PlannedRecompute{Tensor: b.rt.t, Bytes: b.rt.bytes, Chain: b.chain.nodes, Uses: b.rt.far, Trigger: trig, Cost: b.chain.cost}
+		out = append(out, b.rc)
+	}
+	for _, b := range bs {
+		if o := servedBy[b]; o != nil && o.rc != nil {
+			o.rc.Also = append(o.rc.Also, ServedTensor{Tensor: b.rt.t, Bytes: b.rt.bytes, Uses: b.rt.far})
+		}
+	}
+	return out
+}
+
+// level returns how many of the selected targets reach want bytes (all when want < 0).
+func (rp *rcPlanner) level(want int64) int {
+	if want < 0 {
+		return len(rp.order)
+	}
+	for i, b := range rp.bytes {
+		if b >= want {
+			return i + 1
+		}
+	}
+	return len(rp.order)
+}
+
+// ApplyRecomputes adds the recomputations to model (whose graph is a's) and returns the new
+// model and their descriptions. It changes only the inputs of the redirected readers, adds
+// the copies and gates after the original nodes, and is deterministic.
+func ApplyRecomputes(model *graphdef.Model, a *Analysis, rcs []*PlannedRecompute) (*graphdef.Model, []Recompute, error) {
+	g := a.Graph
+	out := model.Clone()
+	newInputs := map[int]map[int]string{}
+	var added []*npb.NodeDef
+	gates := map[string]bool{}
+	var descs []Recompute
+	for _, rc := range rcs {
+		t := rc.Tensor
+		if rc.Trigger == nil || len(rc.Uses) == 0 || len(rc.Chain) == 0 || rc.Chain[len(rc.Chain)-1] != t.Node {
+			return nil, nil, fmt.Errorf("recomputation of %s: no trigger, no readers or a chain that does not end at its producer", t)
+		}
+		gate := RecomputeGateName(rc.Trigger)
+		if !gates[gate] {
+			gn, err := gateNode(rc.Trigger)
+			if err != nil {
+				return nil, nil, fmt.Errorf("recomputation of %s: %v", t, err)
+			}
+			gn.Name = gate
+			gn.Attr[IDAttr] = &apb.AttrValue{Value: &apb.AttrValue_S{S: []byte(gate)}}
+			gates[gate] = true
+			added = append(added, gn)
+		}
+		d := Recompute{Tensor: t.String(), Bytes: rc.Bytes, Trigger: rc.Trigger.Name, Gate: gate, CostNS: rc.Cost}
+		copyOf := map[*graphdef.Node]string{}
+		for _, c := range rc.Chain {
+			name := RecomputeNodeName(t, c)
+			copyOf[c] = name
+			nd := proto.Clone(c.Def).(*npb.NodeDef)
+			nd.Name = name
+			for j, x := range c.Inputs {
+				if cp, ok := copyOf[x.Node]; ok {
+					nd.Input[j] = graphdef.Tensor{Node: &graphdef.Node{Name: cp}, Port: x.Port}.InputString()
+				}
+			}
+			nd.Input = append(nd.Input, "^"+gate)
+			if nd.Attr == nil {
+				nd.Attr = map[string]*apb.AttrValue{}
+			}
+			nd.Attr[DoNotRemoveAttr] = &apb.AttrValue{Value: &apb.AttrValue_B{B: true}}
+			nd.Attr[RoleAttr] = &apb.AttrValue{Value: &apb.AttrValue_S{S: []byte("recompute")}}
+			nd.Attr[IDAttr] = &apb.AttrValue{Value: &apb.AttrValue_S{S: []byte(name)}}
+			added = append(added, nd)
+			d.Ops = append(d.Ops, c.Name)
+			d.Copies = append(d.Copies, name)
+		}
+		redirect := func(x graphdef.Tensor, uses []graphdef.Use) ([]string, error) {
+			cp, ok := copyOf[x.Node]
+			if !ok {
+				return nil, fmt.Errorf("recomputation of %s: its chain does not make %s", t, x)
+			}
+			src := graphdef.Tensor{Node: &graphdef.Node{Name: cp}, Port: x.Port}.InputString()
+			seen := map[string]bool{}
+			var names []string
+			for _, u := range uses {
+				if u.Node.Inputs[u.Input] != x {
+					return nil, fmt.Errorf("recomputation of %s: input %d of %q does not read it", x, u.Input, u.Node.Name)
+				}
+				m := newInputs[u.Node.Index]
+				if m == nil {
+					m = map[int]string{}
+					newInputs[u.Node.Index] = m
+				}
+				if _, dup := m[u.Input]; dup {
+					return nil, fmt.Errorf("recomputation of %s: input %d of %q is redirected twice", x, u.Input, u.Node.Name)
+				}
+				m[u.Input] = src
+				if !seen[u.Node.Name] {
+					seen[u.Node.Name] = true
+					names = append(names, u.Node.Name)
+				}
+			}
+			return names, nil
+		}
+		var err error
+		if d.Consumers, err = redirect(t, rc.Uses); err != nil {
+			return nil, nil, err
+		}
+		for _, x := range rc.Also {
+			names, err := redirect(x.Tensor, x.Uses)
+			if err != nil {
+				return nil, nil, err
+			}
+			d.Also = append(d.Also, RecomputeServed{Tensor: x.Tensor.String(), Bytes: x.Bytes, Consumers: names})
+		}
+		descs = append(descs, d)
+	}
+	for idx, m := range newInputs {
+		nd := proto.Clone(g.Nodes[idx].Def).(*npb.NodeDef)
+		for input, name := range m {
+			nd.Input[input] = name
+		}
+		out.Graph.Node[idx] = nd
+	}
+	out.Graph.Node = append(out.Graph.Node, added...)
+	if _, err := graphdef.NewGraph(out.Graph, model.Source+" (recomputed)"); err != nil {
+		return nil, nil, fmt.Errorf("internal error: the recomputed graph is invalid: %v", err)
+	}
+	return out, descs, nil
+}
+
+// recomputedOp returns the original op's name in a copy's name
+// "tfswap/<producer>_<port>/recompute/<op>".
+func recomputedOp(name string) string {
+	const mark = "/recompute/"
+	for i := len(Scope); i+len(mark) <= len(name); i++ {
+		if name[i:i+len(mark)] == mark {
+			return name[i+len(mark):]
+		}
+	}
+	return ""
+}
+
+// recomputeLevels returns the byte targets of the recomputation levels tried for a step whose
+// worst device exceeds its budget by excess: half the excess (swaps do the rest), the excess,
+// and every candidate (-1).
+func recomputeLevels(excess int64) []int64 {
+	if excess <= 0 {
+		return nil
+	}
+	return []int64{excess / 2, excess, excess * 3 / 2, -1}
+}
+
+// linkBoundStep is the shortest step any swap-only plan can reach on top of a step whose
+// simulation is res when the worst device must drop excess bytes at its peak: those bytes
+// cross the link device-to-host before the peak and host-to-device after it.
+func linkBoundStep(res *cost.Result, p *cost.Profile, excess int64) int64 {
+	var peakT int64
+	var worst int64 = -1
+	for _, d := range res.Devices {
+		if d.GPU && d.PeakBytes > worst {
+			worst, peakT = d.PeakBytes, d.PeakTime
+		}
+	}
+	if excess <= 0 {
+		return res.StepTime
+	}
+	d2h := int64(float64(excess) / p.D2H * 1e9)
+	h2d := int64(float64(excess) / p.H2D * 1e9)
+	return max(peakT, d2h) + max(res.StepTime-peakT, h2d)
+}
