@@ -98,7 +98,8 @@ def mult(r, b0):
 
 
 def strategy_label(s):
-    return {"grappler": "Grappler (TF)", "lms-sweep": "LMS (thresholds)"}.get(s, s)
+    return {"grappler": "Grappler (TF)", "lms-sweep": "LMS (thresholds)",
+            "auto-swap": "auto (swap only)"}.get(s, s)
 
 
 def max_batch(res, model, device, strategy, limit, judge=None):
@@ -282,6 +283,94 @@ def vc_gap_summary(res):
             parts.append("%s %s" % (mname(mo), pct(lo, 0) if abs(hi - lo) < 0.005 else
                                     "%s to %s" % (pct(lo, 0), pct(hi, 0))))
     return ", ".join(parts) or "not measured"
+
+
+def swap_bound(base, budget, profile):
+    """The least overhead any swap-only plan can have, by the link alone (None without data).
+
+    At the op where the unswapped step peaks, at least E = peak - budget bytes must be absent
+    from the GPU. A tensor is absent only once its copy to the host has finished, so E bytes
+    crossed the link device-to-host before that op, and every one of them comes back
+    host-to-device after it, before its reader. The ops before the peak take at least
+    t_peak and those after it step - t_peak, so the step takes at least
+    max(t_peak, E / D2H) + max(step - t_peak, E / H2D). The bound holds in the unswapped
+    schedule's order of ops and ignores the copies' latency, so real plans sit above it."""
+    if not base or not base.get("peak_time_ns") or not base.get("step_ns"):
+        return None
+    excess = base["peak"] - budget
+    if excess <= 0:
+        return 0.0
+    d2h, h2d = profile["d2h_bytes_per_s"], profile["h2d_bytes_per_s"]
+    tp, step = base["peak_time_ns"] / 1e9, base["step_ns"] / 1e9
+    return (max(tp, excess / d2h) + max(step - tp, excess / h2d)) / step - 1
+
+
+def max_bound_multiple(res, model, device, limit):
+    """The largest ladder multiple of B0 whose swap-only bound is within limit, with the bound
+    at every rung."""
+    prof = res.meta["profiles"][device]
+    best, rungs = None, []
+    seen = set()
+    for r in sorted(res.select(model=model, device=device, tag="ladder"), key=lambda r: r["batch"]):
+        if r["batch"] in seen:
+            continue
+        seen.add(r["batch"])
+        b = swap_bound(r.get("base"), r["budget"], prof)
+        if b is None:
+            continue
+        rungs.append((r.get("multiple"), r["batch"], b))
+        if b <= limit + 1e-12:
+            best = r.get("multiple")
+    return best, rungs
+
+
+def section_bound(res, out):
+    """Auto's overhead against the least overhead the host link allows any swap-only plan."""
+    m = res.meta
+    d = m.get("curve_device")
+    if not d or d not in m["profiles"]:
+        return
+    prof = m["profiles"][d]
+    rows = []
+    for mo in m["models"]:
+        b0 = res.b0.get((mo, d))
+        if not b0:
+            continue
+        _, rungs = max_bound_multiple(res, mo, d, 0)
+        for mult_, batch, b in rungs:
+            if mult_ == 1:
+                continue
+            at = {r["strategy"]: r for r in res.select(model=mo, device=d, tag="ladder", batch=batch)}
+            swap_only = [r for s_, r in at.items() if s_ not in ("auto",) and fits_sim(r)]
+            best_other = min((r for r in swap_only if r["strategy"] != "auto-swap"),
+                             key=lambda r: r["overhead"], default=None)
+
+            def cell(r):
+                return pct(r["overhead"]) if r and fits_sim(r) else "no plan"
+            rows.append("| %s | %d (%gx) | %s | %s | %s | %s |" % (
+                mname(mo), batch, mult_, pct(b), cell(at.get("auto-swap")),
+                "%s (%s)" % (pct(best_other["overhead"]), strategy_label(best_other["strategy"]))
+                if best_other else "no plan", cell(at.get("auto"))))
+    if not rows:
+        return
+    out.append("## How close to the link's limit\n")
+    out.append(
+        "A swap-only plan cannot be faster than the host link allows. At the op where the unswapped "
+        "step peaks, at least E = peak - budget bytes must be absent from the GPU; they crossed the "
+        "link device-to-host before that op and come back after it, so the step takes at least "
+        "max(t_peak, E / D2H) + max(step - t_peak, E / H2D) (`bench/report.py` `swap_bound`; in the "
+        "unswapped schedule's order of ops, copy latency ignored). The table puts the simulated "
+        "overheads on `%s` (%.1f GB/s each way) of the swap-only plans, `auto` without "
+        "recomputation and the best of the papers' strategies (fitting by the simulator), next to "
+        "that bound, and last `auto` with recomputation, which the bound does not limit: a "
+        "recomputed tensor never crosses the link. The bound is computed from the unswapped "
+        "step's simulated peak, peak time and step time at each ladder batch.\n" % (
+            d, prof["d2h_bytes_per_s"] / 1e9))
+    out.append("| model | batch | least possible swap-only overhead (link bound) | auto (swap only) "
+               "| best other strategy | auto (with recomputation) |")
+    out.append("|---|---|---:|---:|---:|---:|")
+    out.extend(rows)
+    out.append("")
 
 
 def section_maxbatch(res, out):
@@ -525,6 +614,14 @@ def section_targets(res, out, docs):
                     why = " At 8x B0 (batch %d) the plan's simulated peak is %s GiB (budget %s) with %s overhead%s." % (
                         r["batch"], gib(r["sim"]["peak"]), gib(r["budget"]), pct(r["overhead"]),
                         "" if r.get("fits_vc") is not False else ", VirtualCluster peak over budget")
+        bmult, rungs = max_bound_multiple(res, "resnet50", "v100-16gb", 0.45)
+        b8 = [b for mu, _, b in rungs if mu == 8]
+        if rungs:
+            why += (" No swap-only plan can do better than the host link allows (section \"How close "
+                    "to the link's limit\"): the least possible swap-only overhead at 8x B0 is %s, "
+                    "and the largest ladder batch at which the link permits <= 45%% at all is %s; "
+                    "beyond it only recomputation gains." % (
+                        pct(b8[0]) if b8 else "?", "%gx B0" % bmult if bmult else "none above B0"))
         items.append(("ResNet-50, `v100-16gb`: largest batch at <= 45%% overhead >= 8x B0 (B0 = %d)" % b0,
                       "**met**" if met else "**missed**",
                       "%s; largest batch at <= 45%%: %s (ladder resolution; simulated, fits judged "
@@ -777,6 +874,7 @@ def main(argv=None):
     section_setup(res, body)
     section_b0(res, body)
     section_maxbatch(res, body)
+    section_bound(res, body)
     zero = section_curves(res, body, args.docs)
     targets = section_targets(res, body, args.docs)
     section_verification(res, body)

@@ -45,6 +45,9 @@ PLANNERS = ["lms", "vdnn-all", "vdnn-conv", "vdnn-dyn", "autoswap", "window", "a
 # Strategies whose plan does not depend on the budget (the vDNN static policies).
 STATIC = {"vdnn-all", "vdnn-conv"}
 GRAPPLER = "grappler"
+# tfswap's auto strategy without recomputation (`--strategy auto --recompute off`): the
+# swap-only planner, for a like-for-like comparison with the papers' swap-only strategies.
+AUTO_SWAP = "auto-swap"
 # Before the planners exist: LMS with fixed thresholds, the harness picking the fastest
 # plan that fits from a sweep of --swapout-threshold (a user tuning TFLMS by hand).
 LMS_SWEEP = "lms-sweep"
@@ -141,7 +144,10 @@ class Tfswap:
             return []
         block = m.group(0)
         found = [s for s in PLANNERS if re.search(r"(?<![\w-])%s(?![\w-])" % re.escape(s), block)]
-        return found or list(PLANNERS)
+        found = found or list(PLANNERS)
+        if "auto" in found and "--recompute" in text:
+            found.insert(found.index("auto") + 1, AUTO_SWAP)
+        return found
 
 
 def build_tfswap(out_dir):
@@ -342,8 +348,10 @@ def evaluate(model, device, batch, strategy, budget, src, base, vc_policy, tag, 
                 rec["sim"] = best[3]
         else:
             rep = os.path.join(work, "report.json")
-            args = ["rewrite", src, "-o", out, "--strategy", strategy, "--budget", str(budget),
-                    "--report", rep] + ts.device_flags(dev) + ts.fetch_flags()
+            flags = ["--strategy", "auto", "--recompute", "off"] if strategy == AUTO_SWAP else \
+                ["--strategy", strategy]
+            args = ["rewrite", src, "-o", out] + flags + ["--budget", str(budget),
+                                                          "--report", rep] + ts.device_flags(dev) + ts.fetch_flags()
             try:
                 p, secs = ts.run(args)
             except subprocess.TimeoutExpired:

@@ -163,6 +163,11 @@ func (a *Analysis) Excluded(n *graphdef.Node) (bool, string) {
 	if neverSwappedOps[n.Op] {
 		return true, "op " + n.Op + " is never swapped"
 	}
+	if _, ok := n.Def.GetAttr()[RoleAttr]; ok {
+		// A recomputed copy is made just before its readers; swapping it could also make a
+		// wait depend on the swap-ins its chain reads, a cycle.
+		return true, "made by tfswap (a recomputation)"
+	}
 	if aliasesVariable(n) {
 		return true, "reads a variable, which keeps its buffer"
 	}

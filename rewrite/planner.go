@@ -105,9 +105,11 @@ func RewriteWithPlanner(model *graphdef.Model, opts Options, po PlanOptions) (*P
 	sims := pr.sims
 	if mode == "max" || (mode == "auto" && planner.Name() == "auto" && (ev == nil || !ev.Fits || ev.StepTime > pr.Base.StepTime)) {
 		rs, err := pr.planRecomputed(planner, mode, ev)
-		if err != nil {
+		if err != nil && mode == "max" {
 			return nil, err
 		}
+		// In auto mode a recomputation that cannot be planned leaves the swap-only plan,
+		// always a safe answer.
 		if rs != nil {
 			sims += rs.pr.sims
 			if mode == "max" || better(rs.ev, ev) {

@@ -85,6 +85,8 @@ func TestRewritePlanErrors(t *testing.T) {
 		{[]string{"--explain"}, 2, "planning option"},
 		{[]string{"--fit-accounting", "tfswap"}, 2, "planning option"},
 		{[]string{"--budget", "8GiB", "--fit-accounting", "vc"}, 2, "--fit-accounting"},
+		{[]string{"--recompute", "max"}, 2, "planning option"},
+		{[]string{"--budget", "8GiB", "--recompute", "always"}, 2, "--recompute"},
 		{[]string{"--budget", "8GiB", "--shared-link", "/device:GPU:0+/device:GPU:7"}, 1, "no GPU of the graph matches"},
 	} {
 		args := append([]string{"rewrite", planFixture, "-o", filepath.Join(tmp, "x.pb")}, tc.args...)
@@ -120,5 +122,49 @@ func TestRewriteWithoutPlanningUnchanged(t *testing.T) {
 	got, _ := os.ReadFile(out)
 	if !bytes.Equal(got, want) {
 		t.Error("plain rewrite output changed")
+	}
+}
+
+// TestRewriteRecomputeReport: with --recompute max the summary counts the recomputations,
+// the JSON report lists each with its copies, trigger, gate and readers, and the same
+// command writes the same bytes again.
+func TestRewriteRecomputeReport(t *testing.T) {
+	tmp := t.TempDir()
+	out, rep := filepath.Join(tmp, "out.pb"), filepath.Join(tmp, "rep.json")
+	args := []string{"rewrite", planFixture, "-o", out, "--budget", "4MiB", "--fetch", "train", "--strategy", "window", "--recompute", "max", "--report", rep}
+	code, stdout, stderr := runSimCLI(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stdout, "recomputed:") || !strings.Contains(stdout, "plan from window+recompute") {
+		t.Errorf("summary lacks the recomputations:\n%s", stdout)
+	}
+	var r struct {
+		Recomputes []rewrite.Recompute `json:"recomputes"`
+	}
+	data, err := os.ReadFile(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Recomputes) == 0 {
+		t.Fatalf("report lists no recomputation: %s", data)
+	}
+	for _, rc := range r.Recomputes {
+		if len(rc.Ops) == 0 || len(rc.Copies) != len(rc.Ops) || rc.Trigger == "" || rc.Gate != "tfswap/"+rc.Trigger+"/recompute_gate" || len(rc.Consumers) == 0 || rc.Bytes <= 0 {
+			t.Errorf("report entry %+v", rc)
+		}
+	}
+	out2 := filepath.Join(tmp, "out2.pb")
+	args[3] = out2
+	if code, _, stderr := runSimCLI(t, args...); code != 0 {
+		t.Fatal(stderr)
+	}
+	a, _ := os.ReadFile(out)
+	b, _ := os.ReadFile(out2)
+	if !bytes.Equal(a, b) {
+		t.Error("two recomputing plans of the same graph differ")
 	}
 }

@@ -1,0 +1,209 @@
+package rewrite
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/tfswap/tfswap/cost"
+	"github.com/tfswap/tfswap/graphdef"
+	gpb "github.com/wamuir/graft/tensorflow/core/framework/graph_go_proto"
+)
+
+// slowLinkProfile is slowProfile with a host link 100 times slower: a 2 MiB copy takes 10 ms
+// each way against 1 ms per op, so swapping stalls the chain and recomputing an activation
+// (one 1 ms Relu) is the cheaper way to free it.
+func slowLinkProfile() *cost.Profile {
+	p := slowProfile()
+	p.Name = "slowlink"
+	p.D2H, p.H2D = 200<<20, 200<<20
+	return p
+}
+
+func planWith(t *testing.T, g *gpb.GraphDef, p *cost.Profile, strategy, recompute string, budget int64) (*Planned, error) {
+	t.Helper()
+	m := graphdef.NewModel(g)
+	m.Source = "chain"
+	return RewriteWithPlanner(m, Options{}, PlanOptions{Strategy: strategy, Profile: p, Budget: budget, Recompute: recompute, FitAccounting: "tfswap"})
+}
+
+func recomputedNames(p *Planned) []string {
+	var out []string
+	for _, rc := range p.Recomputes {
+		out = append(out, rc.Tensor)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestRecomputeOnSlowLink: on the chain f1..f8 (f_i = Relu(f_{i-1}), g_i reads f_i) with a
+// link too slow to hide a copy, a budget three activations below the peak is met best by
+// recomputing three activations, each by one Relu from its predecessor, which the backward
+// pass still reads. f1 cannot be recomputed (its input, the fed x, is not kept), and two
+// neighbours cannot both be recomputed by one Relu each (the later one's input would be gone),
+// so the optimum is three non-neighbouring f_i, each chain a single Relu: three 1 ms ops more.
+func TestRecomputeOnSlowLink(t *testing.T) {
+	const n = 8
+	act := int64(512 * 1024 * 4)
+	prof := slowLinkProfile()
+	gr, err := graphdef.NewGraph(planChain(n, ""), "chain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := cost.Simulate(gr, prof, cost.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	budget := base.Compute().PeakBytes - 3*act
+
+	withRC, err := planWith(t, planChain(n, ""), prof, "auto", "auto", budget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	swapOnly, err := planWith(t, planChain(n, ""), prof, "auto", "off", budget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("with recomputation: %v swaps %v, step %d (overhead %.3f); swap only: step %d (overhead %.3f)",
+		recomputedNames(withRC), swappedNames(withRC), withRC.Eval.StepTime, withRC.Eval.Overhead, swapOnly.Eval.StepTime, swapOnly.Eval.Overhead)
+	if len(withRC.Recomputes) != 3 || len(withRC.Swaps) != 0 {
+		t.Fatalf("recomputed %v and swapped %v, want three recomputations and no swap", recomputedNames(withRC), swappedNames(withRC))
+	}
+	idx := map[int]bool{}
+	for _, rc := range withRC.Recomputes {
+		var i int
+		if _, err := fmt.Sscanf(rc.Tensor, "f%d:0", &i); err != nil || i < 2 {
+			t.Errorf("recomputed %s, want one of f2..f8", rc.Tensor)
+		}
+		idx[i] = true
+		if len(rc.Ops) != 1 || rc.Ops[0] != fmt.Sprintf("f%d", i) {
+			t.Errorf("%s recomputed by %v, want its own Relu alone", rc.Tensor, rc.Ops)
+		}
+		if want := fmt.Sprintf("g%d", i); strings.Join(rc.Consumers, ",") != want {
+			t.Errorf("%s: copy read by %v, want %s", rc.Tensor, rc.Consumers, want)
+		}
+	}
+	for i := range idx {
+		if idx[i+1] {
+			t.Errorf("neighbours f%d and f%d both recomputed by one Relu each", i, i+1)
+		}
+	}
+	// Three extra 1 ms ops, against a step of 2n+2 ops.
+	if extra := withRC.Eval.StepTime - withRC.Base.StepTime; extra > 3_100_000 {
+		t.Errorf("recomputation adds %d ns, want about three 1 ms ops", extra)
+	}
+	if withRC.Eval.StepTime >= swapOnly.Eval.StepTime {
+		t.Errorf("with recomputation step %d, swap only %d: recomputation should win on a slow link", withRC.Eval.StepTime, swapOnly.Eval.StepTime)
+	}
+	for _, d := range withRC.Eval.Devices {
+		if d.Peak > budget {
+			t.Errorf("peak %d over budget %d", d.Peak, budget)
+		}
+	}
+	if withRC.Eval.Overhead != float64(withRC.Eval.StepTime-withRC.Base.StepTime)/float64(withRC.Base.StepTime) {
+		t.Errorf("overhead %.4f is not against the unrecomputed step", withRC.Eval.Overhead)
+	}
+}
+
+// TestRecomputeNotOnFastLink: where the link hides every copy (slowProfile), swapping is free
+// and auto recomputes nothing.
+func TestRecomputeNotOnFastLink(t *testing.T) {
+	const n = 8
+	act := int64(512 * 1024 * 4)
+	peak := chainBase(t, planChain(n, "")).Compute().PeakBytes
+	p, err := planWith(t, planChain(n, ""), slowProfile(), "auto", "auto", peak-3*act)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Recomputes) != 0 {
+		t.Errorf("recomputed %v although swaps hide behind compute", recomputedNames(p))
+	}
+}
+
+// TestRecomputeModes: the papers' strategies recompute only with "max"; "max" recomputes
+// every candidate; an unknown mode is an error.
+func TestRecomputeModes(t *testing.T) {
+	const n = 8
+	act := int64(512 * 1024 * 4)
+	prof := slowLinkProfile()
+	peak := chainBase(t, planChain(n, "")).Compute().PeakBytes
+	budget := peak - 3*act
+	p, err := planWith(t, planChain(n, ""), prof, "window", "auto", budget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Recomputes) != 0 {
+		t.Errorf("window recomputed %v with --recompute auto", recomputedNames(p))
+	}
+	p, err = planWith(t, planChain(n, ""), prof, "window", "max", budget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every f2..f8 is a target; chains make a recomputed predecessor again (some targets
+	// served by a neighbour's chain) up to recomputeDepth ops deep, so all but the one whose
+	// chain would be too deep are recomputed.
+	served := len(p.Recomputes)
+	for _, rc := range p.Recomputes {
+		served += len(rc.Also)
+		if len(rc.Ops) > recomputeDepth {
+			t.Errorf("%s recomputed by %d ops, more than %d", rc.Tensor, len(rc.Ops), recomputeDepth)
+		}
+	}
+	if served < n-2 {
+		t.Errorf("max recomputed %d tensors (%v), want at least %d", served, recomputedNames(p), n-2)
+	}
+	if _, err := planWith(t, planChain(n, ""), prof, "auto", "sometimes", budget); err == nil || !strings.Contains(err.Error(), "recompute") {
+		t.Errorf("unknown mode: %v", err)
+	}
+	var nf *NoFitError
+	if _, err := planWith(t, planChain(n, ""), prof, "auto", "auto", act); !errors.As(err, &nf) {
+		t.Errorf("an impossible budget: %v, want a NoFitError", err)
+	} else if nf.Unswapped != peak {
+		t.Errorf("no-fit reports the unswapped peak %d, want %d", nf.Unswapped, peak)
+	}
+}
+
+// TestRecomputeServedByChain: when a chain makes another recomputed tensor before that
+// tensor's later reads, they read the chain's copy; Verify accepts the result, and a copy
+// whose input is redirected elsewhere is refused.
+func TestRecomputeServedByChain(t *testing.T) {
+	const n = 8
+	prof := slowLinkProfile()
+	p, err := planWith(t, planChain(n, ""), prof, "window", "max", chainBase(t, planChain(n, "")).Compute().PeakBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	also := 0
+	for _, rc := range p.Recomputes {
+		for _, x := range rc.Also {
+			also++
+			var i int
+			fmt.Sscanf(x.Tensor, "f%d:0", &i)
+			if strings.Join(x.Consumers, ",") != fmt.Sprintf("g%d", i) {
+				t.Errorf("%s served to %v, want g%d", x.Tensor, x.Consumers, i)
+			}
+		}
+	}
+	if also == 0 {
+		t.Error("no chain serves another recomputed tensor")
+	}
+	g, _ := graphdef.NewGraph(planChain(n, ""), "chain")
+	if err := Verify(g, p.Result, GateHost); err != nil {
+		t.Fatal(err)
+	}
+	// Break it: make the first copy read a different tensor.
+	rc := p.Recomputes[0]
+	for _, nd := range p.Model.Graph.Node {
+		if nd.Name == rc.Copies[0] {
+			nd.Input[0] = "x"
+			if nd.Name == "tfswap/f2_0/recompute/f2" {
+				nd.Input[0] = "f3"
+			}
+		}
+	}
+	if err := Verify(g, p.Result, GateHost); err == nil {
+		t.Error("Verify accepted a copy that reads another tensor")
+	}
+}
