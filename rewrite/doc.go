@@ -20,7 +20,11 @@
 // _grappler_do_not_remove = true so that Grappler's dependency optimizer keeps them, and
 // _tfswap_role = "swap_out" or "swap_in" so that a rewritten graph is recognised.
 //
-// Planners (LMS and the ones to come) produce a Plan; Apply performs it. Apply never changes
+// The auto planner may also recompute tensors instead of swapping them (recompute.go): their
+// backward readers read a copy made by running a chain of deterministic ops again, gated the
+// same way, with the role "recompute"; ApplyRecomputes adds them before the swaps are planned.
+//
+// Planners produce a Plan; Apply performs it. Apply never changes
 // a node's device, and replaces (never mutates) the NodeDefs it changes, so untouched nodes
 // are written back byte for byte.
 package rewrite

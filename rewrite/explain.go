@@ -48,9 +48,11 @@ type TensorExplanation struct {
 	// Tensor is the buffer's tensor ("node:port") and Bytes its simulated size.
 	Tensor string
 	Bytes  int64
-	// Swapped says whether the plan swaps it; Reason says why (or why not).
-	Swapped bool
-	Reason  string
+	// Swapped says whether the plan swaps it and Recomputed whether its later readers read a
+	// recomputed copy; Reason says why (or why not).
+	Swapped    bool
+	Recomputed bool `json:",omitempty"`
+	Reason     string
 	// Reads are its reads in the unswapped step and Gaps the idle gaps between them.
 	Reads int
 	// Out is when its device copy is predicted to be given up (the last read before the gap
@@ -200,6 +202,55 @@ func (pr *Problem) whyNot(b *buffer, ev *Evaluation) string {
 	return "not swapped: " + ev.Strategy + " meets the budget without it"
 }
 
+// withRecomputes puts the recomputations into an explanation: the entry of a recomputed
+// tensor (which the swap planner saw with its forward reads only) says how it is remade, and
+// recomputed tensors the swap planner did not list are added, the whole in tensor order.
+func withRecomputes(exps []TensorExplanation, rcs []Recompute, mode string) []TensorExplanation {
+	type info struct {
+		rc      Recompute
+		primary bool
+		bytes   int64
+		readers []string
+	}
+	byT := map[string]info{}
+	for _, rc := range rcs {
+		byT[rc.Tensor] = info{rc: rc, primary: true, bytes: rc.Bytes, readers: rc.Consumers}
+		for _, x := range rc.Also {
+			byT[x.Tensor] = info{rc: rc, bytes: x.Bytes, readers: x.Consumers}
+		}
+	}
+	why := func(in info) string {
+		r := fmt.Sprintf("recomputed by %s (copies of %s) after trigger %s, predicted %s in the unswapped step, for %s",
+			map[bool]string{true: "its chain", false: "the chain of " + in.rc.Tensor}[in.primary],
+			strings.Join(in.rc.Ops, ", "), in.rc.Trigger, cost.FormatDuration(in.rc.CostNS), strings.Join(in.readers, ", "))
+		if mode == "max" {
+			return r + " (--recompute max)"
+		}
+		return r + "; the plan with recomputations was predicted faster than the best without"
+	}
+	seen := map[string]bool{}
+	out := make([]TensorExplanation, 0, len(exps)+len(byT))
+	for _, e := range exps {
+		if in, ok := byT[e.Tensor]; ok && !e.Swapped {
+			e.Recomputed, e.Reason = true, why(in)
+			seen[e.Tensor] = true
+		}
+		out = append(out, e)
+	}
+	var extra []string
+	for t := range byT {
+		if !seen[t] {
+			extra = append(extra, t)
+		}
+	}
+	sort.Strings(extra)
+	for _, t := range extra {
+		in := byT[t]
+		out = append(out, TensorExplanation{Tensor: t, Bytes: in.bytes, Recomputed: true, Reason: why(in)})
+	}
+	return out
+}
+
 // FormatExplanation writes the explanation as text, one paragraph per tensor.
 func FormatExplanation(exps []TensorExplanation, bytes func(int64) string) string {
 	var w strings.Builder
@@ -208,6 +259,8 @@ func FormatExplanation(exps []TensorExplanation, bytes func(int64) string) strin
 		state := "kept"
 		if e.Swapped {
 			state = "swapped"
+		} else if e.Recomputed {
+			state = "recomputed"
 		}
 		reads := "reads"
 		if e.Reads == 1 {

@@ -133,7 +133,7 @@ func RewriteWithPlanner(model *graphdef.Model, opts Options, po PlanOptions) (*P
 	}
 	out := &Planned{Result: res, Strategy: planner.Name(), Eval: ev, Base: pr.Base, Profile: pr.Profile, Budget: pr.Opts.Budget, Simulations: sims}
 	if po.Explain {
-		out.Explanation = final.pr.explain(ev)
+		out.Explanation = withRecomputes(final.pr.explain(ev), res.Recomputes, mode)
 	}
 	return out, nil
 }

@@ -216,7 +216,8 @@ func init() {
 			"With --budget, --device or --strategy it plans instead: it picks the tensors to swap, the\n" +
 			"ops that trigger their swap-ins and the ops that wait for swap-outs so that the simulated\n" +
 			"peak of every GPU stays within the budget at the least simulated step time, and fails\n" +
-			"(exit 1) saying what is live at the lowest peak it reached when nothing fits.",
+			"(exit 1) saying what is live at the lowest peak it reached when nothing fits. The auto\n" +
+			"strategy also recomputes tensors where that beats swapping alone (--recompute).",
 		Flags: append(append(modelFlags(),
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "where to write the rewritten model (- for stdout)"},
 			&cli.StringFlag{Name: "output-format", Usage: "pb, pbtxt or savedmodel (default: from the output path)"},

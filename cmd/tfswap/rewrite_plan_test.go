@@ -131,12 +131,12 @@ func TestRewriteWithoutPlanningUnchanged(t *testing.T) {
 func TestRewriteRecomputeReport(t *testing.T) {
 	tmp := t.TempDir()
 	out, rep := filepath.Join(tmp, "out.pb"), filepath.Join(tmp, "rep.json")
-	args := []string{"rewrite", planFixture, "-o", out, "--budget", "4MiB", "--fetch", "train", "--strategy", "window", "--recompute", "max", "--report", rep}
+	args := []string{"rewrite", planFixture, "-o", out, "--budget", "4MiB", "--fetch", "train", "--strategy", "window", "--recompute", "max", "--report", rep, "--explain"}
 	code, stdout, stderr := runSimCLI(t, args...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	if !strings.Contains(stdout, "recomputed:") || !strings.Contains(stdout, "plan from window+recompute") {
+	if !strings.Contains(stdout, "recomputed:") || !strings.Contains(stdout, "plan from window+recompute") || !strings.Contains(stdout, "\nrecomputed ") {
 		t.Errorf("summary lacks the recomputations:\n%s", stdout)
 	}
 	var r struct {
