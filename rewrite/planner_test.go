@@ -56,9 +56,7 @@ func chainBase(t *testing.T, g *gpb.GraphDef) *cost.Result {
 
 func planModel(t *testing.T, g *gpb.GraphDef, strategy string, budget int64) (*Planned, error) {
 	t.Helper()
-	m := graphdef.NewModel(g)
-	m.Source = "chain"
-	return RewriteWithPlanner(m, Options{}, PlanOptions{Strategy: strategy, Profile: slowProfile(), Budget: budget, FitAccounting: "tfswap"})
+	return planWith(t, g, slowProfile(), strategy, "", budget)
 }
 
 func swappedNames(p *Planned) []string {
