@@ -181,6 +181,9 @@ _W = {}
 
 
 def _init_worker(cfg):
+    _W["cfg"] = cfg
+    if cfg.get("selftest"):
+        return  # run_tasks' own test (task_selftest) needs no TensorFlow
     sys.path.insert(0, os.path.join(ROOT, "bench"))
     import tfside  # noqa: F401
     _W["cfg"] = cfg
@@ -551,7 +554,15 @@ def task_lms_thresholds(model, device, batch, tag="curve"):
     return out
 
 
-TASKS = {"nosswap": task_nosswap, "point": task_point, "ladder": task_ladder,
+def task_selftest(n, crash=False):
+    """A task for the harness's own test: returns n, or kills its worker the way a crash in
+    TensorFlow does."""
+    if crash:
+        os._exit(11)
+    return {"n": n}
+
+
+TASKS = {"selftest": task_selftest, "nosswap": task_nosswap, "point": task_point, "ladder": task_ladder,
          "curves": task_curves,
          "lms_thresholds": task_lms_thresholds}
 
@@ -566,9 +577,9 @@ WEIGHT = {"transformer": 5, "lstm_lm": 4, "inception_v3": 4, "resnet50": 3, "une
 
 class Pool:
     """Worker processes that import TensorFlow once each, replaced after a few tasks (see
-    TASKS_PER_WORKER). A worker that
-    dies (TensorFlow has segfaulted in Grappler here) breaks the executor; Pool then starts a
-    new one and run_tasks gives the tasks that were unfinished another try."""
+    TASKS_PER_WORKER). A worker that dies (TensorFlow has segfaulted here) breaks the
+    executor; Pool then starts a new one and run_tasks runs the tasks that were unfinished
+    again, each in a worker of its own (run_isolated)."""
 
     def __init__(self, jobs, cfg):
         self.jobs, self.cfg = jobs, cfg
@@ -596,58 +607,88 @@ class Pool:
             self.ex = None
 
 
-# CRASH_TRIES is how many worker deaths a task may be caught in before it is recorded as
-# failed: a crash breaks every task in flight, and which of them caused it is not known.
-CRASH_TRIES = 3
+# CRASH_TRIES is how many times a task may crash a worker of its own before it is recorded as
+# failed. A crash breaks every task in flight on the shared executor and which of them caused
+# it is not known, so after a crash the unfinished tasks run again each in an executor of its
+# own: only the task that crashes its own worker is charged with it.
+CRASH_TRIES = 2
 # TASKS_PER_WORKER is how many tasks a worker process runs, on average, before it is replaced
 # (building graphs and running Grappler in one process for long grows it by gigabytes).
 TASKS_PER_WORKER = 4
 
 
+def _log_done(log, results, total, r):
+    a = r["args"]
+    log("  [%d/%d] %s %s %s%s %.1fs%s" % (
+        len(results), total, r["kind"], a.get("model"), a.get("device"),
+        " b%s" % a["batch"] if "batch" in a else
+        " b%s" % ",".join(str(b) for b, _ in a["points"]) if "points" in a else "",
+        r["seconds"], "  ERROR " + r["error"].splitlines()[0] if r["error"] else ""))
+
+
+def run_isolated(pool, tasks, suspects, log, finish):
+    """Runs each suspect task in a single-worker executor of its own, pool.jobs at a time; a
+    task whose worker dies CRASH_TRIES times is recorded as failed."""
+    queue = list(suspects)
+    tries = {i: 0 for i in suspects}
+    running = {}
+    while queue or running:
+        while queue and len(running) < pool.jobs:
+            i = queue.pop(0)
+            ex = cf.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"),
+                                        initializer=_init_worker, initargs=(pool.cfg,))
+            running[ex.submit(_task, *tasks[i])] = (i, ex)
+        done, _ = cf.wait(list(running), return_when=cf.FIRST_COMPLETED)
+        for f in done:
+            i, ex = running.pop(f)
+            ex.shutdown(wait=False, cancel_futures=True)
+            try:
+                finish(i, f.result())
+            except BrokenProcessPool:
+                tries[i] += 1
+                kind, args = tasks[i]
+                if tries[i] >= CRASH_TRIES:
+                    finish(i, {"kind": kind, "args": args, "result": None, "seconds": 0.0,
+                               "error": "worker died (a crash in TensorFlow) in %d tries, "
+                                        "running alone" % tries[i]})
+                else:
+                    log("  %s %s %s crashed its own worker; once more" % (kind, args.get("model"),
+                                                                         args.get("device")))
+                    queue.append(i)
+
+
 def run_tasks(pool, tasks, log, done_cb):
     tasks = sorted(tasks, key=lambda t: -WEIGHT.get(t[1].get("model"), 1))
     results = []
-    crashes = [0] * len(tasks)
     left = list(range(len(tasks)))
     total = len(tasks)
+
+    def finish(i, r):
+        left.remove(i)
+        results.append(r)
+        done_cb(r)
+        _log_done(log, results, total, r)
+
     while left:
         # At most TASKS_PER_WORKER tasks per worker before the executor is replaced.
         chunk = left[:pool.jobs * TASKS_PER_WORKER]
         futs = {pool.executor().submit(_task, *tasks[i]): i for i in chunk}
         broken = False
         for f in cf.as_completed(futs):
-            i = futs[f]
             try:
                 r = f.result()
             except BrokenProcessPool:
                 broken = True
                 continue
-            left.remove(i)
-            results.append(r)
-            done_cb(r)
-            a = r["args"]
-            log("  [%d/%d] %s %s %s%s %.1fs%s" % (
-                len(results), total, r["kind"], a.get("model"), a.get("device"),
-                " b%s" % a["batch"] if "batch" in a else
-                " b%s" % ",".join(str(b) for b, _ in a["points"]) if "points" in a else "",
-                r["seconds"], "  ERROR " + r["error"].splitlines()[0] if r["error"] else ""))
+            finish(futs[f], r)
         if not broken and left:
             pool.close()
         if broken:
             pool.reset()
             unfinished = [i for i in chunk if i in left]
-            log("  a worker died; %d unfinished task(s) start again" % len(unfinished))
-            for i in unfinished:
-                crashes[i] += 1
-                if crashes[i] >= CRASH_TRIES:
-                    kind, args = tasks[i]
-                    r = {"kind": kind, "args": args, "result": None, "seconds": 0.0,
-                         "error": "worker died (a crash in TensorFlow) in %d tries" % crashes[i]}
-                    left.remove(i)
-                    results.append(r)
-                    done_cb(r)
-                    log("  [%d/%d] %s %s %s  ERROR %s" % (len(results), total, kind, args.get("model"),
-                                                        args.get("device"), r["error"]))
+            log("  a worker died; %d unfinished task(s) run again, each in a worker of its own"
+                % len(unfinished))
+            run_isolated(pool, tasks, unfinished, log, finish)
     return results
 
 

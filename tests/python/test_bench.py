@@ -110,3 +110,24 @@ def test_grappler_lowering_matches_the_simulator(smoke, tmp_path):
     # One copy out per swapped tensor (TensorFlow sends a tensor once to each device), one
     # copy in per swap pair.
     assert 1 <= a[2]["Count"] <= st["swaps"] and a[3]["Count"] == st["swaps"]
+
+
+def test_a_crashing_task_fails_alone():
+    """A task that kills its worker (as TensorFlow's segfaults do) is recorded as failed; the
+    tasks that were in flight with it are run again, each in a worker of its own, and
+    succeed."""
+    import run as bench_run
+
+    tasks = [("selftest", {"n": i, "crash": i == 2}) for i in range(6)]
+    pool = bench_run.Pool(2, {"selftest": True})
+    logs = []
+    try:
+        results = bench_run.run_tasks(pool, tasks, logs.append, lambda r: None)
+    finally:
+        pool.close()
+    by_n = {r["args"]["n"]: r for r in results}
+    assert sorted(by_n) == list(range(6)), logs
+    assert "worker died" in (by_n[2]["error"] or ""), by_n[2]
+    for i in (0, 1, 3, 4, 5):
+        assert by_n[i]["error"] is None and by_n[i]["result"] == {"n": i}, (by_n[i], logs)
+    assert any("a worker died" in line for line in logs), logs
