@@ -139,7 +139,8 @@ class Tfswap:
         """The strategies `tfswap rewrite` offers (parsed from its --help), or []."""
         p, _ = self.run(["rewrite", "--help"], timeout=60)
         text = p.stdout + p.stderr
-        m = re.search(r"--strategy[^\n]*(\n(?!\s*--)[^\n]*)*", text)
+        # The option's own line (and its continuation lines), not a mention in the text.
+        m = re.search(r"(?m)^\s*--strategy\b[^\n]*(\n(?!\s*--)[^\n]*)*", text)
         if not m:
             return []
         block = m.group(0)

@@ -45,6 +45,12 @@ def test_smoke_run_measures_every_point(smoke):
     b0 = ns[0]["b0"]
     # The no-swap maximum: fits at B0, not at B0 + 1 (simulated, real graphs).
     assert ns[0]["sim"]["peak"] <= ns[0]["budget"] < ns[0]["sim_next"]["peak"]
+    # Every strategy tfswap lists is benchmarked (the harness reads them from --help).
+    listed = subprocess.run([meta.get("tfswap") or str(out / "tfswap"), "rewrite", "--list-strategies"],
+                            capture_output=True, text=True, check=True).stdout
+    for line in listed.splitlines():
+        if line.strip():
+            assert line.split()[0] in meta["strategies"], (line, meta["strategies"])
     points = [p for r in recs if r["kind"] == "ladder" for p in r["result"]["points"]]
     assert sorted(p["batch"] for p in points) == [b0, 2 * b0]
     for p in points:
