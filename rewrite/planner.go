@@ -229,7 +229,7 @@ func (pr *Problem) planRecomputed(planner Planner, mode string, ev0 *Evaluation)
 		return nil, fmt.Errorf("internal error: the recomputed graph is invalid: %v", err)
 	}
 	a2 := Analyze(g2, pr.Analysis.Opts)
-	pr2, err := newProblem(best.model, a2, pr.Opts)
+	pr2, err := newProblemWith(best.model, a2, pr.Opts, recomputeGrapplerMargin)
 	if err != nil {
 		return nil, err
 	}

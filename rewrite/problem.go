@@ -97,7 +97,11 @@ type DevicePeak struct {
 	// GrapplerPeak is the device's peak by Grappler's accounting (cost.GrapplerConventions,
 	// which reproduce VirtualCluster's figure), when the plan was checked by it: only plans
 	// that fit by tfswap's accounting are; 0 otherwise.
-	GrapplerPeak   int64
+	GrapplerPeak int64
+	// GrapplerMargin is added to GrapplerPeak when judging a fit: a graph with
+	// recomputations leaves the VirtualCluster's scheduler room to place a copy at its peak
+	// that tfswap's model of it does not (recomputeGrapplerMargin).
+	GrapplerMargin int64
 	PeakTime       int64
 	ResidentBytes  int64
 	SwapInStall    int64
@@ -109,7 +113,11 @@ type DevicePeak struct {
 // Over returns by how much the device's peak exceeds its budget (negative when it fits), by
 // the stricter of the accountings it was checked with.
 func (d DevicePeak) Over() int64 {
-	return max(d.Peak, d.GrapplerPeak) - d.Budget
+	g := d.GrapplerPeak
+	if g > 0 {
+		g += d.GrapplerMargin
+	}
+	return max(d.Peak, g) - d.Budget
 }
 
 // better reports whether a is a better outcome than b: a plan that fits beats one that does
@@ -178,11 +186,21 @@ type Problem struct {
 	// original is the unswapped step of the graph before recomputation, when this problem
 	// plans a graph with recomputations (its Base).
 	original *Evaluation
+	// grapplerMargin is the share of a device's budget (in thousandths) kept free by
+	// Grappler's accounting when judging fits (recomputeGrapplerMargin on graphs with
+	// recomputations).
+	grapplerMargin int64
 }
 
 // newProblem prepares a planning problem: simulates the unswapped graph and indexes its
 // tensors.
 func newProblem(model *graphdef.Model, a *Analysis, po PlanOptions) (*Problem, error) {
+	return newProblemWith(model, a, po, 0)
+}
+
+// newProblemWith is newProblem keeping grapplerMargin thousandths of each budget free by
+// Grappler's accounting.
+func newProblemWith(model *graphdef.Model, a *Analysis, po PlanOptions, grapplerMargin int64) (*Problem, error) {
 	if po.Profile == nil {
 		p, err := cost.LookupProfile(DefaultDevice)
 		if err != nil {
@@ -196,7 +214,7 @@ func newProblem(model *graphdef.Model, a *Analysis, po PlanOptions) (*Problem, e
 	if po.Budget < 0 {
 		return nil, fmt.Errorf("budget must be positive, not %d", po.Budget)
 	}
-	pr := &Problem{Model: model, Analysis: a, Opts: po, Profile: po.Profile, cache: map[string]*Evaluation{}}
+	pr := &Problem{Model: model, Analysis: a, Opts: po, Profile: po.Profile, cache: map[string]*Evaluation{}, grapplerMargin: grapplerMargin}
 	switch po.FitAccounting {
 	case "", "both":
 		pr.grappler = po.Sim.Conventions == (cost.Conventions{})
@@ -381,6 +399,7 @@ func (pr *Problem) checkGrappler(ev *Evaluation, g *graphdef.Graph) error {
 		d := &ev.Devices[i]
 		if gd := res.Device(d.Name); gd != nil {
 			d.GrapplerPeak = gd.PeakBytes
+			d.GrapplerMargin = pr.grapplerMargin * d.Budget / 1000
 		}
 		if x := d.Over(); x > ev.Excess {
 			ev.Excess = x

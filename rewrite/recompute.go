@@ -58,6 +58,16 @@ const (
 	recomputeNodes = 10
 )
 
+// recomputeGrapplerMargin is the share of the budget, in thousandths, that a plan with
+// recomputations keeps free by Grappler's accounting (2%). tfswap's model of that accounting
+// reproduces the VirtualCluster's peak to the byte on swapped graphs, whose order of ops the
+// data edges and gates fix; a recomputed copy, once its gate has fired, may be run by the
+// VirtualCluster's scheduler beside other ready work. With each chain triggered by the last
+// op before its reader the two agreed exactly on the ResNet-50 plans of the benchmark, and
+// differed by 1.1% (a 189 MiB copy of an Inception-v3 pooling co-scheduled at the peak) on
+// an Inception-v3 plan; the margin covers that.
+const recomputeGrapplerMargin = 20
+
 // recomputeSmallBytes is the size under which a chain input counts as staying on the device
 // whatever its lifetime (scales, offsets, statistics of a batch normalisation).
 const recomputeSmallBytes = 64 << 10
@@ -193,9 +203,17 @@ func (pr *Problem) recomputeTargets() []*rcTarget {
 					rt.first = s
 				}
 			}
-			if len(rt.far) > 0 {
-				out = append(out, rt)
+			if len(rt.far) == 0 {
+				continue
 			}
+			// Something must release the chain after the peak and before the first later
+			// read: an op that ends in between, not the producer itself (a read right after
+			// the producer is no later read).
+			trig, late, err := triggers.ByTime(n, rt.nodes, rt.first, &tm.times, pr.eligible)
+			if err != nil || late || trig == n || tm.times.End[trig.Index] < tp {
+				continue
+			}
+			out = append(out, rt)
 		}
 	}
 	return out
@@ -405,8 +423,8 @@ func (pr *Problem) newRCPlanner() *rcPlanner {
 }
 
 // plan returns the recomputations of the first k selected targets (every one for k < 0)
-// in topological order of their targets, triggered as late as lets each chain finish before
-// its first later read. A target whose producer another chain runs early enough is served by
+// in topological order of their targets, each chain triggered by the last op that ends
+// before its first later read. A target whose producer another chain runs early enough is served by
 // that chain's copy instead of a chain of its own. Targets without a trigger are left out.
 func (rp *rcPlanner) plan(k int) []*PlannedRecompute {
 	pr := rp.pr
@@ -433,6 +451,32 @@ func (rp *rcPlanner) plan(k int) []*PlannedRecompute {
 		}
 		bs = append(bs, &built{rt: rt, chain: c})
 	}
+	// Every chain's trigger: the latest op that ends before the first reader starts. The
+	// chain runs on the same compute stream as everything else, so starting it earlier gains
+	// no time, and it would leave room for a scheduler (TensorFlow's executor, the
+	// VirtualCluster's) to run it beside other work and overlap the copies' lifetimes with
+	// their tensors'. A chain without one (or whose trigger is one of its own ops) is dropped.
+	peakAt := map[int]int64{}
+	for _, d := range pr.Base.Devices {
+		peakAt[d.SimulatedIndex] = d.PeakTime
+	}
+	kept := bs[:0]
+	for _, b := range bs {
+		trig, late, err := triggers.ByTime(b.rt.t.Node, b.rt.nodes, b.rt.first, &tm.times, pr.eligible)
+		if err != nil || late || tm.times.End[trig.Index] < peakAt[tm.dev[b.rt.t.Node.Index]] {
+			continue
+		}
+		inChain := false
+		for _, n := range b.chain.nodes {
+			inChain = inChain || n == trig
+		}
+		if inChain {
+			continue
+		}
+		b.rc = &PlannedRecompute{Tensor: b.rt.t, Bytes: b.rt.bytes, Chain: b.chain.nodes, Uses: b.rt.far, Trigger: trig, Cost: b.chain.cost}
+		kept = append(kept, b)
+	}
+	bs = kept
 	// A target is served by another target's chain when that chain makes it and runs no
 	// later than its first later read (the earliest such chain); only chains of targets not
 	// served so are kept.
@@ -456,23 +500,9 @@ func (rp *rcPlanner) plan(k int) []*PlannedRecompute {
 	}
 	var out []*PlannedRecompute
 	for _, b := range bs {
-		if servedBy[b] != nil {
-			continue
+		if servedBy[b] == nil {
+			out = append(out, b.rc)
 		}
-		deadline := b.rt.first - b.chain.cost
-		trig, late, err := triggers.ByTime(b.rt.t.Node, b.rt.nodes, deadline, &tm.times, pr.eligible)
-		if err != nil || late {
-			continue
-		}
-		inChain := false
-		for _, n := range b.chain.nodes {
-			inChain = inChain || n == trig
-		}
-		if inChain {
-			continue
-		}
-		b.rc = &PlannedRecompute{Tensor: b.rt.t, Bytes: b.rt.bytes, Chain: b.chain.nodes, Uses: b.rt.far, Trigger: trig, Cost: b.chain.cost}
-		out = append(out, b.rc)
 	}
 	for _, b := range bs {
 		if o := servedBy[b]; o != nil && o.rc != nil {

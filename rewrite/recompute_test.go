@@ -40,10 +40,9 @@ func recomputedNames(p *Planned) []string {
 
 // TestRecomputeOnSlowLink: on the chain f1..f8 (f_i = Relu(f_{i-1}), g_i reads f_i) with a
 // link too slow to hide a copy, a budget three activations below the peak is met best by
-// recomputing three activations, each by one Relu from its predecessor, which the backward
-// pass still reads. f1 cannot be recomputed (its input, the fed x, is not kept), and two
-// neighbours cannot both be recomputed by one Relu each (the later one's input would be gone),
-// so the optimum is three non-neighbouring f_i, each chain a single Relu: three 1 ms ops more.
+// recomputing three activations at the cost of three Relus: three non-neighbouring f_i each
+// from its kept predecessor, or a segment of consecutive ones by one chain whose copies serve
+// each. f1 cannot be recomputed (its input, the fed x, is not kept).
 func TestRecomputeOnSlowLink(t *testing.T) {
 	const n = 8
 	act := int64(512 * 1024 * 4)
@@ -66,29 +65,40 @@ func TestRecomputeOnSlowLink(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("with recomputation: %v swaps %v, step %d (overhead %.3f); swap only: step %d (overhead %.3f)",
-		recomputedNames(withRC), swappedNames(withRC), withRC.Eval.StepTime, withRC.Eval.Overhead, swapOnly.Eval.StepTime, swapOnly.Eval.Overhead)
-	if len(withRC.Recomputes) != 3 || len(withRC.Swaps) != 0 {
-		t.Fatalf("recomputed %v and swapped %v, want three recomputations and no swap", recomputedNames(withRC), swappedNames(withRC))
+	t.Logf("with recomputation: %+v swaps %v, step %d (overhead %.3f); swap only: step %d (overhead %.3f)",
+		withRC.Recomputes, swappedNames(withRC), withRC.Eval.StepTime, withRC.Eval.Overhead, swapOnly.Eval.StepTime, swapOnly.Eval.Overhead)
+	if len(withRC.Swaps) != 0 {
+		t.Errorf("swapped %v: recomputation alone meets the budget", swappedNames(withRC))
 	}
-	idx := map[int]bool{}
-	for _, rc := range withRC.Recomputes {
+	// Every recomputed tensor, by its own chain or served by another's, is some f_i (i >= 2)
+	// read by g_i; the chains' ops are Relus f_j.
+	served := map[int]bool{}
+	check := func(tensor string, consumers []string) {
 		var i int
-		if _, err := fmt.Sscanf(rc.Tensor, "f%d:0", &i); err != nil || i < 2 {
-			t.Errorf("recomputed %s, want one of f2..f8", rc.Tensor)
+		if _, err := fmt.Sscanf(tensor, "f%d:0", &i); err != nil || i < 2 {
+			t.Errorf("recomputed %s, want one of f2..f8", tensor)
 		}
-		idx[i] = true
-		if len(rc.Ops) != 1 || rc.Ops[0] != fmt.Sprintf("f%d", i) {
-			t.Errorf("%s recomputed by %v, want its own Relu alone", rc.Tensor, rc.Ops)
-		}
-		if want := fmt.Sprintf("g%d", i); strings.Join(rc.Consumers, ",") != want {
-			t.Errorf("%s: copy read by %v, want %s", rc.Tensor, rc.Consumers, want)
+		served[i] = true
+		if want := fmt.Sprintf("g%d", i); strings.Join(consumers, ",") != want {
+			t.Errorf("%s: copy read by %v, want %s", tensor, consumers, want)
 		}
 	}
-	for i := range idx {
-		if idx[i+1] {
-			t.Errorf("neighbours f%d and f%d both recomputed by one Relu each", i, i+1)
+	ops := 0
+	for _, rc := range withRC.Recomputes {
+		check(rc.Tensor, rc.Consumers)
+		for _, x := range rc.Also {
+			check(x.Tensor, x.Consumers)
 		}
+		for _, op := range rc.Ops {
+			var j int
+			if _, err := fmt.Sscanf(op, "f%d", &j); err != nil || j < 2 {
+				t.Errorf("%s recomputed by op %s, want Relus f2..f8", rc.Tensor, op)
+			}
+		}
+		ops += len(rc.Ops)
+	}
+	if len(served) != 3 || ops != 3 {
+		t.Errorf("recomputed %v by %d ops, want three tensors by three Relus", served, ops)
 	}
 	// Three extra 1 ms ops, against a step of 2n+2 ops.
 	if extra := withRC.Eval.StepTime - withRC.Base.StepTime; extra > 3_100_000 {
@@ -137,13 +147,13 @@ func TestRecomputeModes(t *testing.T) {
 	if len(p.Recomputes) != 0 {
 		t.Errorf("window recomputed %v with --recompute auto", recomputedNames(p))
 	}
-	p, err = planWith(t, planChain(n, ""), prof, "window", "max", budget)
+	p, err = planWith(t, planChain(n, ""), prof, "window", "max", peak)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Every f2..f8 is a target; chains make a recomputed predecessor again (some targets
-	// served by a neighbour's chain) up to recomputeDepth ops deep, so all but the one whose
-	// chain would be too deep are recomputed.
+	// f2..f7 are targets (f8 is read right after it is made, f1's input is not kept);
+	// chains make a recomputed predecessor again (some targets served by a neighbour's chain),
+	// so all six are recomputed.
 	served := len(p.Recomputes)
 	for _, rc := range p.Recomputes {
 		served += len(rc.Also)

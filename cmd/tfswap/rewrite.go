@@ -381,7 +381,11 @@ func printPlan(w io.Writer, p *rewrite.Planned) {
 		}
 		fmt.Fprintf(w, "  predicted peak:  %s %s of %s (unswapped %s)\n", d.Name, units.FormatBytes(d.Peak), units.FormatBytes(d.Budget), units.FormatBytes(base))
 		if d.GrapplerPeak > 0 {
-			fmt.Fprintf(w, "                   %s by Grappler's VirtualCluster rules\n", units.FormatBytes(d.GrapplerPeak))
+			margin := ""
+			if d.GrapplerMargin > 0 {
+				margin = fmt.Sprintf(" (%s kept free by them for the recomputations)", units.FormatBytes(d.GrapplerMargin))
+			}
+			fmt.Fprintf(w, "                   %s by Grappler's VirtualCluster rules%s\n", units.FormatBytes(d.GrapplerPeak), margin)
 		}
 	}
 	fmt.Fprintf(w, "  predicted step:  %s (unswapped %s, %+.1f%% overhead), %s stalled on swap-ins\n", cost.FormatDuration(p.Eval.StepTime),
