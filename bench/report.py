@@ -581,14 +581,19 @@ def section_targets(res, out, docs):
         w_vc, n = compare(fits)
         w_sim, _ = compare(fits_sim)
         verdict = "**met**" if not w_vc else "**missed**"
+        rejected = sum(1 for _, _, _, r in w_sim if r.get("fits_vc") is False)
+        sim_note = ""
+        if w_sim:
+            sim_note = (" Of the latter, %d are plans the VirtualCluster puts over the budget; "
+                        "auto plans against both accountings and does not return such plans" % rejected)
         items.append((
             "`auto` is never worse than any other strategy or TensorFlow's swapping", verdict,
             "%d comparisons (the same graph, device and budget; ladder, curves and targets): "
             "another plan fits where auto does not, or fits with more than %.1f points less "
             "overhead, in %d with the VirtualCluster as the judge (by strategy: %s) and in %d "
-            "with the simulator as the judge (%s). Curve points are judged by the simulator "
+            "with the simulator as the judge (%s).%s Curve points are judged by the simulator "
             "only." % (n, 100 * TOL, len(w_vc), show(w_vc, fits) or "none", len(w_sim),
-                       show(w_sim, fits_sim) or "none")))
+                       show(w_sim, fits_sim) or "none", sim_note + "." if sim_note else "")))
 
     # 2. ResNet-50 on V100: >= 8x at <= 45%.
     b0 = res.b0.get(("resnet50", "v100-16gb"))
