@@ -422,6 +422,12 @@ def section_maxbatch(res, out):
                     c += " (sim: %s)" % " / ".join(mult(r, b0) for r in sim)
                 cells.append(c)
             out.append("| %s | %d | %s |" % (mname(mo), b0, " | ".join(cells)))
+        failed = [r for r in res.records if r["kind"] == "ladder" and r.get("error")
+                  and r["args"].get("device") == d]
+        for r in failed:
+            out.append("\nNo row for %s: its ladder task failed (%s), so none of its points was "
+                       "measured; `bench/results.json` keeps the error." % (
+                           mname(r["args"].get("model")), r["error"].splitlines()[0]))
         out.append("")
 
 
@@ -512,7 +518,10 @@ def section_curves(res, out, docs):
         zero[mo] = {s: zero_overhead_reduction(p) for s, p in pts.items()}
     out.append("### Memory reduction at zero overhead\n")
     out.append("The largest simulated peak reduction among a strategy's curve points whose "
-               "simulated overhead is at most %.1f%% (profile %s, batch B0).\n" % (100 * ZERO, d))
+               "simulated overhead is at most %.1f%% (profile %s, batch B0). A figure is the plan's "
+               "own peak: at a budget that several strategies meet, `auto` keeps only the swaps the "
+               "budget needs (fewer bytes over the link), so another strategy's plan for the same "
+               "budget may land a little lower at the same overhead.\n" % (100 * ZERO, d))
     strats = [s for s in res.strategies] + ["lms (fixed thresholds)"]
     strats = [s for s in strats if any(s in z for z in zero.values())]
     out.append("| model | " + " | ".join(strategy_label(s) for s in strats) + " |")
@@ -627,6 +636,22 @@ def section_targets(res, out, docs):
                     why = " At 8x B0 (batch %d) the plan's simulated peak is %s GiB (budget %s) with %s overhead%s." % (
                         r["batch"], gib(r["sim"]["peak"]), gib(r["budget"]), pct(r["overhead"]),
                         "" if r.get("fits_vc") is not False else ", VirtualCluster peak over budget")
+        # Where auto first finds no plan: its diagnosis (the lowest peak, what is live then).
+        import re
+        for r in sorted(res.select(model="resnet50", device="v100-16gb", tag="ladder", strategy="auto"),
+                        key=lambda r: r["batch"]):
+            mm = r.get("error") and re.search(
+                r"smallest peak any plan reached is ([0-9.]+ [KMGT]iB)", r["error"])
+            if mm:
+                acts = re.findall(r"\n\s+(\S+)\s+([0-9.]+ [KMGT]iB)\s+\w+", r["error"])[:4]
+                why += (" From batch %d (%gx) on auto finds no plan: the lowest peak any plan "
+                        "reached (its lowest-memory plan, every gap of every tensor swapped, "
+                        "included) is %s against %s GiB, inside the backward pass, where %s are "
+                        "live at one op (simulated): gradients, which tfswap does not recompute, "
+                        "between reads too close for the link." % (
+                            r["batch"], r.get("multiple") or 0, mm.group(1), gib(r["budget"]),
+                            ", ".join("%s (%s)" % (n, b) for n, b in acts) or "large gradients"))
+                break
         bmult, rungs = max_bound_multiple(res, "resnet50", "v100-16gb", 0.45)
         b8 = [b for mu, _, b in rungs if mu == 8]
         if rungs:
