@@ -193,6 +193,63 @@ def _init_worker(cfg):
     tfside.load_swap_ops(cfg["cache"])
 
 
+# GRAPPLER_CALLS_PER_HELPER is how many Grappler optimisations one helper process runs before
+# it is replaced: TensorFlow's memory optimizer, run again and again in one process, has
+# segfaulted (a write to address 0 in libtensorflow_cc: the Inception-v3 ladder on h100 in
+# every run, and each of its calls alone in a fresh process succeeds).
+GRAPPLER_CALLS_PER_HELPER = 3
+
+
+def _grappler_helper(conn, cache):
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import tfside
+    tfside.load_swap_ops(cache)
+    while True:
+        args = conn.recv()
+        if args is None:
+            return
+        try:
+            conn.send(("ok", tfside.grappler_swap(*args)))
+        except Exception as e:  # an error of Grappler's, not a crash
+            conn.send(("error", "%s: %s" % (type(e).__name__, e)))
+
+
+def grappler_call(src, raw, out, prof, budget, cache):
+    """tfside.grappler_swap in the worker's helper process (started on demand, replaced after
+    GRAPPLER_CALLS_PER_HELPER calls); a crash of the helper fails this call alone."""
+    h = _W.get("grappler")
+    if h is None or h["calls"] >= GRAPPLER_CALLS_PER_HELPER:
+        if h is not None:
+            _stop_helper(h)
+        ctx = mp.get_context("spawn")
+        parent, child = ctx.Pipe()
+        proc = ctx.Process(target=_grappler_helper, args=(child, cache), daemon=True)
+        proc.start()
+        h = _W["grappler"] = {"proc": proc, "conn": parent, "calls": 0}
+    h["calls"] += 1
+    try:
+        h["conn"].send((src, raw, out, prof, budget, cache))
+        kind, val = h["conn"].recv()
+    except (EOFError, OSError, BrokenPipeError):
+        h["proc"].join(5)
+        code = h["proc"].exitcode
+        _W["grappler"] = None
+        raise RuntimeError("Grappler's swapping crashed TensorFlow (helper exit code %s)" % code)
+    if kind == "error":
+        raise RuntimeError(val)
+    return val
+
+
+def _stop_helper(h):
+    try:
+        h["conn"].send(None)
+    except (OSError, BrokenPipeError):
+        pass
+    h["proc"].join(10)
+    if h["proc"].is_alive():
+        h["proc"].kill()
+
+
 def _task(kind, args):
     t0 = time.time()
     try:
@@ -200,6 +257,10 @@ def _task(kind, args):
         err = None
     except Exception as e:  # recorded, the run goes on
         out, err = None, "%s: %s\n%s" % (type(e).__name__, e, traceback.format_exc()[-3000:])
+    finally:
+        if _W.get("grappler") is not None:  # no helper outlives its task
+            _stop_helper(_W["grappler"])
+            _W["grappler"] = None
     return {"kind": kind, "args": args, "result": out, "error": err,
             "seconds": round(time.time() - t0, 2)}
 
@@ -320,7 +381,7 @@ def evaluate(model, device, batch, strategy, budget, src, base, vc_policy, tag, 
         out = os.path.join(work, "plan.pb")
         if strategy == GRAPPLER:
             raw = os.path.join(work, "grappler_raw.pb")
-            st = _W["tfside"].grappler_swap(src, raw, out, prof, budget, cfg["cache"])
+            st = grappler_call(src, raw, out, prof, budget, cfg["cache"])
             rec["rewrite_s"] = st["seconds"]  # OptimizeGraph alone
             rec["plan"] = st
             rec["swaps"] = st["swaps"]
