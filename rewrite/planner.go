@@ -271,14 +271,7 @@ func (pr *Problem) simulateModel(m *graphdef.Model) (*cost.Result, error) {
 		return nil, err
 	}
 	if pr.relabel {
-		a := Analyze(g, pr.Analysis.Opts)
-		for _, n := range g.Nodes {
-			if a.OnCompute(n) {
-				d := a.Device(n)
-				d.Type = "GPU"
-				n.Device = d
-			}
-		}
+		relabelCompute(Analyze(g, pr.Analysis.Opts), g)
 	}
 	pr.sims++
 	return cost.Simulate(g, pr.Profile, pr.simOpts)

@@ -520,7 +520,13 @@ func (pr *Problem) graphFor(plan *Plan) (*graphdef.Graph, error) {
 	if err != nil || !pr.relabel {
 		return g, err
 	}
-	a := pr.Analysis
+	relabelCompute(pr.Analysis, g)
+	return g, nil
+}
+
+// relabelCompute shows the compute device of a's nodes as a GPU in g, whose first nodes are
+// a's graph's (the two-device CPU emulation's compute device is simulated as a GPU).
+func relabelCompute(a *Analysis, g *graphdef.Graph) {
 	for i, orig := range a.Graph.Nodes {
 		if a.OnCompute(orig) {
 			d := a.Device(orig)
@@ -528,5 +534,4 @@ func (pr *Problem) graphFor(plan *Plan) (*graphdef.Graph, error) {
 			g.Nodes[i].Device = d
 		}
 	}
-	return g, nil
 }

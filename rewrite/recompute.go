@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/tfswap/tfswap/cost"
 	"github.com/tfswap/tfswap/graphdef"
@@ -152,6 +153,9 @@ type rcTarget struct {
 	nodes []*graphdef.Node // the far readers
 	first int64
 	index int
+	// trigger is the last op that ends after the peak and before the first later read; it
+	// releases the target's chain.
+	trigger *graphdef.Node
 }
 
 // rcChain is the chain that remakes a target at its time, with its predicted cost.
@@ -209,10 +213,14 @@ func (pr *Problem) recomputeTargets() []*rcTarget {
 			// Something must release the chain after the peak and before the first later
 			// read: an op that ends in between, not the producer itself (a read right after
 			// the producer is no later read).
+			// The chain shares the compute stream with everything else, so starting it earlier
+			// gains no time; it would only leave a scheduler (TensorFlow's executor, the
+			// VirtualCluster's) room to run it beside other work.
 			trig, late, err := triggers.ByTime(n, rt.nodes, rt.first, &tm.times, pr.eligible)
 			if err != nil || late || trig == n || tm.times.End[trig.Index] < tp {
 				continue
 			}
+			rt.trigger = trig
 			out = append(out, rt)
 		}
 	}
@@ -423,12 +431,10 @@ func (pr *Problem) newRCPlanner() *rcPlanner {
 }
 
 // plan returns the recomputations of the first k selected targets (every one for k < 0)
-// in topological order of their targets, each chain triggered by the last op that ends
-// before its first later read. A target whose producer another chain runs early enough is served by
-// that chain's copy instead of a chain of its own. Targets without a trigger are left out.
+// in topological order of their targets, each chain released by its target's trigger. A
+// target whose producer another chain runs early enough is served by that chain's copy
+// instead of a chain of its own.
 func (rp *rcPlanner) plan(k int) []*PlannedRecompute {
-	pr := rp.pr
-	tm := pr.timing
 	if k < 0 || k > len(rp.order) {
 		k = len(rp.order)
 	}
@@ -451,29 +457,17 @@ func (rp *rcPlanner) plan(k int) []*PlannedRecompute {
 		}
 		bs = append(bs, &built{rt: rt, chain: c})
 	}
-	// Every chain's trigger: the latest op that ends before the first reader starts. The
-	// chain runs on the same compute stream as everything else, so starting it earlier gains
-	// no time, and it would leave room for a scheduler (TensorFlow's executor, the
-	// VirtualCluster's) to run it beside other work and overlap the copies' lifetimes with
-	// their tensors'. A chain without one (or whose trigger is one of its own ops) is dropped.
-	peakAt := map[int]int64{}
-	for _, d := range pr.Base.Devices {
-		peakAt[d.SimulatedIndex] = d.PeakTime
-	}
+	// A chain whose target's trigger is one of its own ops is dropped.
 	kept := bs[:0]
 	for _, b := range bs {
-		trig, late, err := triggers.ByTime(b.rt.t.Node, b.rt.nodes, b.rt.first, &tm.times, pr.eligible)
-		if err != nil || late || tm.times.End[trig.Index] < peakAt[tm.dev[b.rt.t.Node.Index]] {
-			continue
-		}
 		inChain := false
 		for _, n := range b.chain.nodes {
-			inChain = inChain || n == trig
+			inChain = inChain || n == b.rt.trigger
 		}
 		if inChain {
 			continue
 		}
-		b.rc = &PlannedRecompute{Tensor: b.rt.t, Bytes: b.rt.bytes, Chain: b.chain.nodes, Uses: b.rt.far, Trigger: trig, Cost: b.chain.cost}
+		b.rc = &PlannedRecompute{Tensor: b.rt.t, Bytes: b.rt.bytes, Chain: b.chain.nodes, Uses: b.rt.far, Trigger: b.rt.trigger, Cost: b.chain.cost}
 		kept = append(kept, b)
 	}
 	bs = kept
@@ -633,17 +627,15 @@ func ApplyRecomputes(model *graphdef.Model, a *Analysis, rcs []*PlannedRecompute
 // "tfswap/<producer>_<port>/recompute/<op>".
 func recomputedOp(name string) string {
 	const mark = "/recompute/"
-	for i := len(Scope); i+len(mark) <= len(name); i++ {
-		if name[i:i+len(mark)] == mark {
-			return name[i+len(mark):]
-		}
+	if i := strings.Index(name, mark); i >= 0 {
+		return name[i+len(mark):]
 	}
 	return ""
 }
 
 // recomputeLevels returns the byte targets of the recomputation levels tried for a step whose
 // worst device exceeds its budget by excess: half the excess (swaps do the rest), the excess,
-// and every candidate (-1).
+// one and a half times it, and every candidate (-1).
 func recomputeLevels(excess int64) []int64 {
 	if excess <= 0 {
 		return nil
