@@ -173,9 +173,10 @@ func (pr *Problem) noFit(strategy string, ev *Evaluation) error {
 	if e.Peak <= e.Budget && e.GrapplerPeak > e.Budget {
 		e.Advice = append(e.Advice, "--fit-accounting tfswap, to accept plans that fit by tfswap's model of the runtime alone (the VirtualCluster would judge them over budget: it counts every ReadVariableOp output and Identity copy and never forwards buffers), or")
 	}
-	// The memory a GPU needs for this peak after the default reserve (DefaultReserve).
+	// The memory a GPU like this one needs for this peak after the default reserve
+	// (DefaultReserve: TensorFlow's, which depends on the memory only below 2 GiB).
 	peak := max(e.Peak, e.GrapplerPeak)
-	need := max(peak+300<<20, int64(float64(peak)/0.94))
+	need := gpuMemoryFor(pr.Profile, peak)
 	e.Advice = append(e.Advice, fmt.Sprintf("a budget of at least %s on %s (a GPU with about %s of memory), or", b(peak), e.Device, b(need)))
 	if fixed >= e.Budget {
 		e.Advice = append(e.Advice, fmt.Sprintf("the weights and optimizer slots alone (%s) exceed the budget; tfswap does not swap variables, so the model needs a larger GPU or model parallelism", b(fixed)))
@@ -221,4 +222,15 @@ func maxPeak(ev *Evaluation) int64 {
 		m = max(m, d.Peak)
 	}
 	return m
+}
+
+// gpuMemoryFor returns the memory a GPU of p's compute capability needs for TensorFlow's
+// allocator to hand out limit bytes: limit plus TensorFlow's reserve (cost.MinSystemMemory)
+// for a GPU of that size.
+func gpuMemoryFor(p *cost.Profile, limit int64) int64 {
+	maj, ok := p.CCMajor()
+	if !ok {
+		maj = 9 // as cost.TFMemoryLimit
+	}
+	return limit + cost.MinSystemMemory(limit+cost.MinSystemMemory(limit, maj), maj)
 }

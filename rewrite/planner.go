@@ -24,7 +24,7 @@ type Planner interface {
 
 // Strategies returns the planners in a fixed order, the default ("auto") first.
 func Strategies() []Planner {
-	return []Planner{autoPlanner{}, lmsPlanner{}, vdnnPlanner{policy: vdnnAll}, vdnnPlanner{policy: vdnnConv}, vdnnPlanner{policy: vdnnDyn}, autoSwapPlanner{}, windowPlanner{}}
+	return []Planner{autoPlanner{}, lmsPlanner{}, lmsFixedPlanner{}, vdnnPlanner{policy: vdnnAll}, vdnnPlanner{policy: vdnnConv}, vdnnPlanner{policy: vdnnDyn}, autoSwapPlanner{}, windowPlanner{}}
 }
 
 // StrategyNames returns the names of the planners, in Strategies' order.
@@ -67,12 +67,22 @@ type Planned struct {
 	Explanation []TensorExplanation
 }
 
+// Unchanged reports whether the rewrite changed nothing: no swap, no wait, no
+// recomputation (the graph fits its budget as it is, or fixed thresholds found nothing to
+// swap).
+func (p *Planned) Unchanged() bool {
+	return len(p.Swaps) == 0 && len(p.Waits) == 0 && len(p.Recomputes) == 0
+}
+
 // RewriteWithPlanner validates model, plans its swaps for the budget with the strategy in
 // po, applies the plan and checks the rewrite's invariants (Verify). opts carries the
 // analysis options (exclusions, minimum tensor size, compute and host devices, gate); its
-// LMS distances are used by the "lms" strategy only as a starting point. When no plan keeps
-// every compute device within its budget it returns a *NoFitError. The same input and
-// options give the same plan and byte-identical output.
+// LMS distances are used by the "lms" strategy only as a starting point, and as they are by
+// "lms-fixed". When no plan keeps every compute device within its budget it returns a
+// *NoFitError, except with "lms-fixed", whose rewrite (Rewrite's, byte for byte) does not
+// depend on the budget: it is returned with its prediction whether it fits or not, and
+// po.Recompute does not apply to it. The same input and options give the same plan and
+// byte-identical output.
 func RewriteWithPlanner(model *graphdef.Model, opts Options, po PlanOptions) (*Planned, error) {
 	opts, g, err := prepare(model, opts)
 	if err != nil {
@@ -81,6 +91,9 @@ func RewriteWithPlanner(model *graphdef.Model, opts Options, po PlanOptions) (*P
 	planner, err := LookupStrategy(po.Strategy)
 	if err != nil {
 		return nil, err
+	}
+	if _, ok := planner.(lmsFixedPlanner); ok {
+		return rewriteFixedLMS(model, g, opts, po)
 	}
 	mode, err := recomputeMode(po.Recompute)
 	if err != nil {

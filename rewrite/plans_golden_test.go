@@ -84,13 +84,19 @@ func TestPlanGoldens(t *testing.T) {
 					if err := Verify(g, res.Result, GateHost); err != nil {
 						t.Fatal(err)
 					}
+					// lms-fixed ignores the budget: its rewrite is returned whether it fits
+					// or not, and the golden records which.
 					for _, d := range res.Eval.Devices {
-						if d.Peak > d.Budget {
-							t.Errorf("%s peak %d over budget %d", d.Name, d.Peak, d.Budget)
+						if d.Over() > 0 && s != "lms-fixed" {
+							t.Errorf("%s peak %d (Grappler's %d) over budget %d", d.Name, d.Peak, d.GrapplerPeak, d.Budget)
 						}
 					}
 					got = describePlan(res)
-					steps[s] = res.Eval.StepTime
+					if res.Eval.Fits {
+						steps[s] = res.Eval.StepTime
+					} else {
+						got += "does not fit\n"
+					}
 				}
 				file := filepath.Join("testdata", "plans", name+"_"+s+".golden")
 				if *update {

@@ -16,17 +16,17 @@ import (
 // measured on.
 const DefaultDevice = "v100-16gb"
 
-// DefaultReserve returns the device memory a plan leaves unused by default: what TensorFlow's
-// GPU allocator does not hand out. TensorFlow (gpu_device.cc, MinSystemMemory) keeps back the
-// larger of 300 MiB and 6% of the memory available, and the CUDA context takes memory before
-// that; the reserve also absorbs fragmentation, which the simulator does not model.
-func DefaultReserve(p *cost.Profile) int64 {
-	return max(300<<20, p.MemoryBytes*6/100)
-}
+// DefaultReserve returns the device memory a plan leaves unused by default: what TensorFlow
+// 2.18's GPU device keeps out of its allocator's reach on the profile's GPU
+// (cost.MinSystemMemory: 500 MiB up to compute capability 6.x, 1050 MiB on 7.x, 1536 MiB on
+// 8.x, 1800 MiB from 9.0; tensorflow/core/common_runtime/gpu/gpu_device.cc, MinSystemMemory
+// and SingleVirtualDeviceMemoryLimit).
+func DefaultReserve(p *cost.Profile) int64 { return p.MemoryBytes - cost.TFMemoryLimit(p) }
 
-// DefaultBudget returns the per-device budget planning aims at by default: the profile's
-// memory less DefaultReserve (15.04 GiB on the 16 GiB V100).
-func DefaultBudget(p *cost.Profile) int64 { return p.MemoryBytes - DefaultReserve(p) }
+// DefaultBudget returns the per-device budget planning aims at by default: the memory
+// TensorFlow 2.18's allocator may hand out on the profile's GPU, cost.TFMemoryLimit (14.97 GiB
+// on the 16 GiB V100, compute capability 7.0).
+func DefaultBudget(p *cost.Profile) int64 { return cost.TFMemoryLimit(p) }
 
 // PlanOptions control budget-driven planning (see PlanBudget).
 type PlanOptions struct {

@@ -1,0 +1,73 @@
+package rewrite
+
+import "github.com/tfswap/tfswap/graphdef"
+
+// lmsFixedPlanner is TensorFlow Large Model Support with its thresholds as given: Options'
+// SwapoutThreshold, SwapinAhead and SwapinGroupBy (LMS's defaults, 10, 2 and 5, where unset),
+// as TFLMS users set them by hand. Its plan does not depend on the budget: RewriteWithPlanner
+// writes Rewrite's output byte for byte and only predicts it against the budget, whether it
+// fits or not (Planned.Eval.Fits says).
+type lmsFixedPlanner struct{}
+
+func (lmsFixedPlanner) Name() string { return "lms-fixed" }
+
+func (lmsFixedPlanner) Doc() string {
+	return "TensorFlow Large Model Support with fixed thresholds (--swapout-threshold, --swapin-ahead, --swapin-groupby; defaults 10, 2, 5): " +
+		"the rewrite does not depend on the budget, which it is only checked against; written even when it does not fit"
+}
+
+func (lmsFixedPlanner) Plan(pr *Problem) (*Evaluation, error) {
+	plan, _ := PlanLMS(pr.Analysis)
+	return pr.predict(plan)
+}
+
+// rewriteFixedLMS is RewriteWithPlanner for the lms-fixed strategy: Rewrite's output, with
+// the prediction of that very plan for po's device and budget. opts has its defaults applied
+// and g is model's graph.
+func rewriteFixedLMS(model *graphdef.Model, g *graphdef.Graph, opts Options, po PlanOptions) (*Planned, error) {
+	res, err := Rewrite(model, opts)
+	if err != nil {
+		return nil, err
+	}
+	// Rewrite plans exactly this (PlanLMS is deterministic); the plan is made again here
+	// for the simulator.
+	a := Analyze(g, opts)
+	pr, err := newProblem(model, a, po)
+	if err != nil {
+		return nil, err
+	}
+	if err := pr.checkSharedLinks(); err != nil {
+		return nil, err
+	}
+	pr.strategy = lmsFixedPlanner{}.Name()
+	ev, err := lmsFixedPlanner{}.Plan(pr)
+	if err != nil {
+		return nil, err
+	}
+	return &Planned{Result: res, Strategy: pr.strategy, Eval: ev, Base: pr.Base, Profile: pr.Profile, Budget: pr.Opts.Budget, Simulations: pr.sims}, nil
+}
+
+// predict evaluates plan and, where a plan is judged by Grappler's accounting too, gives its
+// Grappler peaks even when it does not fit by tfswap's (Evaluate checks those only for
+// plans that do): a prediction shows the peak by every accounting planning uses.
+func (pr *Problem) predict(plan *Plan) (*Evaluation, error) {
+	ev, err := pr.Evaluate(plan)
+	if err != nil || !pr.grappler || ev.Fits {
+		return ev, err
+	}
+	for _, d := range ev.Devices {
+		if d.GrapplerPeak > 0 {
+			return ev, nil // checked already
+		}
+	}
+	g, err := pr.graphFor(plan)
+	if err != nil {
+		return nil, err
+	}
+	e := *ev // the cached evaluation stays as it was
+	e.Devices = append([]DevicePeak(nil), ev.Devices...)
+	if err := pr.checkGrappler(&e, g); err != nil {
+		return nil, err
+	}
+	return &e, nil
+}
