@@ -17,9 +17,9 @@ import (
 // lmsFlags are the flags of the LMS-style rewrite options.
 func lmsFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.IntFlag{Name: "swapout-threshold", Value: rewrite.DefaultSwapoutThreshold, Usage: "least topological distance (levels) from producer to a consumer for that consumer to read a swapped-in copy"},
-		&cli.IntFlag{Name: "swapin-ahead", Value: rewrite.DefaultSwapinAhead, Usage: "levels before its consumer at which a swap-in is triggered"},
-		&cli.IntFlag{Name: "swapin-groupby", Value: rewrite.DefaultSwapinGroupBy, Usage: "far consumers within this many levels share one swap-in (0 or -1: one swap-in per consumer)"},
+		&cli.IntFlag{Name: "swapout-threshold", Value: rewrite.DefaultSwapoutThreshold, Usage: "fixed LMS threshold (no planning): least topological distance (levels) from producer to a consumer for that consumer to read a swapped-in copy"},
+		&cli.IntFlag{Name: "swapin-ahead", Value: rewrite.DefaultSwapinAhead, Usage: "fixed LMS threshold (no planning): levels before its consumer at which a swap-in is triggered"},
+		&cli.IntFlag{Name: "swapin-groupby", Value: rewrite.DefaultSwapinGroupBy, Usage: "fixed LMS threshold (no planning): far consumers within this many levels share one swap-in (0 or -1: one swap-in per consumer)"},
 		&cli.StringFlag{Name: "min-bytes", Value: "64KiB", Usage: "smallest tensor to swap (e.g. 65536, 64KiB, 1MiB; 0 for no minimum)"},
 		&cli.StringSliceFlag{Name: "exclude-scope", Usage: "never swap tensors made in this name scope (repeatable)"},
 		&cli.StringSliceFlag{Name: "exclude-op", Usage: "never swap outputs of this op type (repeatable)"},
@@ -78,11 +78,11 @@ func lmsOptions(c *cli.Context) (rewrite.Options, error) {
 // planFlags are the flags of budget-driven planning.
 func planFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "strategy", Usage: "plan for a memory budget with this strategy: " + strings.Join(rewrite.StrategyNames(), ", ") + " (default auto when --budget or --device is given; --list-strategies describes them)"},
+		&cli.StringFlag{Name: "strategy", Usage: "the strategy: " + strings.Join(rewrite.StrategyNames(), ", ") + " (default auto, or lms-fixed when a fixed LMS threshold is given; --list-strategies describes them)"},
 		&cli.BoolFlag{Name: "list-strategies", Usage: "describe the planning strategies and exit"},
-		&cli.StringFlag{Name: "device", Usage: "plan for this GPU, a built-in device profile (default " + rewrite.DefaultDevice + " when planning; see tfswap simulate --list-devices)"},
+		&cli.StringFlag{Name: "device", Usage: "plan for this GPU, a built-in device profile (default: the GPU TensorFlow sees when this tfswap has the runtime, else " + rewrite.DefaultDevice + "; see tfswap simulate --list-devices)"},
 		&cli.StringFlag{Name: "device-file", Usage: "plan for the GPU of this device profile file"},
-		&cli.StringFlag{Name: "budget", Usage: "most memory each GPU may use, e.g. 15GiB (default: the device's memory less the larger of 300 MiB and 6%)"},
+		&cli.StringFlag{Name: "budget", Usage: "most memory each GPU may use, e.g. 14GiB (default: what TensorFlow " + cost.TensorFlowVersion + "'s allocator gets on the device: the limit TensorFlow reports for a GPU it sees, else the profile's memory less 500 MiB to 1800 MiB by compute capability)"},
 		&cli.StringSliceFlag{Name: "device-budget", Usage: "DEVICE=SIZE: the budget of one GPU, e.g. /device:GPU:1=10GiB (repeatable)"},
 		&cli.StringSliceFlag{Name: "shared-link", Usage: "DEVICE+DEVICE+...: GPUs that share one host link, a PCIe switch, e.g. /device:GPU:0+/device:GPU:1 (repeatable, one group each)"},
 		&cli.IntFlag{Name: "batch-scale", Value: 1, Usage: "plan as if the batch dimension were this many times larger (the graph's shapes are kept)"},
@@ -97,20 +97,39 @@ func planFlags() []cli.Flag {
 	}
 }
 
-// planning reports whether the command line asks for budget-driven planning; planning
-// options without it are a usage error.
-func planning(c *cli.Context) (bool, error) {
-	for _, f := range []string{"strategy", "budget", "device", "device-file", "device-budget"} {
-		if c.IsSet(f) {
-			return true, nil
+// fixedThresholds are the options that fix LMS's thresholds: with any of them the rewrite
+// is LMS with those thresholds (the lms-fixed strategy), not planned for the budget.
+var fixedThresholds = []string{"swapout-threshold", "swapin-ahead", "swapin-groupby"}
+
+// plannerOnly are the planning options that fixed LMS thresholds leave without effect.
+var plannerOnly = []string{"explain", "bo-iterations", "window", "recompute"}
+
+// rewriteStrategy returns the strategy the command line asks for: lms-fixed with a fixed
+// LMS threshold or --strategy lms-fixed, else --strategy, else auto.
+func rewriteStrategy(c *cli.Context) (string, error) {
+	s := c.String("strategy")
+	for _, f := range fixedThresholds {
+		if !c.IsSet(f) {
+			continue
+		}
+		switch s {
+		case "", "lms", "lms-fixed":
+			s = "lms-fixed"
+		default:
+			return "", usagef("--%s fixes LMS's thresholds, which --strategy %s does not use: drop it, or give --strategy lms-fixed", f, s)
 		}
 	}
-	for _, f := range []string{"shared-link", "batch-scale", "fetch", "measured", "no-tf32", "bo-iterations", "window", "explain", "fit-accounting", "recompute"} {
-		if c.IsSet(f) {
-			return false, usagef("--%s is a planning option: give --budget, --device or --strategy too", f)
+	if s == "" {
+		s = "auto"
+	}
+	if s == "lms-fixed" {
+		for _, f := range plannerOnly {
+			if c.IsSet(f) {
+				return "", usagef("--%s is a planning option: fixed LMS thresholds (lms-fixed) do not plan for the budget", f)
+			}
 		}
 	}
-	return false, nil
+	return s, nil
 }
 
 // planOptions reads the planning flags.
@@ -191,10 +210,11 @@ func planOptions(c *cli.Context) (rewrite.PlanOptions, error) {
 	if c.Int("bo-iterations") < -1 {
 		return po, usagef("--bo-iterations must be -1 or more")
 	}
-	// The LMS distances, when given, are kept as they are by the lms strategy.
-	for _, f := range []string{"swapout-threshold", "swapin-ahead", "swapin-groupby"} {
-		po.FixedLMS = po.FixedLMS || c.IsSet(f)
+	s, err := rewriteStrategy(c)
+	if err != nil {
+		return po, err
 	}
+	po.Strategy = s
 	return po, nil
 }
 
@@ -209,20 +229,30 @@ func init() {
 		Name:      "rewrite",
 		Usage:     "swap tensors to host memory: write the rewritten graph",
 		UsageText: "tfswap rewrite [options] MODEL [-o OUTPUT]",
-		Description: "Reads MODEL (.pb, .pbtxt, SavedModel directory, or - for a binary GraphDef on stdin), swaps\n" +
-			"every tensor made on a compute device out to host memory for its consumers at least\n" +
-			"--swapout-threshold levels later, and writes the result atomically to OUTPUT (default\n" +
-			"MODEL.swap.pb; - for stdout). The input is never overwritten unless --in-place is given.\n\n" +
-			"With --budget, --device or --strategy it plans instead: it picks the tensors to swap, the\n" +
-			"ops that trigger their swap-ins and the ops that wait for swap-outs so that the simulated\n" +
-			"peak of every GPU stays within the budget at the least simulated step time, and fails\n" +
-			"(exit 1) saying what is live at the lowest peak it reached when nothing fits. The auto\n" +
-			"strategy also recomputes tensors where that beats swapping alone (--recompute).",
+		Description: "Reads MODEL (.pb, .pbtxt, SavedModel directory, or - for a binary GraphDef on stdin) and writes\n" +
+			"it rewritten, atomically, to OUTPUT (default MODEL.swap.pb; - for stdout). The input is never\n" +
+			"overwritten unless --in-place is given.\n\n" +
+			"With no options it plans for the GPU the graph will run on: the GPU TensorFlow sees when this\n" +
+			"tfswap has the TensorFlow runtime and a GPU is present, with the memory limit TensorFlow gives\n" +
+			"its allocator as the budget; otherwise the " + rewrite.DefaultDevice + " profile at its default budget, the\n" +
+			"memory less what TensorFlow " + cost.TensorFlowVersion + " keeps back (500 MiB to 1800 MiB by compute capability).\n" +
+			"The auto strategy picks the tensors to swap (or recompute), the ops that trigger their\n" +
+			"swap-ins and the ops that wait for swap-outs so that the simulated peak of every GPU stays\n" +
+			"within the budget at the least simulated step time. A graph that already fits is written\n" +
+			"unchanged. When nothing fits it fails (exit 1) saying what is live at the lowest peak it\n" +
+			"reached. --device, --budget and --strategy choose otherwise.\n\n" +
+			"--swapout-threshold, --swapin-ahead, --swapin-groupby or --strategy lms-fixed apply TensorFlow\n" +
+			"Large Model Support's fixed thresholds instead (defaults 10, 2 and 5): every tensor is swapped\n" +
+			"for its consumers at least --swapout-threshold levels later, whatever the budget.\n\n" +
+			"Every rewrite ends with its prediction for the device: the peak against the budget by\n" +
+			"tfswap's accounting and by Grappler's VirtualCluster rules, the step-time overhead against\n" +
+			"the unswapped graph, the bytes over the host link, and a warning when the result does not\n" +
+			"fit or costs more than 50%.",
 		Flags: append(append(modelFlags(),
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "where to write the rewritten model (- for stdout)"},
 			&cli.StringFlag{Name: "output-format", Usage: "pb, pbtxt or savedmodel (default: from the output path)"},
 			&cli.BoolFlag{Name: "in-place", Usage: "overwrite the input model"},
-			&cli.StringFlag{Name: "report", Usage: "also write the list of swaps as JSON to this file"},
+			&cli.StringFlag{Name: "report", Usage: "also write the swaps and the prediction as JSON to this file"},
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "list every swap with its trigger and consumers"},
 		), append(lmsFlags(), planFlags()...)...),
 		Action: rewriteAction,
@@ -238,17 +268,9 @@ func rewriteAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	var po *rewrite.PlanOptions
-	plan, err := planning(c)
+	po, err := planOptions(c)
 	if err != nil {
 		return err
-	}
-	if plan {
-		p, err := planOptions(c)
-		if err != nil {
-			return err
-		}
-		po = &p
 	}
 	if c.NArg() == 1 && c.String("output") != "" && c.Bool("in-place") {
 		return usagef("give either --output or --in-place, not both")
@@ -275,35 +297,53 @@ func rewriteAction(c *cli.Context) error {
 	case out != "-" && sameFile(in, out):
 		return usagef("refusing to overwrite the input %s (use --in-place)", in)
 	}
-	var res *rewrite.Result
-	var planned *rewrite.Planned
-	if po != nil {
-		planned, err = rewrite.RewriteWithPlanner(m, opts, *po)
-		if err != nil {
+	// The device planned for: the one named, or the GPU TensorFlow sees, or the default.
+	tgt := target{source: "flag", why: "--device"}
+	if c.IsSet("device-file") {
+		tgt.why = "--device-file " + c.String("device-file")
+	}
+	if po.Profile == nil {
+		if tgt, err = defaultTarget(visibleGPUs); err != nil {
 			return err
 		}
-		res = planned.Result
-	} else if res, err = rewrite.Rewrite(m, opts); err != nil {
+		po.Profile = tgt.profile
+		if po.Budget == 0 {
+			po.Budget = tgt.budget
+		}
+	}
+	budgetWhy := budgetOrigin(po.Profile)
+	switch {
+	case c.IsSet("budget"):
+		budgetWhy = "--budget"
+	case tgt.source == "runtime":
+		budgetWhy = "the memory limit TensorFlow gives its allocator on this GPU"
+	}
+	planned, err := rewrite.RewriteWithPlanner(m, opts, po)
+	if err != nil {
 		return err
+	}
+	res := planned.Result
+	model := res.Model
+	if planned.Unchanged() {
+		model = m // written as it was read
 	}
 	summary := c.App.Writer
 	if out == "-" {
 		summary = c.App.ErrWriter
-		data, err := marshalFor(res.Model, outFormat)
+		data, err := marshalFor(model, outFormat)
 		if err != nil {
 			return err
 		}
 		if _, err := c.App.Writer.Write(data); err != nil {
 			return fmt.Errorf("<stdout>: %v", err)
 		}
-	} else if err := res.Model.Save(out, graphdef.SaveOptions{Format: outFormat}); err != nil {
+	} else if err := model.Save(out, graphdef.SaveOptions{Format: outFormat}); err != nil {
 		return err
 	}
+	warnings := predictionWarnings(planned)
 	if path := c.String("report"); path != "" {
 		rep := reportOf(in, out, res)
-		if planned != nil {
-			rep.Plan = planReportOf(planned)
-		}
+		rep.Plan = planReportOf(planned, tgt.source, warnings)
 		data, err := json.MarshalIndent(rep, "", "  ")
 		if err != nil {
 			return err
@@ -312,31 +352,85 @@ func rewriteAction(c *cli.Context) error {
 			return err
 		}
 	}
-	printSummary(summary, in, out, res, c.Bool("verbose"))
-	if planned != nil {
-		printPlan(summary, planned)
-		if po.Explain {
-			fmt.Fprint(summary, "\nexplanation:\n"+rewrite.FormatExplanation(planned.Explanation, units.FormatBytes))
+	if planned.Unchanged() && planned.Strategy != "lms-fixed" {
+		fmt.Fprintf(summary, "%s -> %s\n", in, out)
+		fmt.Fprintf(summary, "  nothing needed:  the graph fits the budget as it is; written unchanged\n")
+	} else {
+		printSummary(summary, in, out, res, c.Bool("verbose"))
+		if planned.Unchanged() {
+			fmt.Fprintf(summary, "  nothing swapped: no tensor meets the fixed thresholds; written unchanged\n")
 		}
+	}
+	printPlan(summary, planned, tgt.why, budgetWhy)
+	if po.Explain {
+		fmt.Fprint(summary, "\nexplanation:\n"+rewrite.FormatExplanation(planned.Explanation, units.FormatBytes))
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(c.App.ErrWriter, "tfswap: warning: %s\n", w)
 	}
 	return nil
 }
 
-// planReport is the JSON form of a plan's prediction.
+// maxOverhead is the predicted step-time overhead above which a rewrite is warned about.
+const maxOverhead = 0.5
+
+// predictionWarnings says what is wrong with a rewrite's prediction, and what to change: a
+// peak over the budget (possible only with fixed LMS thresholds, which ignore the budget)
+// or a step-time overhead above maxOverhead.
+func predictionWarnings(p *rewrite.Planned) []string {
+	var ws []string
+	b := units.FormatBytes
+	fixed := p.Strategy == "lms-fixed"
+	for _, d := range p.Eval.Devices {
+		if d.Over() <= 0 {
+			continue
+		}
+		by := fmt.Sprintf("predicted peak %s by tfswap's accounting", b(d.Peak))
+		if d.GrapplerPeak > 0 {
+			by += fmt.Sprintf(", %s by Grappler's VirtualCluster rules", b(d.GrapplerPeak))
+		}
+		w := fmt.Sprintf("the rewritten graph does not fit %s's budget of %s on %s: %s. ", d.Name, b(d.Budget), p.Profile.Name, by)
+		if fixed {
+			w += "Fixed LMS thresholds ignore the budget: drop them to plan for it (--strategy auto), or swap more (a smaller --swapout-threshold); "
+		}
+		ws = append(ws, w+"a smaller batch or a GPU with more memory (--device) also fits")
+	}
+	if p.Eval.Overhead > maxOverhead {
+		w := fmt.Sprintf("predicted step-time overhead %+.0f%% (more than %.0f%%): %s of swaps per step over %s's host link (%s, %.1f GB/s each way). ",
+			100*p.Eval.Overhead, 100*maxOverhead, b(p.Eval.Transferred), p.Profile.Name, p.Profile.Link, p.Profile.H2D/1e9)
+		if fixed {
+			w += "Fixed LMS thresholds ignore the cost: drop them to plan for the budget at the least overhead (--strategy auto); "
+		} else {
+			w += "This is the least the strategy found for the budget; "
+		}
+		ws = append(ws, w+"a smaller batch, a larger budget or a GPU with more memory or a faster host link (--device) costs less")
+	}
+	return ws
+}
+
+// planReport is the JSON form of a rewrite's prediction.
 type planReport struct {
-	Strategy     string                      `json:"strategy"`
-	PlanStrategy string                      `json:"plan_strategy"`
-	Device       string                      `json:"device"`
+	Strategy     string `json:"strategy"`
+	PlanStrategy string `json:"plan_strategy"`
+	Device       string `json:"device"`
+	// DeviceSource says where the device comes from: "flag" (--device, --device-file),
+	// "runtime" (the GPU TensorFlow sees) or "default" (the default profile).
+	DeviceSource string                      `json:"device_source"`
 	Budget       int64                       `json:"budget"`
+	Fits         bool                        `json:"fits"`
+	Unchanged    bool                        `json:"unchanged"`
 	Devices      []planDeviceReport          `json:"devices"`
 	StepTime     int64                       `json:"step_time_ns"`
 	BaseStepTime int64                       `json:"unswapped_step_time_ns"`
 	Overhead     float64                     `json:"overhead"`
 	SwapInStall  int64                       `json:"swap_in_stall_ns"`
 	Transferred  int64                       `json:"bytes_transferred"`
+	ToHost       int64                       `json:"bytes_to_host"`
+	ToDevice     int64                       `json:"bytes_to_device"`
 	Waits        int                         `json:"waits"`
 	Simulations  int                         `json:"simulations"`
 	BatchScale   int                         `json:"batch_scale"`
+	Warnings     []string                    `json:"warnings,omitempty"`
 	Explanation  []rewrite.TensorExplanation `json:"explanation,omitempty"`
 }
 
@@ -349,10 +443,11 @@ type planDeviceReport struct {
 	PeakTime      int64  `json:"peak_time_ns"`
 }
 
-func planReportOf(p *rewrite.Planned) *planReport {
-	r := &planReport{Strategy: p.Strategy, PlanStrategy: p.Eval.Strategy, Device: p.Profile.Name, Budget: p.Budget,
-		StepTime: p.Eval.StepTime, BaseStepTime: p.Base.StepTime, Overhead: p.Eval.Overhead, SwapInStall: p.Eval.Result.SwapInStall(),
-		Transferred: p.Eval.Transferred, Waits: len(p.Waits), Simulations: p.Simulations, BatchScale: max(1, p.Eval.Result.Options.BatchScale), Explanation: p.Explanation}
+func planReportOf(p *rewrite.Planned, source string, warnings []string) *planReport {
+	r := &planReport{Strategy: p.Strategy, PlanStrategy: p.Eval.Strategy, Device: p.Profile.Name, DeviceSource: source, Budget: p.Budget,
+		Fits: p.Eval.Fits, Unchanged: p.Unchanged(), StepTime: p.Eval.StepTime, BaseStepTime: p.Base.StepTime, Overhead: p.Eval.Overhead,
+		SwapInStall: p.Eval.Result.SwapInStall(), Transferred: p.Eval.Transferred, ToHost: p.Eval.Result.D2H.Bytes, ToDevice: p.Eval.Result.H2D.Bytes,
+		Waits: len(p.Waits), Simulations: p.Simulations, BatchScale: max(1, p.Eval.Result.Options.BatchScale), Warnings: warnings, Explanation: p.Explanation}
 	for _, d := range p.Eval.Devices {
 		dr := planDeviceReport{Name: d.Name, Peak: d.Peak, GrapplerPeak: d.GrapplerPeak, Budget: d.Budget, PeakTime: d.PeakTime}
 		for _, b := range p.Base.Devices {
@@ -365,13 +460,16 @@ func planReportOf(p *rewrite.Planned) *planReport {
 	return r
 }
 
-// printPlan prints what the plan is predicted to do.
-func printPlan(w io.Writer, p *rewrite.Planned) {
+// printPlan prints the rewrite's prediction: the device and budget and where they come
+// from, the strategy, the peak by every accounting, the step time, the host link's load.
+func printPlan(w io.Writer, p *rewrite.Planned, deviceWhy, budgetWhy string) {
 	from := ""
-	if p.Eval.Strategy != p.Strategy {
+	if p.Eval.Strategy != p.Strategy && p.Eval.Strategy != "none" {
 		from = " (plan from " + p.Eval.Strategy + ")"
 	}
-	fmt.Fprintf(w, "  strategy:        %s%s for %s, budget %s per GPU\n", p.Strategy, from, p.Profile.Name, units.FormatBytes(p.Budget))
+	fmt.Fprintf(w, "  device:          %s: %s\n", p.Profile.Name, deviceWhy)
+	fmt.Fprintf(w, "  budget:          %s per GPU: %s\n", units.FormatBytes(p.Budget), budgetWhy)
+	fmt.Fprintf(w, "  strategy:        %s%s\n", p.Strategy, from)
 	for _, d := range p.Eval.Devices {
 		base := int64(0)
 		for _, b := range p.Base.Devices {
@@ -379,7 +477,11 @@ func printPlan(w io.Writer, p *rewrite.Planned) {
 				base = b.Peak
 			}
 		}
-		fmt.Fprintf(w, "  predicted peak:  %s %s of %s (unswapped %s)\n", d.Name, units.FormatBytes(d.Peak), units.FormatBytes(d.Budget), units.FormatBytes(base))
+		fits := ""
+		if d.Over() > 0 {
+			fits = " (does not fit)"
+		}
+		fmt.Fprintf(w, "  predicted peak:  %s %s of %s (unswapped %s)%s\n", d.Name, units.FormatBytes(d.Peak), units.FormatBytes(d.Budget), units.FormatBytes(base), fits)
 		if d.GrapplerPeak > 0 {
 			margin := ""
 			if d.GrapplerMargin > 0 {
@@ -390,10 +492,14 @@ func printPlan(w io.Writer, p *rewrite.Planned) {
 	}
 	fmt.Fprintf(w, "  predicted step:  %s (unswapped %s, %+.1f%% overhead), %s stalled on swap-ins\n", cost.FormatDuration(p.Eval.StepTime),
 		cost.FormatDuration(p.Base.StepTime), 100*p.Eval.Overhead, cost.FormatDuration(p.Eval.Result.SwapInStall()))
+	fmt.Fprintf(w, "  host link:       %s to the host, %s back per step (%s, %.1f GB/s each way)\n", units.FormatBytes(p.Eval.Result.D2H.Bytes),
+		units.FormatBytes(p.Eval.Result.H2D.Bytes), p.Profile.Link, p.Profile.H2D/1e9)
 	if len(p.Waits) > 0 {
 		fmt.Fprintf(w, "  waits:           %d op(s) wait for a swap-out to reach the host\n", len(p.Waits))
 	}
-	fmt.Fprintf(w, "  planning:        %d simulations\n", p.Simulations)
+	if p.Strategy != "lms-fixed" {
+		fmt.Fprintf(w, "  planning:        %d simulations\n", p.Simulations)
+	}
 }
 
 func marshalFor(m *graphdef.Model, f graphdef.Format) ([]byte, error) {

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tfswap/tfswap/graphdef"
 	"github.com/tfswap/tfswap/rewrite"
 )
 
@@ -81,11 +80,13 @@ func TestRewritePlanErrors(t *testing.T) {
 		{[]string{"--device", "gtx9999"}, 2, "unknown device profile"},
 		{[]string{"--device-budget", "gpu1=1GiB"}, 2, "--device-budget"},
 		{[]string{"--budget", "8GiB", "--shared-link", "/device:GPU:0"}, 2, "--shared-link"},
-		{[]string{"--shared-link", "/device:GPU:0+/device:GPU:1"}, 2, "planning option"},
-		{[]string{"--explain"}, 2, "planning option"},
-		{[]string{"--fit-accounting", "tfswap"}, 2, "planning option"},
+		{[]string{"--shared-link", "/device:GPU:0+/device:GPU:1"}, 1, "no GPU of the graph matches"},
+		{[]string{"--swapout-threshold", "5", "--explain"}, 2, "planning option"},
+		{[]string{"--strategy", "lms-fixed", "--recompute", "max"}, 2, "planning option"},
+		{[]string{"--swapin-ahead", "3", "--window", "1GiB"}, 2, "planning option"},
+		{[]string{"--swapout-threshold", "5", "--strategy", "auto"}, 2, "--strategy lms-fixed"},
+		{[]string{"--swapin-groupby", "2", "--strategy", "vdnn-all"}, 2, "fixes LMS's thresholds"},
 		{[]string{"--budget", "8GiB", "--fit-accounting", "vc"}, 2, "--fit-accounting"},
-		{[]string{"--recompute", "max"}, 2, "planning option"},
 		{[]string{"--budget", "8GiB", "--recompute", "always"}, 2, "--recompute"},
 		{[]string{"--budget", "8GiB", "--shared-link", "/device:GPU:0+/device:GPU:7"}, 1, "no GPU of the graph matches"},
 	} {
@@ -100,28 +101,6 @@ func TestRewritePlanErrors(t *testing.T) {
 		if code != 0 || !strings.Contains(stdout, s+" ") {
 			t.Errorf("--list-strategies lacks %s: %s", s, stdout)
 		}
-	}
-}
-
-// TestRewriteWithoutPlanningUnchanged: without planning flags rewrite writes exactly what
-// rewrite.Rewrite makes with the LMS defaults.
-func TestRewriteWithoutPlanningUnchanged(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "out.pb")
-	if code, _, stderr := runSimCLI(t, "rewrite", planFixture, "-o", out); code != 0 {
-		t.Fatal(stderr)
-	}
-	m, err := graphdef.Load(planFixture, graphdef.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := rewrite.Rewrite(m, rewrite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, _ := res.Model.Marshal()
-	got, _ := os.ReadFile(out)
-	if !bytes.Equal(got, want) {
-		t.Error("plain rewrite output changed")
 	}
 }
 

@@ -21,7 +21,7 @@ const simResnetFixture = "../../testmodels/fixtures/resnet.pb"
 func TestSimulateCommand(t *testing.T) {
 	tmp := t.TempDir()
 	swapped := filepath.Join(tmp, "resnet.swap.pb")
-	if code, _, errs := runSimCLI(t, "rewrite", simResnetFixture, "-o", swapped); code != 0 {
+	if code, _, errs := runSimCLI(t, "rewrite", simResnetFixture, "-o", swapped, "--strategy", "lms-fixed"); code != 0 {
 		t.Fatalf("rewrite: %d %s", code, errs)
 	}
 	trace, plot, js := filepath.Join(tmp, "step.json"), filepath.Join(tmp, "memory.svg"), filepath.Join(tmp, "out.json")

@@ -6,7 +6,9 @@
 # was generated with the binary of commit c4e1109 (before `rewrite` planned by default),
 # whose rewrite without options was the LMS rewrite with its default thresholds; the test
 # TestFixedLMSGoldens checks that today's binary, asked for fixed thresholds, writes the
-# same bytes. Each line: fixture, output extension, sha256, size, then the options.
+# same bytes. Each line: fixture, output extension, sha256, size, then the options. Only
+# binary output is recorded: Go's prototext inserts whitespace chosen by a hash of the
+# executable (protobuf's internal/detrand), so text output differs between two builds.
 set -eu
 bin=$1
 dir=$(cd "$(dirname "$0")/../../.." && pwd)
@@ -25,7 +27,6 @@ while IFS='|' read -r ext opts; do
 	done
 done <<'CASES'
 pb|
-pbtxt|
 pb|--swapout-threshold 3 --swapin-ahead 1 --swapin-groupby 0 --min-bytes 0
 pb|--swapout-threshold 20 --swapin-ahead 4 --swapin-groupby 10 --min-bytes 1MiB
 pb|--swapout-threshold 6 --exclude-op Relu --exclude-scope gradients/stage1

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/tfswap/tfswap/cost"
+	"github.com/tfswap/tfswap/internal/units"
+	"github.com/tfswap/tfswap/rewrite"
+	"github.com/tfswap/tfswap/tfrun"
+)
+
+// visibleGPUs lists the GPUs TensorFlow's runtime sees in this process, each with the memory
+// limit of its allocator (tfrun.VisibleGPUs, through the C API's device list; set by
+// gpu_detect_tf.go). It stays nil in a tfswap built without the runtime. Tests replace it
+// with a fake device list.
+var visibleGPUs func() ([]tfrun.RuntimeDevice, error)
+
+// target is the GPU a rewrite is planned or predicted for when no --device or --device-file
+// is given: its profile, its per-device budget, and where both come from.
+type target struct {
+	profile *cost.Profile
+	budget  int64
+	// source is "runtime" (a GPU TensorFlow sees) or "default" (the default profile); why
+	// says it in words for the output.
+	source, why string
+}
+
+// defaultTarget chooses the GPU to plan for when the command line names none: the GPU
+// TensorFlow's runtime sees when this tfswap has the runtime and a GPU is present, with the
+// memory limit TensorFlow gives its allocator as the budget (the smallest, with several
+// GPUs) and, for timing, the built-in profile whose default budget is nearest to that
+// limit; otherwise the default profile (rewrite.DefaultDevice) at its default budget.
+func defaultTarget(list func() ([]tfrun.RuntimeDevice, error)) (target, error) {
+	var gpus []tfrun.RuntimeDevice
+	none := "this tfswap was built without the TensorFlow runtime"
+	if list != nil {
+		var err error
+		gpus, err = list()
+		switch {
+		case err != nil:
+			none = fmt.Sprintf("TensorFlow's device list failed (%v)", err)
+			gpus = nil
+		case len(gpus) == 0:
+			none = "TensorFlow sees no GPU"
+		}
+	}
+	if len(gpus) > 0 {
+		g := gpus[0]
+		for _, d := range gpus[1:] {
+			if d.MemoryBytes < g.MemoryBytes {
+				g = d
+			}
+		}
+		if g.MemoryBytes <= 0 {
+			return target{}, fmt.Errorf("TensorFlow lists %s without a memory limit", g.Name)
+		}
+		p := nearestProfile(g.MemoryBytes)
+		n := ""
+		if len(gpus) > 1 {
+			n = fmt.Sprintf(", the smallest limit of the %d GPUs", len(gpus))
+		}
+		why := fmt.Sprintf("the GPU TensorFlow sees: %s, %s for its allocator%s; timing from %s, the built-in profile nearest in memory (--device names the GPU)",
+			g.Name, units.FormatBytes(g.MemoryBytes), n, p.Name)
+		return target{profile: p, budget: g.MemoryBytes, source: "runtime", why: why}, nil
+	}
+	p, err := cost.LookupProfile(rewrite.DefaultDevice)
+	if err != nil {
+		return target{}, err
+	}
+	return target{profile: p, budget: rewrite.DefaultBudget(p), source: "default",
+		why: fmt.Sprintf("the default profile (%s; --device names the GPU)", none)}, nil
+}
+
+// nearestProfile returns the built-in profile whose default budget (rewrite.DefaultBudget)
+// is nearest to limit, the default device first among equals, then by name.
+func nearestProfile(limit int64) *cost.Profile {
+	ps := cost.Profiles()
+	dist := func(p *cost.Profile) int64 {
+		d := rewrite.DefaultBudget(p) - limit
+		if d < 0 {
+			return -d
+		}
+		return d
+	}
+	sort.SliceStable(ps, func(i, j int) bool {
+		di, dj := dist(ps[i]), dist(ps[j])
+		if di != dj {
+			return di < dj
+		}
+		return ps[i].Name == rewrite.DefaultDevice && ps[j].Name != rewrite.DefaultDevice
+	})
+	return ps[0]
+}
+
+// budgetOrigin says how a profile's default budget is made, for the output: "16.00 GiB less
+// the 1050 MiB TensorFlow 2.18 keeps back at compute capability 7.0".
+func budgetOrigin(p *cost.Profile) string {
+	cc := "compute capability " + p.ComputeCapability
+	if _, ok := p.CCMajor(); !ok {
+		cc = "an unknown compute capability (the largest reserve)"
+	}
+	r := units.FormatBytes(rewrite.DefaultReserve(p))
+	if n := rewrite.DefaultReserve(p); n%(1<<20) == 0 {
+		r = fmt.Sprintf("%d MiB", n>>20) // as TensorFlow's source states it
+	}
+	return fmt.Sprintf("%s less the %s TensorFlow %s keeps back at %s", units.FormatBytes(p.MemoryBytes), r, cost.TensorFlowVersion, cc)
+}
