@@ -31,9 +31,10 @@ type target struct {
 // memory limit TensorFlow gives its allocator as the budget (the smallest, with several
 // GPUs) and, for timing, the built-in profile whose default budget is nearest to that
 // limit; otherwise the default profile (rewrite.DefaultDevice) at its default budget.
-func defaultTarget(list func() ([]tfrun.RuntimeDevice, error)) (target, error) {
+// A nil list means the runtime is not asked; unlisted says why, for the output.
+func defaultTarget(list func() ([]tfrun.RuntimeDevice, error), unlisted string) (target, error) {
 	var gpus []tfrun.RuntimeDevice
-	none := "this tfswap was built without the TensorFlow runtime"
+	none := unlisted
 	if list != nil {
 		var err error
 		gpus, err = list()

@@ -297,13 +297,20 @@ func rewriteAction(c *cli.Context) error {
 	case out != "-" && sameFile(in, out):
 		return usagef("refusing to overwrite the input %s (use --in-place)", in)
 	}
-	// The device planned for: the one named, or the GPU TensorFlow sees, or the default.
+	// The device planned for: the one named, or the GPU TensorFlow sees when no budget is
+	// given either (a budget names the memory; asking TensorFlow would start CUDA for
+	// nothing, and in a process beside one that holds the GPU, as under the Grappler
+	// bridge, TensorFlow would report only what that process left free), or the default.
 	tgt := target{source: "flag", why: "--device"}
 	if c.IsSet("device-file") {
 		tgt.why = "--device-file " + c.String("device-file")
 	}
 	if po.Profile == nil {
-		if tgt, err = defaultTarget(visibleGPUs); err != nil {
+		list, unlisted := visibleGPUs, "this tfswap was built without the TensorFlow runtime"
+		if c.IsSet("budget") || c.IsSet("device-budget") {
+			list, unlisted = nil, "--budget given"
+		}
+		if tgt, err = defaultTarget(list, unlisted); err != nil {
 			return err
 		}
 		po.Profile = tgt.profile

@@ -164,11 +164,21 @@ func TestRewriteDefaultDevice(t *testing.T) {
 			}
 		})
 	}
-	// --device names the GPU: nothing is detected, and the budget is the profile's default.
+	// --device names the GPU, --budget the memory: nothing is detected. With --device the
+	// budget is the profile's default; with --budget alone the timing is the default
+	// profile's.
 	withGPUs(t, func() ([]tfrun.RuntimeDevice, error) {
-		t.Error("devices listed although --device was given")
+		t.Error("devices listed although --device or --budget was given")
 		return nil, nil
 	})
+	rep0 := filepath.Join(tmp, "budget.json")
+	if code, stdout, stderr := runSimCLI(t, "rewrite", in, "-o", filepath.Join(tmp, "out.pb"), "--budget", "2500KiB", "--fetch", "train", "--report", rep0); code != 0 ||
+		!strings.Contains(stdout, "the default profile (--budget given; --device names the GPU)") || !strings.Contains(stdout, "budget:          2.4 MiB per GPU: --budget") {
+		t.Errorf("exit %d: %s%s", code, stdout, stderr)
+	}
+	if r := readReport(t, rep0); r.Plan.DeviceSource != "default" || r.Plan.Budget != 2500<<10 || r.Plan.Unchanged || !r.Plan.Fits {
+		t.Errorf("--budget 2500KiB: %+v", r.Plan)
+	}
 	rep := filepath.Join(tmp, "flag.json")
 	if code, stdout, stderr := runSimCLI(t, "rewrite", in, "-o", filepath.Join(tmp, "out.pb"), "--device", "a100-40gb", "--report", rep); code != 0 ||
 		!strings.Contains(stdout, "device:          a100-40gb: --device") || !strings.Contains(stdout, "40.00 GiB less the 1536 MiB TensorFlow 2.18 keeps back at compute capability 8.0") {
