@@ -41,8 +41,10 @@ LIBRARY = ROOT / "grappler_bridge" / "libtfswap_grappler.so"
 HOST = "/job:localhost/replica:0/task:0/device:CPU:0"
 DEVICE = "/job:localhost/replica:0/task:0/device:CPU:1"
 STEPS = 5
-# The fixture's activations are small (batch 8, 32x32): swap everything that is sized.
-SWAP_PARAMS = {"compute_device": "/device:CPU:1", "min_bytes": "0"}
+# The fixture's activations are small (batch 8, 32x32): swap everything that is sized, with
+# LMS's fixed thresholds (the fixture fits any GPU's default budget, so the default plan,
+# auto for the budget, would leave it unchanged).
+SWAP_PARAMS = {"compute_device": "/device:CPU:1", "min_bytes": "0", "strategy": "lms-fixed"}
 WARNING = re.compile(r"^\S+ \S+: W \S+\] TFSwapOptimizer: (.*)$", re.M)
 PARTITIONER_NODE = re.compile(r"/_\d+$")  # names of the nodes graph partitioning adds
 # Cross-device edges: _HostSend/_HostRecv carry the outputs a kernel keeps in host memory
@@ -492,7 +494,8 @@ def test_rewritten_graph_is_left_alone(bridge, tfswap_binary, baseline, tmp_path
     src.write_bytes(fixture_graph().SerializeToString())
     out = tmp_path / "swapped.pb"
     subprocess.run(
-        [tfswap_binary, "rewrite", str(src), "-o", str(out), "--compute-device=/device:CPU:1", "--min-bytes=0"],
+        [tfswap_binary, "rewrite", str(src), "-o", str(out), "--compute-device=/device:CPU:1", "--min-bytes=0",
+         "--strategy=lms-fixed"],
         check=True,
         capture_output=True,
     )
@@ -502,6 +505,18 @@ def test_rewritten_graph_is_left_alone(bridge, tfswap_binary, baseline, tmp_path
     result, log = run_worker({"params": params, "graph": str(out)}, tmp_path)
     assert WARNING.findall(log) == []
     assert result["swap_nodes"] and set(result["swap_nodes"]) <= offline
+    assert result["digest"] == baseline.digest()
+
+
+def test_default_plan_leaves_fitting_graph_alone(bridge, tfswap_binary, baseline, tmp_path):
+    """With no planning parameters the bridge runs tfswap's default, a plan for the default
+    device at its default budget: the fixture fits it, so the graph runs unchanged, without
+    a warning, and tfswap says nothing was needed."""
+    params = {"compute_device": "/device:CPU:1", "tfswap_binary": tfswap_binary, "verbose": 1}
+    result, log = run_worker({"params": params}, tmp_path)
+    assert WARNING.findall(log) == []
+    assert "nothing needed" in log, log[-3000:]
+    assert result["swap_nodes"] == []
     assert result["digest"] == baseline.digest()
 
 
