@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import svgplot  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PLANNERS = ["lms", "vdnn-all", "vdnn-conv", "vdnn-dyn", "autoswap", "window", "auto"]
+PLANNERS = ["lms", "lms-fixed", "vdnn-all", "vdnn-conv", "vdnn-dyn", "autoswap", "window", "auto"]
 ZERO = 0.005  # "zero overhead": a predicted overhead of at most 0.5%
 TOL = 0.001  # overheads within 0.1 percentage point count as equal (auto vs others)
 MODEL_NAMES = {"resnet50": "ResNet-50", "vgg16": "VGG-16", "inception_v3": "Inception-v3",
@@ -99,7 +99,7 @@ def mult(r, b0):
 
 def strategy_label(s):
     return {"grappler": "Grappler (TF)", "lms-sweep": "LMS (thresholds)",
-            "auto-swap": "auto (swap only)"}.get(s, s)
+            "auto-swap": "auto (swap only)", "lms-fixed": "lms-fixed (10/2/5)"}.get(s, s)
 
 
 def max_batch(res, model, device, strategy, limit, judge=None):
@@ -221,8 +221,10 @@ def section_setup(res, out):
         out.append("| `%s` | %s GiB | %s GiB | %.1f TFLOP/s | %.0f GB/s | %.1f GB/s | %s |" % (
             p["name"], gib(p["memory_bytes"]), gib(m["budgets"][d]), p["fp32_flops"] / 1e12,
             p["mem_bytes_per_s"] / 1e9, p["h2d_bytes_per_s"] / 1e9, p.get("description", "")))
-    out.append("\nThe budget is what `tfswap rewrite` aims at by default: the memory less the larger "
-               "of 300 MiB and 6%, which TensorFlow's GPU allocator keeps back. Every strategy, "
+    out.append("\nThe budget is what `tfswap rewrite` aims at by default: the memory less what "
+               "TensorFlow 2.18's GPU allocator keeps back for the GPU's compute capability (500 MiB "
+               "up to 6.x, 1050 MiB on 7.x, 1536 MiB on 8.x, 1800 MiB from 9.0; `MinSystemMemory` "
+               "in `tensorflow/core/common_runtime/gpu/gpu_device.cc`). Every strategy, "
                "Grappler's swapping (as the virtual GPU's `memory_size`) and the no-swap batch "
                "search use the same budget.\n")
     out.append("| model | nodes | parameters |\n|---|---:|---:|")

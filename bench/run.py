@@ -41,9 +41,10 @@ HARNESS_VERSION = 1
 MODELS = ["resnet50", "vgg16", "inception_v3", "unet", "transformer", "lstm_lm"]
 DEVICES = ["gtx1080ti", "titanx", "v100-16gb", "h100"]
 # Strategies of `tfswap rewrite --strategy`, in the order tables show them.
-PLANNERS = ["lms", "vdnn-all", "vdnn-conv", "vdnn-dyn", "autoswap", "window", "auto"]
-# Strategies whose plan does not depend on the budget (the vDNN static policies).
-STATIC = {"vdnn-all", "vdnn-conv"}
+PLANNERS = ["lms", "lms-fixed", "vdnn-all", "vdnn-conv", "vdnn-dyn", "autoswap", "window", "auto"]
+# Strategies whose plan does not depend on the budget (LMS with its default thresholds, the
+# vDNN static policies).
+STATIC = {"lms-fixed", "vdnn-all", "vdnn-conv"}
 GRAPPLER = "grappler"
 # tfswap's auto strategy without recomputation (`--strategy auto --recompute off`): the
 # swap-only planner, for a like-for-like comparison with the papers' swap-only strategies.
@@ -61,9 +62,11 @@ PRESETS = {
                  targets=True, vc="select",
                  # The out-of-core and LMS papers' ResNet-50 figures come from V100s on NVLink.
                  extra=[("resnet50", "v100-16gb-nvlink")]),
-    # The harness's own test (tests/python/test_bench.py): VGG-16 on a 2 GiB GPU.
-    "smoke": dict(models=["vgg16"], devices=["smoke-2gb"], ladder=[1, 2],
-                  curve_device="smoke-2gb", curve_models=["vgg16"], curve_fractions=[0.7],
+    # The harness's own test (tests/python/test_bench.py): VGG-16 on a 3 GiB GPU (its default
+    # budget, 3 GiB less TensorFlow 2.18's 1050 MiB, holds VGG-16's weights and momentum with
+    # room for a few images).
+    "smoke": dict(models=["vgg16"], devices=["smoke-3gb"], ladder=[1, 2],
+                  curve_device="smoke-3gb", curve_models=["vgg16"], curve_fractions=[0.7],
                   targets=False, vc="fits"),
     "quick": dict(models=["resnet50", "vgg16"], devices=["v100-16gb"], ladder=[1, 2, 4, 8],
                   curve_device="v100-16gb", curve_models=["resnet50"],
@@ -168,11 +171,47 @@ def git_state():
             "dirty": bool(dirty)}
 
 
+def min_system_memory(available, cc_major):
+    """The memory TensorFlow 2.18's GPU device keeps out of its allocator's reach
+    (MinSystemMemory, tensorflow/core/common_runtime/gpu/gpu_device.cc; cost.MinSystemMemory)."""
+    mib = 1 << 20
+    if available < 2 << 30:
+        return 225 * mib
+    if cc_major <= 6:
+        return 500 * mib
+    if cc_major == 7:
+        return 1050 * mib
+    if cc_major == 8:
+        return 1536 * mib
+    return 1800 * mib
+
+
 def default_budget(profile):
-    """The default per-device budget of `tfswap rewrite`: memory less the larger of 300 MiB and
-    6% (what TensorFlow's GPU allocator keeps back; rewrite.DefaultReserve)."""
+    """The default per-device budget of `tfswap rewrite` for a device profile: the memory less
+    what TensorFlow 2.18 keeps back for its compute capability (cost.TFMemoryLimit; a profile
+    without one gets the largest reserve). The harness checks it against the budget tfswap
+    reports (check_default_budget)."""
     mem = int(profile["memory_bytes"])
-    return mem - max(300 << 20, mem * 6 // 100)
+    try:
+        major = int(str(profile.get("compute_capability") or "").split(".")[0])
+    except ValueError:
+        major = 9
+    r = min_system_memory(mem, major)
+    return mem if r >= mem else mem - r
+
+
+def check_default_budget(ts, device_arg, budget, src):
+    """Fails when tfswap's default budget for a device differs from default_budget's: rewrites
+    src (a fixture that fits) with no budget and reads the budget from the report."""
+    with tempfile.TemporaryDirectory() as d:
+        rep = os.path.join(d, "r.json")
+        p, _ = ts.run(["rewrite", src, "-o", os.path.join(d, "o.pb"), "--report", rep] + ts.device_flags(device_arg))
+        if p.returncode != 0:
+            raise SystemExit("default budget check: tfswap rewrite failed: %s" % p.stderr.strip()[-2000:])
+        with open(rep) as f:
+            got = json.load(f)["plan"]["budget"]
+    if got != budget:
+        raise SystemExit("default budget of %s: tfswap says %d, the harness %d" % (device_arg, got, budget))
 
 
 # ---------------------------------------------------------------------------------------
@@ -758,7 +797,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="a subset that runs in a few minutes")
     ap.add_argument("--smoke", action="store_true", help="the harness's self-test: VGG-16 on a "
-                    "made-up 2 GiB GPU (v100-16gb with less memory), two batches, under a minute")
+                    "made-up 3 GiB GPU (v100-16gb with less memory), two batches, under a minute")
     ap.add_argument("--models", help="comma-separated models (default: the preset's)")
     ap.add_argument("--devices", help="comma-separated device profiles or profile files")
     ap.add_argument("--ladder", help="comma-separated multiples of B0 (default: the preset's)")
@@ -834,16 +873,16 @@ def main(argv=None):
             path = arg = os.path.abspath(d)
         else:
             path = os.path.join(pdir, d + ".json")
-            builtin = "v100-16gb" if d == "smoke-2gb" else d
+            builtin = "v100-16gb" if d == "smoke-3gb" else d
             p, _ = ts.run(["simulate", "--device", builtin, "--dump-profile", path])
             if p.returncode != 0:
                 raise SystemExit("profile %s: %s" % (d, p.stderr.strip()))
             arg = d
-            if d == "smoke-2gb":
+            if d == "smoke-3gb":
                 with open(path) as f:
                     prof = json.load(f)
-                prof.update(name="v100-2gb", memory_bytes=2 << 30,
-                            description="a made-up V100 with 2 GiB, for the harness's self-test")
+                prof.update(name="v100-3gb", memory_bytes=3 << 30,
+                            description="a made-up V100 with 3 GiB, for the harness's self-test")
                 with open(path, "w") as f:
                     json.dump(prof, f, indent=1)
                 arg = os.path.abspath(path)
@@ -852,6 +891,8 @@ def main(argv=None):
         profiles[d] = prof
         device_args[d] = arg
         budgets[d] = default_budget(prof)
+        if "lms-fixed" in offered:  # a tfswap that reports its default budget
+            check_default_budget(ts, arg, budgets[d], os.path.join(ROOT, "testmodels", "fixtures", "mlp.pb"))
 
     cfg = {"tfswap": binary, "timeout": args.timeout, "cache": cache, "scratch": scratch,
            "out": args.out, "profiles": profiles, "device_args": device_args,

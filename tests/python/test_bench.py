@@ -1,5 +1,5 @@
 """The benchmark harness (bench/) in its smallest mode, so that it cannot rot: VGG-16 on a
-made-up 2 GiB GPU, two batches, every strategy tfswap offers and Grappler's swapping, then
+made-up 3 GiB GPU, two batches, every strategy tfswap offers and Grappler's swapping, then
 the report. Also checks that the harness's lowering of Grappler's swap kernels (for the
 VirtualCluster) and the simulator's (cost/grappler_swaps.go) agree.
 
@@ -94,7 +94,7 @@ def test_grappler_lowering_matches_the_simulator(smoke, tmp_path):
     out, res = smoke
     import tfside
     tfswap = res["meta"]["tfswap"]
-    prof = tfside.load_profile(str(out / "profiles" / "smoke-2gb.json"))
+    prof = tfside.load_profile(str(out / "profiles" / "smoke-3gb.json"))
     b0 = next(r["result"]["b0"] for r in res["records"] if r["kind"] == "nosswap")
     src, _ = tfside.build_graph("vgg16", 2 * b0, str(CACHE))
     tfside.load_swap_ops(str(CACHE))
@@ -104,7 +104,7 @@ def test_grappler_lowering_matches_the_simulator(smoke, tmp_path):
 
     def sim(path):
         p = subprocess.run([tfswap, "simulate", str(path), "--device-file",
-                            str(out / "profiles" / "smoke-2gb.json"), "--fetch", "train",
+                            str(out / "profiles" / "smoke-3gb.json"), "--fetch", "train",
                             "--json", "-"], capture_output=True, text=True, check=True)
         r, _ = json.JSONDecoder().raw_decode(p.stdout)
         r = r["result"]
