@@ -7,8 +7,8 @@ here from the current tree.
     .venv/bin/python tools/vcluster/gen_simulator_doc.py --no-large # fixtures only
 
 It builds tfswap (go build, CGO_ENABLED=0), rewrites every graph in testmodels/fixtures
-(and testmodels/large/, when testmodels/large.py has written it) with tfswap rewrite's
-defaults, simulates the originals and the rewrites with `tfswap simulate --json`, and runs
+(and testmodels/large/, when testmodels/large.py has written it) with LMS's fixed default
+thresholds (tfswap rewrite --strategy lms-fixed), simulates the originals and the rewrites with `tfswap simulate --json`, and runs
 the same graphs through VirtualCluster with tools/vcluster/vcluster.py (in this process).
 The plot docs/simulator-resnet50.svg is written by `tfswap simulate --plot`.
 """
@@ -130,7 +130,7 @@ def main():
         name = path.stem
         side = json.loads(path.with_suffix(".json").read_text())
         swapped = tmp / (name + ".swap.pb")
-        rewrite_out = run([str(tfswap), "rewrite", str(path.relative_to(ROOT)), "-o", str(swapped)])
+        rewrite_out = run([str(tfswap), "rewrite", str(path.relative_to(ROOT)), "-o", str(swapped), "--strategy", "lms-fixed"])
         rows.append({"name": name, "kind": kind, "path": path, "swapped": swapped, "side": side,
                      "rewrite": rewrite_out.splitlines()[1:3]})
 
@@ -486,7 +486,7 @@ def write(out, profiles, names, rows, scaled, r50, plot_rel, tfver, gpu, dev, co
       "`tools/vcluster/vcluster.py`, nanosecond trace. *tfswap, Grappler's rules*: `tfswap simulate "
       "--grappler` (the accounting rules listed in the next section switched to Grappler's). "
       "*tfswap*: `tfswap simulate` with its own accounting, the prediction users get. Rewritten "
-      "graphs are `tfswap rewrite` with its defaults. The test `TestVirtualClusterAgreement` "
+      "graphs are `tfswap rewrite --strategy lms-fixed` (LMS's default thresholds). The test `TestVirtualClusterAgreement` "
       "(`go test ./cost`) requires the Grappler-rules column to be within 10%% of VirtualCluster's "
       "on the compute device for every fixture, original and rewritten." % (FETCH, PROFILE))
     d()
@@ -610,7 +610,7 @@ def write(out, profiles, names, rows, scaled, r50, plot_rel, tfver, gpu, dev, co
     # ---------------------------------------------------------------- swaps
     d("## What the rewrite does, according to the simulator")
     d()
-    d("Every graph rewritten by `tfswap rewrite` with its defaults (LMS thresholds), simulated on "
+    d("Every graph rewritten by `tfswap rewrite --strategy lms-fixed` (LMS's default thresholds), simulated on "
       "`%s` (`tfswap simulate REWRITTEN --baseline ORIGINAL --device %s --fetch %s`):" % (PROFILE, PROFILE, FETCH))
     d()
     srow = []
