@@ -101,6 +101,18 @@ func TestSimulateListAndDump(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "gtx1080ti") || !strings.Contains(out, "gh200") {
 		t.Fatalf("list: %d %s %s", code, out, errs)
 	}
+	// Each profile's default budget: TensorFlow 2.18's reserve for its compute capability.
+	rows := map[string]string{}
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) > 6 {
+			rows[f[0]] = strings.Join(f[1:6], " ")
+		}
+	}
+	for name, want := range map[string]string{"v100-16gb": "16.00 GiB 7.0 14.97 GiB", "h100": "80.00 GiB 9.0 78.24 GiB", "gtx1080ti": "11.00 GiB 6.1 10.51 GiB"} {
+		if rows[name] != want {
+			t.Errorf("%s: memory, cc and budget %q, want %q", name, rows[name], want)
+		}
+	}
 	path := filepath.Join(t.TempDir(), "p.json")
 	if code, _, errs := runSimCLI(t, "simulate", "--device", "titanx", "--dump-profile", path); code != 0 {
 		t.Fatalf("dump: %d %s", code, errs)
