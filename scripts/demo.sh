@@ -13,7 +13,10 @@ bin/tfswap inspect "$model" --top 5
 echo
 echo "== tfswap rewrite (two-device emulation: /device:CPU:1 stands for the GPU, CPU:0 is the host)"
 bin/tfswap place "$model" --device /device:CPU:1 -o out/resnet.placed.pb
-bin/tfswap rewrite out/resnet.placed.pb -o out/resnet.swap.pb --compute-device /device:CPU:1
+echo "-- with no options: a plan for the GPU TensorFlow sees, else the default profile, at its default budget"
+bin/tfswap rewrite out/resnet.placed.pb -o out/resnet.default.pb --compute-device /device:CPU:1
+echo "-- the fixture is small; for a budget of 6 MiB, below its peak, one training step (--fetch train):"
+bin/tfswap rewrite out/resnet.placed.pb -o out/resnet.swap.pb --compute-device /device:CPU:1 --budget 6MiB --fetch train
 echo
 echo "== training both graphs for 5 steps in a Go TensorFlow session (oneDNN off for bit-exact comparison)"
 TF_ENABLE_ONEDNN_OPTS=0 bin/tfswap train out/resnet.placed.pb out/resnet.swap.pb --fixture testmodels/fixtures/resnet.json --steps 5
