@@ -314,8 +314,10 @@ func TestBridgeInGoSession(t *testing.T) {
 	tfswap, _ := tools(t)
 	graph := placedGraph(t)
 	base := train(t, graph, sessionConfig(t, nil))
+	// LMS's fixed thresholds: the fixture fits any GPU's default budget, so tfswap's default
+	// plan would leave it unchanged.
 	swapped := train(t, graph, sessionConfig(t, map[string]string{
-		"tfswap_binary": tfswap, "compute_device": "/device:CPU:1", "min_bytes": "0",
+		"tfswap_binary": tfswap, "compute_device": "/device:CPU:1", "min_bytes": "0", "strategy": "lms-fixed",
 	}))
 
 	// Bit-identical training.
@@ -503,7 +505,7 @@ func TestGraftExample(t *testing.T) {
 	report := filepath.Join(t.TempDir(), "report.json")
 	swapped := run(sessionConfig(t, map[string]string{
 		"tfswap_binary": tfswap, "compute_device": "/device:CPU:1", "min_bytes": "0",
-		"report": report,
+		"strategy": "lms-fixed", "report": report,
 	}))
 	var rep struct {
 		Swaps []json.RawMessage `json:"swaps"`
