@@ -5,7 +5,8 @@
 
 Each measurement runs in a fresh Python process, alternating a session without the bridge and
 one with it (two-device emulation, every node on /device:CPU:1, compute_device=/device:CPU:1,
-tfswap's default thresholds). In TF1 sessions Grappler runs when a (feeds, fetches) signature
+LMS's fixed default thresholds: strategy=lms-fixed, what tfswap did without options before it
+planned by default). In TF1 sessions Grappler runs when a (feeds, fetches) signature
 is first used, so the process times
 
     init      the first sess.run(init): Grappler + executor creation + running the initializers
@@ -59,6 +60,7 @@ def child(args):
         opt = config.graph_options.rewrite_options.custom_optimizers.add(name="TFSwapOptimizer")
         opt.parameter_map["tfswap_binary"].s = args.tfswap.encode()
         opt.parameter_map["compute_device"].s = b"/device:CPU:1"
+        opt.parameter_map["strategy"].s = b"lms-fixed"
         opt.parameter_map["verbose"].s = b"1"
     g = tf.Graph()
     with g.as_default():
