@@ -27,8 +27,9 @@ func init() {
 		Name:      "tune",
 		Usage:     "tune swap-in triggers on the real runtime (Kim et al.): earliest safe, then latest without stall",
 		UsageText: "tfswap tune [options] MODEL --budget BYTES [--device v100-16gb] [-o OUTPUT]",
-		Description: "Chooses the tensors to swap as tfswap rewrite does (the LMS flags), then tunes the op that\n" +
-			"triggers each swap-in, as Kim et al. tune theirs from early training iterations:\n\n" +
+		Description: "Chooses the tensors to swap as tfswap rewrite --strategy lms-fixed does (the LMS flags),\n" +
+			"then tunes the op that triggers each swap-in, as Kim et al. tune theirs from early\n" +
+			"training iterations:\n\n" +
 			"  1. every trigger right before its use; each is then moved earlier, round robin, as long as\n" +
 			"     the predicted peak of the compute device stays within --budget (the earliest safe\n" +
 			"     trigger). The peak is predicted by tfswap's simulator for the GPU of --device, with op\n" +
@@ -42,7 +43,8 @@ func init() {
 			"     paired step-time ratios is within --tolerance or a sign test over the pairs does not\n" +
 			"     find it slower. --predicted-time also rejects plans the simulated GPU predicts slower.\n\n" +
 			"Every round is reported (predicted peak, measured step time). Finally the untuned plan\n" +
-			"(triggers --swapin-ahead levels before the use, as tfswap rewrite sets them) and the tuned\n" +
+			"(triggers --swapin-ahead levels before the use, as tfswap rewrite --strategy lms-fixed sets\n" +
+			"them) and the tuned " +
 			"plan are timed side by side, and the tuned graph is written to OUTPUT (default\n" +
 			"MODEL.swap.pb), its nodes placed as in MODEL (--place is applied only to run it). With --config two-device the sessions have /device:CPU:0 (the host) and\n" +
 			"/device:CPU:1, which stands for the GPU: nodes without a device run there (--place);\n" +
