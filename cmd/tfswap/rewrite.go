@@ -80,7 +80,7 @@ func planFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "strategy", Usage: "the strategy: " + strings.Join(rewrite.StrategyNames(), ", ") + " (default auto, or lms-fixed when a fixed LMS threshold is given; --list-strategies describes them)"},
 		&cli.BoolFlag{Name: "list-strategies", Usage: "describe the planning strategies and exit"},
-		&cli.StringFlag{Name: "device", Usage: "plan for this GPU, a built-in device profile (default: the GPU TensorFlow sees when this tfswap has the runtime, else " + rewrite.DefaultDevice + "; see tfswap simulate --list-devices)"},
+		&cli.StringFlag{Name: "device", Usage: "plan for this GPU, a built-in device profile (default: the GPU TensorFlow sees when this tfswap has the runtime and no --budget is given, else " + rewrite.DefaultDevice + "; see tfswap simulate --list-devices)"},
 		&cli.StringFlag{Name: "device-file", Usage: "plan for the GPU of this device profile file"},
 		&cli.StringFlag{Name: "budget", Usage: "most memory each GPU may use, e.g. 14GiB (default: what TensorFlow " + cost.TensorFlowVersion + "'s allocator gets on the device: the limit TensorFlow reports for a GPU it sees, else the profile's memory less 500 MiB to 1800 MiB by compute capability)"},
 		&cli.StringSliceFlag{Name: "device-budget", Usage: "DEVICE=SIZE: the budget of one GPU, e.g. /device:GPU:1=10GiB (repeatable)"},
