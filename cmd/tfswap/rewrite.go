@@ -403,8 +403,8 @@ func predictionWarnings(p *rewrite.Planned) []string {
 		ws = append(ws, w+"a smaller batch or a GPU with more memory (--device) also fits")
 	}
 	if p.Eval.Overhead > maxOverhead {
-		w := fmt.Sprintf("predicted step-time overhead %+.0f%% (more than %.0f%%): %s of swaps per step over %s's host link (%s, %.1f GB/s each way). ",
-			100*p.Eval.Overhead, 100*maxOverhead, b(p.Eval.Transferred), p.Profile.Name, p.Profile.Link, p.Profile.H2D/1e9)
+		w := fmt.Sprintf("predicted step-time overhead %+.0f%% (more than %.0f%%): %s a step over %s's host link (%s). ",
+			100*p.Eval.Overhead, 100*maxOverhead, b(p.Eval.Transferred), p.Profile.Name, linkOf(p.Profile))
 		if fixed {
 			w += "Fixed LMS thresholds ignore the cost: drop them to plan for the budget at the least overhead (--strategy auto); "
 		} else {
@@ -499,14 +499,26 @@ func printPlan(w io.Writer, p *rewrite.Planned, deviceWhy, budgetWhy string) {
 	}
 	fmt.Fprintf(w, "  predicted step:  %s (unswapped %s, %+.1f%% overhead), %s stalled on swap-ins\n", cost.FormatDuration(p.Eval.StepTime),
 		cost.FormatDuration(p.Base.StepTime), 100*p.Eval.Overhead, cost.FormatDuration(p.Eval.Result.SwapInStall()))
-	fmt.Fprintf(w, "  host link:       %s to the host, %s back per step (%s, %.1f GB/s each way)\n", units.FormatBytes(p.Eval.Result.D2H.Bytes),
-		units.FormatBytes(p.Eval.Result.H2D.Bytes), p.Profile.Link, p.Profile.H2D/1e9)
+	fmt.Fprintf(w, "  host link:       %s to the host, %s back per step (%s)\n", units.FormatBytes(p.Eval.Result.D2H.Bytes),
+		units.FormatBytes(p.Eval.Result.H2D.Bytes), linkOf(p.Profile))
 	if len(p.Waits) > 0 {
 		fmt.Fprintf(w, "  waits:           %d op(s) wait for a swap-out to reach the host\n", len(p.Waits))
 	}
 	if p.Strategy != "lms-fixed" {
 		fmt.Fprintf(w, "  planning:        %d simulations\n", p.Simulations)
 	}
+}
+
+// linkOf describes a profile's host link: "PCIe 3.0 x16, 12.8 GB/s each way".
+func linkOf(p *cost.Profile) string {
+	rate := fmt.Sprintf("%.1f GB/s each way", p.H2D/1e9)
+	if p.D2H != p.H2D {
+		rate = fmt.Sprintf("%.1f GB/s to the host, %.1f GB/s back", p.D2H/1e9, p.H2D/1e9)
+	}
+	if p.Link == "" {
+		return rate
+	}
+	return p.Link + ", " + rate
 }
 
 func marshalFor(m *graphdef.Model, f graphdef.Format) ([]byte, error) {
