@@ -297,8 +297,8 @@ func swapNode(name, role, input, device string, dt graphdef.DataType, producer *
 }
 
 // Rewrite applies the LMS-style rewrite to model: it validates the graph, refuses one that
-// tfswap already rewrote, plans with PlanLMS and applies the plan. The input model is not
-// changed.
+// tfswap already rewrote, plans with PlanLMS, applies the plan and checks the rewrite's
+// invariants (Verify). The input model is not changed.
 func Rewrite(model *graphdef.Model, opts Options) (*Result, error) {
 	opts, g, err := prepare(model, opts)
 	if err != nil {
@@ -311,8 +311,8 @@ func Rewrite(model *graphdef.Model, opts Options) (*Result, error) {
 		return nil, err
 	}
 	res.Skipped = skipped
-	if _, err := graphdef.NewGraph(res.Model.Graph, model.Source+" (rewritten)"); err != nil {
-		return nil, fmt.Errorf("internal error: the rewritten graph is invalid: %v", err)
+	if err := Verify(g, res, opts.Gate); err != nil {
+		return nil, fmt.Errorf("internal error: the rewrite breaks an invariant: %v", err)
 	}
 	return res, nil
 }

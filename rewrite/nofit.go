@@ -130,7 +130,7 @@ func (pr *Problem) noFit(strategy string, ev *Evaluation) error {
 			opts.Conventions = cost.GrapplerConventions()
 		}
 		if res, err := cost.Simulate(g, pr.Profile, opts); err == nil {
-			if d := res.Device(dp.Name); d != nil {
+			if d := res.Device(dp.simName); d != nil {
 				if grappler {
 					e.PeakTime = d.PeakTime
 				}

@@ -72,6 +72,9 @@ func lmsOptions(c *cli.Context) (rewrite.Options, error) {
 			return o, usagef("--%s: %v", d.flag, err)
 		}
 	}
+	if err := rewrite.CheckDevices(o.ComputeDevice, o.HostDevice); err != nil {
+		return o, usagef("%v", err)
+	}
 	return o, nil
 }
 
@@ -144,6 +147,14 @@ func planOptions(c *cli.Context) (rewrite.PlanOptions, error) {
 		d, err := graphdef.ParseDevice(dev)
 		if !ok || err != nil || d.Type == "" {
 			return po, usagef("--device-budget: want DEVICE=SIZE such as /device:GPU:1=10GiB, got %q", db)
+		}
+		if d.Type == "CPU" {
+			// A CPU is a compute device only when --compute-device names it (the two-device
+			// CPU emulation); every other CPU is a host, which has no budget.
+			cd, err := graphdef.ParseDevice(c.String("compute-device"))
+			if err != nil || cd.Type != "CPU" || !d.Matches(cd) {
+				return po, usagef("--device-budget: %s is a CPU, not a compute device (budgets are for GPUs, or for the CPU --compute-device names)", d)
+			}
 		}
 		n, err := units.ParseBytes(size)
 		if err != nil || n <= 0 {
