@@ -133,12 +133,18 @@ func (t Tensor) Bytes() (n int64, ok bool, reason string) {
 	if shape == nil {
 		return 0, false, "shape unknown"
 	}
-	n = elem
 	for _, d := range shape {
 		if d < 0 {
 			return 0, false, "shape " + FormatShape(shape) + " is not fully known"
 		}
-		n *= d
+	}
+	// NewGraph refused shapes over MaxTensorBytes, so the product cannot wrap around; a
+	// Graph whose nodes were built by hand is checked all the same.
+	n = elem
+	for _, d := range shape {
+		if n, ok = MulBytes(n, d, MaxTensorBytes); !ok {
+			return 0, false, "shape " + FormatShape(shape) + " is larger than 1 PiB"
+		}
 	}
 	return n, true, ""
 }
@@ -217,6 +223,9 @@ func NewGraph(def *gpb.GraphDef, source string) (*Graph, error) {
 			n.OutputTypes = nil
 		}
 		n.OutputShapes = outputShapes(nd, len(n.OutputTypes), n.TypeError == nil)
+		if err := checkSizes(n); err != nil {
+			return nil, &Error{File: source, Node: nd.GetName(), Err: err}
+		}
 		g.byName[n.Name] = n
 		g.Nodes[i] = n
 	}

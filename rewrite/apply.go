@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -82,10 +83,12 @@ type Result struct {
 }
 
 // BytesOut returns the bytes moved device-to-host per step, and BytesIn host-to-device.
+// Both saturate at math.MaxInt64 rather than wrap around (each tensor is at most
+// graphdef.MaxTensorBytes, but a tensor may be swapped in many times).
 func (r *Result) BytesOut() int64 {
 	var n int64
 	for _, s := range r.Swaps {
-		n += s.Bytes
+		n = addSat(n, s.Bytes)
 	}
 	return n
 }
@@ -94,9 +97,21 @@ func (r *Result) BytesOut() int64 {
 func (r *Result) BytesIn() int64 {
 	var n int64
 	for _, s := range r.Swaps {
-		n += s.Bytes * int64(len(s.SwapIns))
+		b, ok := graphdef.MulBytes(s.Bytes, int64(len(s.SwapIns)), math.MaxInt64)
+		if !ok {
+			return math.MaxInt64
+		}
+		n = addSat(n, b)
 	}
 	return n
+}
+
+// addSat returns a+b for sizes, saturated at math.MaxInt64.
+func addSat(a, b int64) int64 {
+	if n, ok := graphdef.AddBytes(a, b, math.MaxInt64); ok {
+		return n
+	}
+	return math.MaxInt64
 }
 
 // CheckNotRewritten fails when g already holds swap nodes made by tfswap.
@@ -329,6 +344,9 @@ func prepare(model *graphdef.Model, opts Options) (Options, *graphdef.Graph, err
 		return opts, nil, err
 	}
 	if err := CheckNotRewritten(g); err != nil {
+		return opts, nil, err
+	}
+	if _, err := g.TotalBytes(); err != nil {
 		return opts, nil, err
 	}
 	return opts, g, nil

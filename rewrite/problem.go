@@ -277,8 +277,12 @@ func newProblemWith(model *graphdef.Model, a *Analysis, po PlanOptions, grappler
 	return pr, nil
 }
 
+// ceilNS converts seconds to whole nanoseconds, rounding up, saturated at cost.MaxDuration.
 func ceilNS(seconds float64) int64 {
 	ns := seconds * 1e9
+	if !(ns < float64(cost.MaxDuration)) {
+		return cost.MaxDuration
+	}
 	n := int64(ns)
 	if float64(n) < ns-1e-6 {
 		n++
