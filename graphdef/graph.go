@@ -451,3 +451,33 @@ func (g *Graph) FanIn(roots []*Node) []bool {
 	}
 	return mark
 }
+
+// Descendants marks, by node index, the nodes reachable from n through data and control
+// edges (n itself excluded; while loops' back edges are not followed, as in Topo): the nodes
+// that cannot run before n has.
+func (g *Graph) Descendants(n *Node) []bool {
+	mark := make([]bool, len(g.Nodes))
+	stack := []*Node{n}
+	for len(stack) > 0 {
+		p := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if isLoopBackEdge(p.Op) {
+			continue
+		}
+		visit := func(c *Node) {
+			if !mark[c.Index] {
+				mark[c.Index] = true
+				stack = append(stack, c)
+			}
+		}
+		for _, uses := range p.Consumers {
+			for _, u := range uses {
+				visit(u.Node)
+			}
+		}
+		for _, c := range p.ControlOutputs {
+			visit(c)
+		}
+	}
+	return mark
+}
