@@ -335,20 +335,23 @@ func rewriteAction(c *cli.Context) error {
 
 // planReport is the JSON form of a plan's prediction.
 type planReport struct {
-	Strategy     string                      `json:"strategy"`
-	PlanStrategy string                      `json:"plan_strategy"`
-	Device       string                      `json:"device"`
-	Budget       int64                       `json:"budget"`
-	Devices      []planDeviceReport          `json:"devices"`
-	StepTime     int64                       `json:"step_time_ns"`
-	BaseStepTime int64                       `json:"unswapped_step_time_ns"`
-	Overhead     float64                     `json:"overhead"`
-	SwapInStall  int64                       `json:"swap_in_stall_ns"`
-	Transferred  int64                       `json:"bytes_transferred"`
-	Waits        int                         `json:"waits"`
-	Simulations  int                         `json:"simulations"`
-	BatchScale   int                         `json:"batch_scale"`
-	Explanation  []rewrite.TensorExplanation `json:"explanation,omitempty"`
+	Strategy     string             `json:"strategy"`
+	PlanStrategy string             `json:"plan_strategy"`
+	Device       string             `json:"device"`
+	Budget       int64              `json:"budget"`
+	Devices      []planDeviceReport `json:"devices"`
+	StepTime     int64              `json:"step_time_ns"`
+	BaseStepTime int64              `json:"unswapped_step_time_ns"`
+	Overhead     float64            `json:"overhead"`
+	SwapInStall  int64              `json:"swap_in_stall_ns"`
+	Transferred  int64              `json:"bytes_transferred"`
+	Waits        int                `json:"waits"`
+	Simulations  int                `json:"simulations"`
+	BatchScale   int                `json:"batch_scale"`
+	// Fetch are the nodes whose fan-in was simulated as the step; empty means every node.
+	Fetch          []string                    `json:"fetch"`
+	SimulatedNodes int                         `json:"simulated_nodes"`
+	Explanation    []rewrite.TensorExplanation `json:"explanation,omitempty"`
 }
 
 type planDeviceReport struct {
@@ -363,7 +366,8 @@ type planDeviceReport struct {
 func planReportOf(p *rewrite.Planned) *planReport {
 	r := &planReport{Strategy: p.Strategy, PlanStrategy: p.Eval.Strategy, Device: p.Profile.Name, Budget: p.Budget,
 		StepTime: p.Eval.StepTime, BaseStepTime: p.Base.StepTime, Overhead: p.Eval.Overhead, SwapInStall: p.Eval.Result.SwapInStall(),
-		Transferred: p.Eval.Transferred, Waits: len(p.Waits), Simulations: p.Simulations, BatchScale: max(1, p.Eval.Result.Options.BatchScale), Explanation: p.Explanation}
+		Transferred: p.Eval.Transferred, Waits: len(p.Waits), Simulations: p.Simulations, BatchScale: max(1, p.Eval.Result.Options.BatchScale), Explanation: p.Explanation,
+		Fetch: append([]string{}, p.Base.Result.Options.Fetch...), SimulatedNodes: p.Base.Result.Simulated}
 	for _, d := range p.Eval.Devices {
 		dr := planDeviceReport{Name: d.Name, Peak: d.Peak, GrapplerPeak: d.GrapplerPeak, Budget: d.Budget, PeakTime: d.PeakTime}
 		for _, b := range p.Base.Devices {
@@ -383,6 +387,7 @@ func printPlan(w io.Writer, p *rewrite.Planned) {
 		from = " (plan from " + p.Eval.Strategy + ")"
 	}
 	fmt.Fprintf(w, "  strategy:        %s%s for %s, budget %s per GPU\n", p.Strategy, from, p.Profile.Name, units.FormatBytes(p.Budget))
+	fmt.Fprintf(w, "  simulated step:  %s\n", simulatedStep(p.Base.Result))
 	for _, d := range p.Eval.Devices {
 		base := int64(0)
 		for _, b := range p.Base.Devices {
@@ -405,6 +410,15 @@ func printPlan(w io.Writer, p *rewrite.Planned) {
 		fmt.Fprintf(w, "  waits:           %d op(s) wait for a swap-out to reach the host\n", len(p.Waits))
 	}
 	fmt.Fprintf(w, "  planning:        %d simulations\n", p.Simulations)
+}
+
+// simulatedStep says which step a plan was simulated for: the fan-in of the fetches, or every
+// node of the graph when no --fetch was given.
+func simulatedStep(r *cost.Result) string {
+	if len(r.Options.Fetch) == 0 {
+		return fmt.Sprintf("every node of the graph (%d nodes; no --fetch given, so initialisers and reads outside the training step count as part of it: give --fetch with the training op)", r.Simulated)
+	}
+	return fmt.Sprintf("the fan-in of %s (%d nodes)", strings.Join(r.Options.Fetch, ", "), r.Simulated)
 }
 
 func marshalFor(m *graphdef.Model, f graphdef.Format) ([]byte, error) {
