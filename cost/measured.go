@@ -127,6 +127,7 @@ func ParseMeasured(data []byte, source string) (*Measured, error) {
 		return nil, fmt.Errorf("%s: iterations must be at least 1, not %d", source, m.Iterations)
 	}
 	m.byName = make(map[string]*MeasuredNode, len(m.Nodes))
+	var outTotal int64
 	for i := range m.Nodes {
 		nd := &m.Nodes[i]
 		if nd.Name == "" {
@@ -141,9 +142,18 @@ func ParseMeasured(data []byte, source string) (*Measured, error) {
 		if *nd.ComputeNS < 0 {
 			return nil, fmt.Errorf("%s: node %q: compute_ns must not be negative", source, nd.Name)
 		}
+		if *nd.ComputeNS > MaxDuration {
+			return nil, fmt.Errorf("%s: node %q: compute_ns must be at most %d (about 104 days), not %d", source, nd.Name, MaxDuration, *nd.ComputeNS)
+		}
 		for _, b := range nd.OutputBytes {
-			if b < -1 {
-				return nil, fmt.Errorf("%s: node %q: output_bytes must be -1 (unknown) or more", source, nd.Name)
+			if b < -1 || b > graphdef.MaxTensorBytes {
+				return nil, fmt.Errorf("%s: node %q: output_bytes must be -1 (unknown) or between 0 and %d (1 PiB), not %d", source, nd.Name, graphdef.MaxTensorBytes, b)
+			}
+			if b > 0 {
+				var ok bool
+				if outTotal, ok = graphdef.AddBytes(outTotal, b, graphdef.MaxGraphBytes); !ok {
+					return nil, fmt.Errorf("%s: node %q: the output_bytes of the profile add up to more than %d bytes (64 PiB)", source, nd.Name, graphdef.MaxGraphBytes)
+				}
 			}
 		}
 		dev := nd.Device

@@ -687,4 +687,16 @@ func OpTime(e OpEstimate, p *Profile, onHost, tf32 bool) int64 {
 	return max(MinOpTime, ceilNS(t))
 }
 
-func ceilNS(seconds float64) int64 { return int64(math.Ceil(seconds*1e9 - 1e-6)) }
+// MaxDuration bounds every duration the cost model computes: 2^53 ns, about 104 days. An
+// absurd estimate (a tensor near graphdef.MaxTensorBytes on a slow link, a profile with a
+// tiny bandwidth) saturates there instead of wrapping around when converted to int64.
+const MaxDuration int64 = 1 << 53
+
+// ceilNS converts seconds to whole nanoseconds, rounding up, saturated at MaxDuration.
+func ceilNS(seconds float64) int64 {
+	ns := math.Ceil(seconds*1e9 - 1e-6)
+	if !(ns < float64(MaxDuration)) {
+		return MaxDuration
+	}
+	return int64(ns)
+}

@@ -46,6 +46,10 @@ var batchContracting = map[string]bool{
 //
 // Batch-major layouts are assumed: a time-major sequence tensor ([T, B, ...]) is not scaled,
 // nor are the values of shape tensors (only sizes matter to the simulator).
+//
+// Sizes stay within what int64 arithmetic counts exactly: NewShapes fails, naming the tensor,
+// when a scaled tensor would hold more than graphdef.MaxTensorBytes, or the graph's tensors
+// (scaled) more than graphdef.MaxGraphBytes together.
 func NewShapes(g *graphdef.Graph, scale int) (*Shapes, error) {
 	if scale < 1 {
 		return nil, fmt.Errorf("batch scale must be at least 1, not %d", scale)
@@ -54,9 +58,20 @@ func NewShapes(g *graphdef.Graph, scale int) (*Shapes, error) {
 	for _, n := range g.Nodes {
 		s.out[n.Index] = n.OutputShapes
 	}
-	if scale == 1 {
-		return s, nil
+	if scale > 1 {
+		if err := s.scale(scale); err != nil {
+			return nil, err
+		}
 	}
+	if err := s.checkTotal(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// scale multiplies dimension 0 of the tensors that carry the batch by scale (see NewShapes).
+func (s *Shapes) scale(scale int) error {
+	g := s.g
 	for _, n := range g.Nodes {
 		if n.Op == "Placeholder" {
 			if sh := portShape(n, 0); len(sh) > 0 && sh[0] > 0 {
@@ -66,7 +81,7 @@ func NewShapes(g *graphdef.Graph, scale int) (*Shapes, error) {
 		}
 	}
 	if s.Batch == 0 {
-		return nil, fmt.Errorf("cannot scale the batch: no Placeholder has a known dimension 0")
+		return fmt.Errorf("cannot scale the batch: no Placeholder has a known dimension 0")
 	}
 	carries := make([][]bool, len(g.Nodes))
 	for _, n := range g.Topo {
@@ -109,7 +124,15 @@ func NewShapes(g *graphdef.Graph, scale int) (*Shapes, error) {
 				copy(scaled, n.OutputShapes)
 			}
 			ns := append([]int64(nil), sh...)
-			ns[0] *= int64(scale)
+			d0, ok := graphdef.MulBytes(ns[0], int64(scale), graphdef.MaxTensorBytes)
+			ns[0] = d0
+			if elem := s.elemBound(graphdef.Tensor{Node: n, Port: port}); ok {
+				_, ok = graphdef.SizeBound(elem, ns)
+			}
+			if !ok {
+				return fmt.Errorf("batch scale %d: tensor %s:%d of shape %s would hold more than 1 PiB (2^50 bytes), the largest tensor tfswap accepts",
+					scale, n.Name, port, graphdef.FormatShape(sh))
+			}
 			scaled[port] = ns
 			s.Scaled++
 		}
@@ -117,7 +140,52 @@ func NewShapes(g *graphdef.Graph, scale int) (*Shapes, error) {
 			s.out[n.Index] = scaled
 		}
 	}
-	return s, nil
+	return nil
+}
+
+// elemBound returns t's element size, or 1 when it is not fixed or not known.
+func (s *Shapes) elemBound(t graphdef.Tensor) int64 {
+	if dt, ok := t.DataType(); ok {
+		if e, ok := graphdef.ElementBytes(dt); ok {
+			return e
+		}
+	}
+	return 1
+}
+
+// checkTotal fails when the graph's tensors, with their scaled shapes, hold more than
+// graphdef.MaxGraphBytes together (each bounded as graphdef.SizeBound bounds it), naming the
+// tensor at which the sum passed it; variables count with their shape attrs.
+func (s *Shapes) checkTotal() error {
+	var total int64
+	for _, n := range s.g.Nodes {
+		for port, sh := range s.out[n.Index] {
+			if sh == nil {
+				continue
+			}
+			t := graphdef.Tensor{Node: n, Port: port}
+			if dt, ok := t.DataType(); !ok || graphdef.IsHandle(dt) {
+				continue
+			}
+			b, ok := graphdef.SizeBound(s.elemBound(t), sh)
+			if ok {
+				total, ok = graphdef.AddBytes(total, b, graphdef.MaxGraphBytes)
+			}
+			if !ok {
+				msg := "the graph's tensors"
+				if s.Scale > 1 {
+					msg = fmt.Sprintf("batch scale %d: the graph's tensors", s.Scale)
+				}
+				return fmt.Errorf("%s would hold more than 64 PiB (2^56 bytes) together, the most tfswap accepts (passed at tensor %s)", msg, t)
+			}
+		}
+		if b, ok := variableBytes(n); ok && isVariableOp(n.Op) {
+			if total, ok = graphdef.AddBytes(total, b, graphdef.MaxGraphBytes); !ok {
+				return fmt.Errorf("the graph's tensors would hold more than 64 PiB (2^56 bytes) together, the most tfswap accepts (passed at variable %s)", n.Name)
+			}
+		}
+	}
+	return nil
 }
 
 func isFusedBatchNorm(op string) bool {
@@ -168,7 +236,11 @@ func (s *Shapes) Bytes(t graphdef.Tensor) (int64, bool) {
 		if d < 0 {
 			return 0, false
 		}
-		n *= d
+	}
+	for _, d := range sh {
+		if n, ok = graphdef.MulBytes(n, d, graphdef.MaxTensorBytes); !ok {
+			return 0, false // NewShapes refused such shapes
+		}
 	}
 	return n, true
 }

@@ -133,12 +133,18 @@ func (t Tensor) Bytes() (n int64, ok bool, reason string) {
 	if shape == nil {
 		return 0, false, "shape unknown"
 	}
-	n = elem
 	for _, d := range shape {
 		if d < 0 {
 			return 0, false, "shape " + FormatShape(shape) + " is not fully known"
 		}
-		n *= d
+	}
+	// NewGraph refused shapes over MaxTensorBytes, so the product cannot wrap around; a
+	// Graph whose nodes were built by hand is checked all the same.
+	n = elem
+	for _, d := range shape {
+		if n, ok = MulBytes(n, d, MaxTensorBytes); !ok {
+			return 0, false, "shape " + FormatShape(shape) + " is larger than 1 PiB"
+		}
 	}
 	return n, true, ""
 }
@@ -217,6 +223,9 @@ func NewGraph(def *gpb.GraphDef, source string) (*Graph, error) {
 			n.OutputTypes = nil
 		}
 		n.OutputShapes = outputShapes(nd, len(n.OutputTypes), n.TypeError == nil)
+		if err := checkSizes(n); err != nil {
+			return nil, &Error{File: source, Node: nd.GetName(), Err: err}
+		}
 		g.byName[n.Name] = n
 		g.Nodes[i] = n
 	}
@@ -437,6 +446,36 @@ func (g *Graph) FanIn(roots []*Node) []bool {
 			visit(in.Node)
 		}
 		for _, c := range n.ControlInputs {
+			visit(c)
+		}
+	}
+	return mark
+}
+
+// Descendants marks, by node index, the nodes reachable from n through data and control
+// edges (n itself excluded; while loops' back edges are not followed, as in Topo): the nodes
+// that cannot run before n has.
+func (g *Graph) Descendants(n *Node) []bool {
+	mark := make([]bool, len(g.Nodes))
+	stack := []*Node{n}
+	for len(stack) > 0 {
+		p := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if isLoopBackEdge(p.Op) {
+			continue
+		}
+		visit := func(c *Node) {
+			if !mark[c.Index] {
+				mark[c.Index] = true
+				stack = append(stack, c)
+			}
+		}
+		for _, uses := range p.Consumers {
+			for _, u := range uses {
+				visit(u.Node)
+			}
+		}
+		for _, c := range p.ControlOutputs {
 			visit(c)
 		}
 	}

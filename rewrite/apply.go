@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -82,10 +83,12 @@ type Result struct {
 }
 
 // BytesOut returns the bytes moved device-to-host per step, and BytesIn host-to-device.
+// Both saturate at math.MaxInt64 rather than wrap around (each tensor is at most
+// graphdef.MaxTensorBytes, but a tensor may be swapped in many times).
 func (r *Result) BytesOut() int64 {
 	var n int64
 	for _, s := range r.Swaps {
-		n += s.Bytes
+		n = addSat(n, s.Bytes)
 	}
 	return n
 }
@@ -94,9 +97,21 @@ func (r *Result) BytesOut() int64 {
 func (r *Result) BytesIn() int64 {
 	var n int64
 	for _, s := range r.Swaps {
-		n += s.Bytes * int64(len(s.SwapIns))
+		b, ok := graphdef.MulBytes(s.Bytes, int64(len(s.SwapIns)), math.MaxInt64)
+		if !ok {
+			return math.MaxInt64
+		}
+		n = addSat(n, b)
 	}
 	return n
+}
+
+// addSat returns a+b for sizes, saturated at math.MaxInt64.
+func addSat(a, b int64) int64 {
+	if n, ok := graphdef.AddBytes(a, b, math.MaxInt64); ok {
+		return n
+	}
+	return math.MaxInt64
 }
 
 // CheckNotRewritten fails when g already holds swap nodes made by tfswap.
@@ -297,8 +312,8 @@ func swapNode(name, role, input, device string, dt graphdef.DataType, producer *
 }
 
 // Rewrite applies the LMS-style rewrite to model: it validates the graph, refuses one that
-// tfswap already rewrote, plans with PlanLMS and applies the plan. The input model is not
-// changed.
+// tfswap already rewrote, plans with PlanLMS, applies the plan and checks the rewrite's
+// invariants (Verify). The input model is not changed.
 func Rewrite(model *graphdef.Model, opts Options) (*Result, error) {
 	opts, g, err := prepare(model, opts)
 	if err != nil {
@@ -311,8 +326,8 @@ func Rewrite(model *graphdef.Model, opts Options) (*Result, error) {
 		return nil, err
 	}
 	res.Skipped = skipped
-	if _, err := graphdef.NewGraph(res.Model.Graph, model.Source+" (rewritten)"); err != nil {
-		return nil, fmt.Errorf("internal error: the rewritten graph is invalid: %v", err)
+	if err := Verify(g, res, opts.Gate); err != nil {
+		return nil, fmt.Errorf("internal error: the rewrite breaks an invariant: %v", err)
 	}
 	return res, nil
 }
@@ -329,6 +344,9 @@ func prepare(model *graphdef.Model, opts Options) (Options, *graphdef.Graph, err
 		return opts, nil, err
 	}
 	if err := CheckNotRewritten(g); err != nil {
+		return opts, nil, err
+	}
+	if _, err := g.TotalBytes(); err != nil {
 		return opts, nil, err
 	}
 	return opts, g, nil

@@ -33,6 +33,10 @@ type NoFitError struct {
 	Largest []cost.LiveTensor
 	// Advice says what would have to change.
 	Advice []string
+	// Fetch are the nodes whose fan-in was simulated as the step (cost.Options.Fetch); empty
+	// means every node of the graph. Simulated counts the nodes simulated.
+	Fetch     []string
+	Simulated int
 }
 
 func (e *NoFitError) Error() string {
@@ -44,6 +48,9 @@ func (e *NoFitError) Error() string {
 	} else {
 		fmt.Fprintf(&w, "no plan fits %s within %s (strategy %s): the smallest peak any plan reached is %s at %s into the step (unswapped: %s)\n",
 			e.Device, b(e.Budget), e.Strategy, b(e.Peak), cost.FormatDuration(e.PeakTime), b(e.Unswapped))
+	}
+	if len(e.Fetch) == 0 {
+		fmt.Fprintf(&w, "  simulated step: every node of the graph (%d nodes): no fetch was given, so initialisers and reads outside the training step count as part of it\n", e.Simulated)
 	}
 	fmt.Fprintf(&w, "  live at that moment: weights %s, optimizer slots %s, constants %s, kernel workspace %s, activations %s, swapped-in copies %s\n",
 		b(e.Weights), b(e.Slots), b(e.Constants), b(e.Workspace), b(e.Activations), b(e.Copies))
@@ -109,7 +116,8 @@ func (pr *Problem) noFit(strategy string, ev *Evaluation) error {
 			worst, dp = x, d
 		}
 	}
-	e := &NoFitError{Strategy: strategy, Device: dp.Name, Budget: dp.Budget, Peak: dp.Peak, GrapplerPeak: dp.GrapplerPeak, PeakTime: dp.PeakTime}
+	e := &NoFitError{Strategy: strategy, Device: dp.Name, Budget: dp.Budget, Peak: dp.Peak, GrapplerPeak: dp.GrapplerPeak, PeakTime: dp.PeakTime,
+		Fetch: pr.simOpts.Fetch, Simulated: pr.Base.Result.Simulated}
 	base := pr.Base
 	if pr.original != nil {
 		base = pr.original // the graph before recomputation
@@ -130,7 +138,7 @@ func (pr *Problem) noFit(strategy string, ev *Evaluation) error {
 			opts.Conventions = cost.GrapplerConventions()
 		}
 		if res, err := cost.Simulate(g, pr.Profile, opts); err == nil {
-			if d := res.Device(dp.Name); d != nil {
+			if d := res.Device(dp.simName); d != nil {
 				if grappler {
 					e.PeakTime = d.PeakTime
 				}

@@ -96,11 +96,47 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Gate != GateHost && o.Gate != GateDevice {
 		return o, fmt.Errorf("unknown gate %d", o.Gate)
 	}
-	if _, err := graphdef.ParseDevice(o.ComputeDevice); err != nil {
-		return o, fmt.Errorf("compute device: %v", err)
-	}
-	if _, err := graphdef.ParseDevice(o.HostDevice); err != nil {
-		return o, fmt.Errorf("host device: %v", err)
+	if err := CheckDevices(o.ComputeDevice, o.HostDevice); err != nil {
+		return o, err
 	}
 	return o, nil
+}
+
+// CheckDevices checks a compute device and a host device as Options holds them (either may
+// be empty, meaning its default): each must parse; a compute device must name a device type
+// (GPU:n, or CPU:n for the two-device CPU emulation); a host device must be a CPU; and the
+// compute device must not be the host its tensors would be swapped to (a CPU compute device
+// with the default host, CPU:0 of its task, must not be CPU:0 itself). A swap onto the
+// device the tensor already lives on moves nothing and frees nothing.
+func CheckDevices(compute, host string) error {
+	cd, err := graphdef.ParseDevice(compute)
+	if err != nil {
+		return fmt.Errorf("compute device: %v", err)
+	}
+	hd, err := graphdef.ParseDevice(host)
+	if err != nil {
+		return fmt.Errorf("host device: %v", err)
+	}
+	if compute != "" && cd.Type == "" {
+		return fmt.Errorf("compute device %q names no device type: want e.g. /device:GPU:1", compute)
+	}
+	if host != "" && hd.Type != "CPU" {
+		return fmt.Errorf("host device %q is not a CPU: swapped tensors are kept in host memory, e.g. /device:CPU:0", host)
+	}
+	if cd.Type != "CPU" {
+		return nil
+	}
+	if cd.Index < 0 {
+		cd.Index = 0 // as Analyze takes it
+	}
+	if host == "" {
+		if cd.Index == 0 {
+			return fmt.Errorf("compute device %q is the host its tensors would be swapped to (CPU:0 of its task): give another --host-device, or a compute device such as /device:CPU:1", compute)
+		}
+		return nil
+	}
+	if hd.Index < 0 || cd.Matches(hd) {
+		return fmt.Errorf("compute device %q and host device %q are the same device: tensors must be swapped to another device", compute, host)
+	}
+	return nil
 }

@@ -107,6 +107,9 @@ func RewriteWithPlanner(model *graphdef.Model, opts Options, po PlanOptions) (*P
 	if err := pr.checkSharedLinks(); err != nil {
 		return nil, err
 	}
+	if err := pr.checkDeviceBudgets(); err != nil {
+		return nil, err
+	}
 	pr.strategy = planner.Name()
 	ev, err := planner.Plan(pr)
 	if err != nil {

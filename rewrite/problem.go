@@ -37,8 +37,10 @@ type PlanOptions struct {
 	// Budget is the most memory each compute device may use (bytes, as the simulator counts
 	// peaks: activations, resident variables, workspace); 0 means DefaultBudget(Profile).
 	Budget int64
-	// DeviceBudgets override Budget for single devices, keyed by the simulator's device name
-	// ("/device:GPU:1", "/job:worker/replica:0/task:1/device:GPU:0").
+	// DeviceBudgets override Budget for single compute devices, keyed by a device
+	// specification that matches the device ("/device:GPU:1" matches
+	// "/job:worker/replica:0/task:0/device:GPU:1"; graphdef.Device.Matches). Every key must
+	// match a compute device of the step, and no device may match two keys.
 	DeviceBudgets map[string]int64
 	// Sim are the simulation options (batch scale, measured times, shared host links, TF32);
 	// Timeline and TopLive are set by the planner.
@@ -92,6 +94,8 @@ type Evaluation struct {
 
 // DevicePeak is one compute device's simulated peak and its budget.
 type DevicePeak struct {
+	// Name is the device's name in the graph (a compute device that is not a GPU keeps its
+	// own name, though the simulator runs it as a GPU).
 	Name         string
 	Peak, Budget int64
 	// GrapplerPeak is the device's peak by Grappler's accounting (cost.GrapplerConventions,
@@ -108,6 +112,8 @@ type DevicePeak struct {
 	MemoryLimit    int64
 	ComputeDevice  bool
 	SimulatedIndex int
+	// simName is the device's name in the simulation (see Problem.deviceName).
+	simName string
 }
 
 // Over returns by how much the device's peak exceeds its budget (negative when it fits), by
@@ -167,7 +173,9 @@ type Problem struct {
 	bufOf     map[graphdef.Tensor]*buffer // by tensor (roots and their aliases)
 	fast      *fastModel
 	seqs      map[int]*triggers.Sequence
-	relabel   bool // simulate the compute device as a GPU (see newProblem)
+	relabel   bool             // simulate the compute device as a GPU (see newProblem)
+	realType  string           // the compute device's own type when relabel is set
+	budgets   map[string]int64 // budgetOf's answers, by simulated device name
 	lms       *lmsCache
 	elig      []int8
 	memos     map[*timing]*triggers.Memo
@@ -232,6 +240,7 @@ func newProblemWith(model *graphdef.Model, a *Analysis, po PlanOptions, grappler
 				// A compute device that is not a GPU (the two-device CPU emulation of the
 				// runtime tests) is simulated as the GPU of the same index.
 				pr.relabel = true
+				pr.realType = d.Type
 				d.Type = "GPU"
 				pr.simOpts.ComputeDevice = d.String()
 			}
@@ -268,8 +277,12 @@ func newProblemWith(model *graphdef.Model, a *Analysis, po PlanOptions, grappler
 	return pr, nil
 }
 
+// ceilNS converts seconds to whole nanoseconds, rounding up, saturated at cost.MaxDuration.
 func ceilNS(seconds float64) int64 {
 	ns := seconds * 1e9
+	if !(ns < float64(cost.MaxDuration)) {
+		return cost.MaxDuration
+	}
 	n := int64(ns)
 	if float64(n) < ns-1e-6 {
 		n++
@@ -277,12 +290,96 @@ func ceilNS(seconds float64) int64 {
 	return n
 }
 
-// budgetOf returns the budget of the named device.
-func (pr *Problem) budgetOf(name string) int64 {
-	if b, ok := pr.Opts.DeviceBudgets[name]; ok {
+// deviceName returns the graph's name of the simulated device simName: the simulator runs a
+// compute device that is not a GPU (the CPU:1 of the two-device CPU emulation) as the GPU of
+// the same index, and messages, reports and budgets must name the device the graph has.
+func (pr *Problem) deviceName(simName string) string {
+	if !pr.relabel {
+		return simName
+	}
+	d, err := graphdef.ParseDevice(simName)
+	if err != nil || d.Type != "GPU" {
+		return simName
+	}
+	d.Type = pr.realType
+	if !pr.Analysis.computeSpec.IsZero() && !d.Matches(pr.Analysis.computeSpec) {
+		return simName
+	}
+	return d.String()
+}
+
+// budgetOf returns the budget of the simulated device simName: the DeviceBudgets entry whose
+// key matches the device's name in the graph (keys in sorted order), or the default budget.
+func (pr *Problem) budgetOf(simName string) int64 {
+	if b, ok := pr.budgets[simName]; ok {
 		return b
 	}
-	return pr.Opts.Budget
+	b := pr.Opts.Budget
+	if k := pr.budgetKey(simName); k != "" {
+		b = pr.Opts.DeviceBudgets[k]
+	}
+	if pr.budgets == nil {
+		pr.budgets = map[string]int64{}
+	}
+	pr.budgets[simName] = b
+	return b
+}
+
+// budgetKeys returns the DeviceBudgets keys that match the simulated device simName, sorted.
+func (pr *Problem) budgetKeys(simName string) []string {
+	if len(pr.Opts.DeviceBudgets) == 0 {
+		return nil
+	}
+	dev, err := graphdef.ParseDevice(pr.deviceName(simName))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for k := range pr.Opts.DeviceBudgets {
+		if spec, err := graphdef.ParseDevice(k); err == nil && spec.Type != "" && dev.Matches(spec) {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (pr *Problem) budgetKey(simName string) string {
+	if ks := pr.budgetKeys(simName); len(ks) > 0 {
+		return ks[0]
+	}
+	return ""
+}
+
+// checkDeviceBudgets fails when a DeviceBudgets key matches no compute device of the
+// unswapped step, or a compute device matches two keys.
+func (pr *Problem) checkDeviceBudgets() error {
+	used := map[string]bool{}
+	var names []string
+	for _, d := range pr.Base.Result.Devices {
+		if !d.GPU {
+			continue
+		}
+		names = append(names, pr.deviceName(d.Name))
+		ks := pr.budgetKeys(d.Name)
+		if len(ks) > 1 {
+			return fmt.Errorf("device budget: %s matches both %s and %s", pr.deviceName(d.Name), ks[0], ks[1])
+		}
+		for _, k := range ks {
+			used[k] = true
+		}
+	}
+	keys := make([]string, 0, len(pr.Opts.DeviceBudgets))
+	for k := range pr.Opts.DeviceBudgets {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !used[k] {
+			return fmt.Errorf("device budget: no compute device of the graph matches %s (the step's compute devices: %s)", k, strings.Join(names, ", "))
+		}
+	}
+	return nil
 }
 
 // Evaluate simulates plan and returns its outcome; results are cached by plan.
@@ -353,9 +450,17 @@ func (pr *Problem) simulate(plan *Plan, g *graphdef.Graph, timeline bool) (*Eval
 		if !d.GPU {
 			continue
 		}
+		if pr.Base != nil {
+			// Swap nodes go to the host and gates and recomputations to their original's
+			// device: a plan never adds a compute device, and the planners index devices
+			// by their place in the unswapped step.
+			if bd := pr.Base.Result.Devices; i >= len(bd) || bd[i].Name != d.Name || !bd[i].GPU {
+				return nil, nil, fmt.Errorf("internal error: the planned graph runs compute device %s, which the unswapped step does not run at index %d", pr.deviceName(d.Name), i)
+			}
+		}
 		b := pr.budgetOf(d.Name)
-		ev.Devices = append(ev.Devices, DevicePeak{Name: d.Name, Peak: d.PeakBytes, Budget: b, PeakTime: d.PeakTime,
-			ResidentBytes: d.ResidentBytes, SwapInStall: d.SwapInStall, MemoryLimit: d.MemoryLimit, ComputeDevice: true, SimulatedIndex: i})
+		ev.Devices = append(ev.Devices, DevicePeak{Name: pr.deviceName(d.Name), Peak: d.PeakBytes, Budget: b, PeakTime: d.PeakTime,
+			ResidentBytes: d.ResidentBytes, SwapInStall: d.SwapInStall, MemoryLimit: d.MemoryLimit, ComputeDevice: true, SimulatedIndex: i, simName: d.Name})
 		if x := d.PeakBytes - b; x > ev.Excess {
 			ev.Excess = x
 		}
@@ -397,7 +502,7 @@ func (pr *Problem) checkGrappler(ev *Evaluation, g *graphdef.Graph) error {
 	pr.gsims++
 	for i := range ev.Devices {
 		d := &ev.Devices[i]
-		if gd := res.Device(d.Name); gd != nil {
+		if gd := res.Device(d.simName); gd != nil {
 			d.GrapplerPeak = gd.PeakBytes
 			d.GrapplerMargin = pr.grapplerMargin * d.Budget / 1000
 		}

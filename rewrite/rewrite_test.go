@@ -158,7 +158,8 @@ func towersGraph() *gpb.GraphDef {
 }
 
 // exclusionsGraph holds tensors that must not be swapped: a constant, a ref variable, a
-// tensor inside a while loop, an excluded scope and op, a small tensor, an unknown shape.
+// tensor inside a while loop, an excluded scope and op, a small tensor, an unknown shape;
+// and keep, which is swapped.
 func exclusionsGraph() *gpb.GraphDef {
 	b := newBuilder()
 	b.op("x", "Placeholder", "", act)
@@ -174,7 +175,8 @@ func exclusionsGraph() *gpb.GraphDef {
 	b.op("loop/enter", "Enter", "", act, "x")
 	b.op("loop/body", "Relu", "", act, "loop/enter")
 	b.op("loop/exit", "Exit", "", act, "loop/body")
-	prev := "x"
+	// The chain descends from keep, so that its ops may trigger keep's swap-in.
+	prev := "keep"
 	for i := 1; i <= 4; i++ {
 		prev = b.op(fmt.Sprintf("s%d", i), "Relu", "", act, prev).Name
 	}

@@ -13,7 +13,10 @@ import (
 // may differ; every changed input reads a swap-in that, through its swap-out, reads the very
 // tensor the original input read; swap nodes are Identities of the tensor's dtype marked for
 // Grappler to keep, the swap-out on the host; and each swap-in has exactly one control input,
-// its trigger, and (with GateHost) sits on the host; control inputs added to original nodes
+// its trigger's gate, and (with GateHost) sits on the host; the trigger is reachable from the
+// swapped tensor's producer in the original graph (else nothing orders the swap-in after the
+// swap-out, and the copy may be sent back before it was needed); control inputs added to
+// original nodes
 // (waits) name swap-outs; a recomputed copy is its original op with inputs carrying the
 // original's and one control input more, from a gate. It returns the first violation.
 func Verify(orig *graphdef.Graph, res *Result, gate Gate) error {
@@ -57,6 +60,7 @@ func Verify(orig *graphdef.Graph, res *Result, gate Gate) error {
 			}
 		}
 	}
+	reach := &reachability{orig: orig}
 	for _, n := range out.Nodes[len(orig.Nodes):] {
 		role := string(n.Def.GetAttr()[RoleAttr].GetS())
 		if role == "gate" {
@@ -101,8 +105,12 @@ func Verify(orig *graphdef.Graph, res *Result, gate Gate) error {
 			if gate == GateHost && n.Device.Type != "CPU" {
 				return fmt.Errorf("swap-in %q is on %q: the trigger must gate the host side", n.Name, n.Def.GetDevice())
 			}
-			if g := n.ControlInputs[0]; string(g.Def.GetAttr()[RoleAttr].GetS()) != "gate" {
+			g := n.ControlInputs[0]
+			if string(g.Def.GetAttr()[RoleAttr].GetS()) != "gate" {
 				return fmt.Errorf("swap-in %q takes its control edge from %q, not from a gate", n.Name, g.Name)
+			}
+			if err := reach.check(n, g); err != nil {
+				return err
 			}
 		}
 	}
@@ -189,6 +197,42 @@ func verifyGate(n *graphdef.Node) error {
 	}
 	if (n.Name != GateNodeName(trigger) && n.Name != RecomputeGateName(trigger)) || n.Def.GetDevice() != trigger.Def.GetDevice() {
 		return fmt.Errorf("gate %q does not match its trigger %q (name or device)", n.Name, trigger.Name)
+	}
+	return nil
+}
+
+// reachability answers whether a trigger descends from a producer in the original graph,
+// remembering each producer's descendants.
+type reachability struct {
+	orig *graphdef.Graph
+	desc map[int][]bool
+}
+
+// check fails when the trigger that gate reads is not reachable from the producer of the
+// tensor swap-in sw carries, through data and control edges of the original graph.
+func (r *reachability) check(sw, gate *graphdef.Node) error {
+	if len(gate.Inputs) != 1 {
+		return fmt.Errorf("gate %q of swap-in %q has %d data inputs", gate.Name, sw.Name, len(gate.Inputs))
+	}
+	out := sw.Inputs[0].Node
+	if len(out.Inputs) != 1 {
+		return fmt.Errorf("swap-out %q has %d data inputs", out.Name, len(out.Inputs))
+	}
+	producer := r.orig.Node(out.Inputs[0].Node.Name)
+	trigger := r.orig.Node(gate.Inputs[0].Node.Name)
+	if producer == nil || trigger == nil {
+		return fmt.Errorf("swap-in %q: its producer %q or trigger %q is not a node of the original graph", sw.Name, out.Inputs[0].Node.Name, gate.Inputs[0].Node.Name)
+	}
+	if r.desc == nil {
+		r.desc = map[int][]bool{}
+	}
+	d := r.desc[producer.Index]
+	if d == nil {
+		d = r.orig.Descendants(producer)
+		r.desc[producer.Index] = d
+	}
+	if trigger == producer || !d[trigger.Index] {
+		return fmt.Errorf("swap-in %q is triggered by %q, which is not reachable from the producer %q: nothing orders the swap-in after the swap-out", sw.Name, trigger.Name, producer.Name)
 	}
 	return nil
 }

@@ -21,6 +21,35 @@ var swapVariants = []struct {
 	{"aggressive", rewrite.Options{MinTensorBytes: -1, SwapoutThreshold: 4, SwapinAhead: 1, SwapinGroupBy: -1}},
 }
 
+// unswappedCases are the fixture/variant pairs whose rewrite swaps nothing, with the reason.
+// A runtime test of such a pair would compare or trace a graph without a swap, so it is
+// skipped with the reason; requireSwaps fails it when the pair starts swapping, so that the
+// reason cannot go stale. Every other pair must swap something.
+var unswappedCases = map[string]string{
+	"mlp/default": "every tensor of the mlp fixture is 32 KiB or less, below the default 64 KiB minimum " +
+		"(the aggressive variant swaps mlp)",
+	"lstm/default": "the lstm fixture's tensors of 64 KiB or more are the unrolled steps' weight gradients, whose only " +
+		"path to their reader (the AddN summing them) is that direct edge, so no op descending from them can " +
+		"trigger a swap-in (the aggressive variant swaps lstm)",
+}
+
+// requireSwaps fails t when the rewrite of fixture name with variant swapped nothing, and
+// skips t, with the reason, for the pairs in unswappedCases (failing it if such a pair now
+// swaps something).
+func requireSwaps(t *testing.T, name, variant string, res *rewrite.Result) {
+	t.Helper()
+	key := name + "/" + variant
+	reason, excluded := unswappedCases[key]
+	switch {
+	case excluded && len(res.Swaps) > 0:
+		t.Fatalf("%s now swaps %d tensors: remove it from unswappedCases (%q)", key, len(res.Swaps), reason)
+	case excluded:
+		t.Skip("nothing to check, the rewrite swaps nothing: " + reason)
+	case len(res.Swaps) == 0:
+		t.Fatalf("the rewrite of %s swapped nothing: nothing to check (add it to unswappedCases only with a reason)", key)
+	}
+}
+
 // placedFixture loads a fixture's model with every node placed on the compute device.
 func placedFixture(t testing.TB, name string) (*Fixture, *graphdef.Model) {
 	t.Helper()
@@ -122,9 +151,7 @@ func TestRewriteEquivalence(t *testing.T) {
 				fx, placed := placedFixture(t, name)
 				res := rewriteModel(t, placed, v.opts)
 				t.Logf("%d tensors swapped (%d bytes out, %d in per step), %d skipped", len(res.Swaps), res.BytesOut(), res.BytesIn(), len(res.Skipped))
-				if name == "resnet" && len(res.Swaps) == 0 {
-					t.Fatal("the rewrite swapped nothing on resnet")
-				}
+				requireSwaps(t, name, v.name, res)
 				origModel, fxAll := withAllVariableReads(t, placed, fx)
 				rewModel, _ := withAllVariableReads(t, res.Model, fx)
 				want, err := Train(marshalModel(t, origModel), fxAll, 5, cfg)
@@ -145,16 +172,15 @@ func TestRewriteEquivalence(t *testing.T) {
 	}
 }
 
-// traceRewrite rewrites a placed fixture with opts, adds probes (AddProbes), and traces one
-// training step after two warm-up steps. It returns the rewrite, the probes, the trace and
-// the RunSpec of the traced step; a nil result when the rewrite swapped nothing.
-func traceRewrite(t *testing.T, name string, opts rewrite.Options) (*rewrite.Result, map[string]string, *Trace, RunSpec) {
+// traceRewrite rewrites a placed fixture with the options of variant, adds probes
+// (AddProbes), and traces one training step after two warm-up steps. It returns the rewrite,
+// the probes, the trace and the RunSpec of the traced step. A rewrite that swapped nothing
+// fails t, or skips it for the pairs of unswappedCases (requireSwaps).
+func traceRewrite(t *testing.T, name, variant string, opts rewrite.Options) (*rewrite.Result, map[string]string, *Trace, RunSpec) {
 	t.Helper()
 	fx, placed := placedFixture(t, name)
 	res := rewriteModel(t, placed, opts)
-	if len(res.Swaps) == 0 {
-		return nil, nil, nil, RunSpec{}
-	}
+	requireSwaps(t, name, variant, res)
 	probed, probes, err := AddProbes(res.Model, swapsOf(res), computeDevice)
 	if err != nil {
 		t.Fatal(err)
@@ -175,11 +201,7 @@ func TestSwapPartitions(t *testing.T) {
 	for _, name := range fixtureNames {
 		for _, v := range swapVariants {
 			t.Run(name+"/"+v.name, func(t *testing.T) {
-				res, _, tr, run := traceRewrite(t, name, v.opts)
-				if res == nil {
-					t.Logf("nothing swapped on %s with these options: nothing to check", name)
-					return
-				}
+				res, _, tr, run := traceRewrite(t, name, v.name, v.opts)
 				problems, notes := CheckSwapPartitions(tr, swapsOf(res), run)
 				for _, p := range problems {
 					t.Error(p)
@@ -220,11 +242,7 @@ func TestSwapTiming(t *testing.T) {
 	for _, name := range fixtureNames {
 		for _, v := range swapVariants {
 			t.Run(name+"/"+v.name, func(t *testing.T) {
-				res, probes, tr, run := traceRewrite(t, name, v.opts)
-				if res == nil {
-					t.Logf("nothing swapped on %s with these options: nothing to check", name)
-					return
-				}
+				res, probes, tr, run := traceRewrite(t, name, v.name, v.opts)
 				vs, notes, err := CheckSwapOrder(tr, swapsOf(res), probes, computeDevice, run)
 				if err != nil {
 					t.Fatal(err)
@@ -258,10 +276,7 @@ func TestSwapTiming(t *testing.T) {
 func TestSwapTimingGateDevice(t *testing.T) {
 	for _, name := range []string{"cnn", "resnet"} {
 		t.Run(name, func(t *testing.T) {
-			res, probes, tr, run := traceRewrite(t, name, rewrite.Options{Gate: rewrite.GateDevice})
-			if res == nil {
-				t.Fatalf("nothing swapped on %s", name)
-			}
+			res, probes, tr, run := traceRewrite(t, name, "gate-device", rewrite.Options{Gate: rewrite.GateDevice})
 			for _, sw := range res.Swaps {
 				for _, in := range sw.SwapIns {
 					if !SameDevice(in.Device, computeDevice) {

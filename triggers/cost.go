@@ -173,10 +173,10 @@ func ByCostMemo(ts []Transfer, memo *Memo, eligible Eligible) ([]Choice, error) 
 	return out, nil
 }
 
-// ByTime returns the latest eligible op on the earliest consumer's ancestry that ends at or
-// before deadline (ns, in times), the earliest consumer being the one predicted to start first.
-// When none does, it returns the earliest eligible op that ends after the producer, and late
-// is set.
+// ByTime returns the latest eligible op on the earliest consumer's ancestry that descends
+// from the producer and ends at or before deadline (ns, in times), the earliest consumer being
+// the one predicted to start first. When none does, it returns the earliest eligible such op
+// that ends after the producer, and late is set.
 func ByTime(producer *graphdef.Node, consumers []*graphdef.Node, deadline int64, times *Times, eligible Eligible) (trig *graphdef.Node, late bool, err error) {
 	return byTime(&visits{}, producer, consumers, deadline, times, eligible)
 }
@@ -193,13 +193,14 @@ func byTime(v *visits, producer *graphdef.Node, consumers []*graphdef.Node, dead
 	first := consumerFirst(consumers, times)
 	notAfter := beforeAll(consumers)
 	prodEnd := times.EndOf(producer)
-	trig = latest(v, first, times.EndOf, deadline, eligible, notAfter)
+	d := newDescent(producer)
+	trig = latest(v, d, first, times.EndOf, deadline, eligible, notAfter)
 	if trig != nil && times.EndOf(trig) >= prodEnd {
 		return trig, false, nil
 	}
 	// Nothing on the ancestry ends in time after the producer: take the earliest op after it,
 	// and accept the wait.
-	if e := earliestAfter(v, first, times.EndOf, prodEnd, eligible, notAfter); e != nil {
+	if e := earliestAfter(v, d, first, times.EndOf, prodEnd, eligible, notAfter); e != nil {
 		return e, times.EndOf(e) > deadline, nil
 	}
 	if trig != nil {

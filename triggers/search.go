@@ -9,8 +9,9 @@ import (
 const maxVisits = 1 << 16
 
 // Latest returns the eligible ancestor of first (through data and control inputs,
-// transitively; first itself excluded) with the greatest key that is still at or below limit,
-// or nil when there is none. key must never decrease from an ancestor to its descendant (a
+// transitively; first itself excluded) that descends from producer (see descent; the
+// producer itself excluded) with the
+// greatest key that is still at or below limit, or nil when there is none. key must never decrease from an ancestor to its descendant (a
 // predicted end time, a position in an execution order); nodes with a negative key did not
 // run and are walked through but never returned. notAfter, when set, rejects nodes that would
 // make a cycle or are otherwise unusable (for example a node that is not before every
@@ -18,9 +19,10 @@ const maxVisits = 1 << 16
 // lower graph index, so the result is deterministic.
 //
 // The search walks back from first and stops at the first eligible node at or below the
-// limit on each path: its ancestors cannot have a greater key.
-func Latest(first *graphdef.Node, key func(*graphdef.Node) int64, limit int64, eligible Eligible, notAfter func(*graphdef.Node) bool) *graphdef.Node {
-	return latest(&visits{}, first, key, limit, eligible, notAfter)
+// limit on each path (its ancestors cannot have a greater key) and at nodes that do not
+// descend from producer (nor do their ancestors).
+func Latest(producer, first *graphdef.Node, key func(*graphdef.Node) int64, limit int64, eligible Eligible, notAfter func(*graphdef.Node) bool) *graphdef.Node {
+	return latest(&visits{}, newDescent(producer), first, key, limit, eligible, notAfter)
 }
 
 // visits marks the nodes one search has seen, by node index; a new generation forgets them
@@ -44,7 +46,7 @@ func (v *visits) see(n *graphdef.Node) bool {
 	return false
 }
 
-func latest(v *visits, first *graphdef.Node, key func(*graphdef.Node) int64, limit int64, eligible Eligible, notAfter func(*graphdef.Node) bool) *graphdef.Node {
+func latest(v *visits, d *descent, first *graphdef.Node, key func(*graphdef.Node) int64, limit int64, eligible Eligible, notAfter func(*graphdef.Node) bool) *graphdef.Node {
 	v.reset()
 	var best *graphdef.Node
 	var bestKey int64
@@ -74,6 +76,9 @@ func latest(v *visits, first *graphdef.Node, key func(*graphdef.Node) int64, lim
 		stack = stack[:len(stack)-1]
 		count++
 		if n != first {
+			if n == d.producer || !d.of(n) {
+				continue // neither it nor its ancestors descend from the producer
+			}
 			k := key(n)
 			ok := k >= 0 && (eligible == nil || eligible(n)) && (notAfter == nil || !notAfter(n))
 			if ok && k <= limit {
@@ -96,15 +101,16 @@ func latest(v *visits, first *graphdef.Node, key func(*graphdef.Node) int64, lim
 	return best
 }
 
-// EarliestAfter returns the eligible ancestor of first (first excluded) with the smallest key
-// above floor, or nil: the earliest op on first's ancestry that still runs after floor (for
-// example after the producer of a swapped tensor has finished). Nodes with a key at or below
-// floor are not walked through. It is the fallback when no ancestor meets a deadline.
-func EarliestAfter(first *graphdef.Node, key func(*graphdef.Node) int64, floor int64, eligible Eligible, notAfter func(*graphdef.Node) bool) *graphdef.Node {
-	return earliestAfter(&visits{}, first, key, floor, eligible, notAfter)
+// EarliestAfter returns the eligible ancestor of first (first excluded) that descends from
+// producer with the smallest key above floor, or nil: the earliest op on first's ancestry
+// that still runs after floor (for example after the producer of a swapped tensor has
+// finished). Nodes with a key at or below floor, and nodes that do not descend from
+// producer, are not walked through. It is the fallback when no ancestor meets a deadline.
+func EarliestAfter(producer, first *graphdef.Node, key func(*graphdef.Node) int64, floor int64, eligible Eligible, notAfter func(*graphdef.Node) bool) *graphdef.Node {
+	return earliestAfter(&visits{}, newDescent(producer), first, key, floor, eligible, notAfter)
 }
 
-func earliestAfter(v *visits, first *graphdef.Node, key func(*graphdef.Node) int64, floor int64, eligible Eligible, notAfter func(*graphdef.Node) bool) *graphdef.Node {
+func earliestAfter(v *visits, d *descent, first *graphdef.Node, key func(*graphdef.Node) int64, floor int64, eligible Eligible, notAfter func(*graphdef.Node) bool) *graphdef.Node {
 	v.reset()
 	var best *graphdef.Node
 	var bestKey int64
@@ -116,6 +122,9 @@ func earliestAfter(v *visits, first *graphdef.Node, key func(*graphdef.Node) int
 		stack = stack[:len(stack)-1]
 		count++
 		if n != first {
+			if n == d.producer || !d.of(n) {
+				continue
+			}
 			k := key(n)
 			if k >= 0 && k <= floor {
 				continue

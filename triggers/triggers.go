@@ -6,7 +6,8 @@
 // the consumer's ancestry: the swap-in gets a control dependency on it, so the copy starts
 // once the trigger has finished. Every trigger this package returns is an ancestor of the
 // consumers it serves and never a descendant of any of them, so gating the swap-in on it
-// cannot create a cycle.
+// cannot create a cycle; and it descends from the producer of the swapped tensor, so it
+// cannot finish before the producer has run (see descent).
 //
 // Where the trigger's control edge goes (the host-side swap-in, so that the host-to-device
 // copy itself waits) is the rewriter's business: see package rewrite.
@@ -26,11 +27,12 @@ type Eligible func(*graphdef.Node) bool
 // consumers, chosen as TensorFlow Large Model Support chooses it: the op ahead topological
 // levels before the earliest consumer, on that consumer's ancestry. It walks back from the
 // earliest consumer (the one with the lowest level; ties broken by graph order) along its
-// critical path — at each step the input (data or control) with the highest level, ties
-// broken by graph order — so each step goes back exactly one level. Ineligible nodes are
-// walked through. The walk stops ahead levels back, or at the last eligible node whose
-// level is still above the producer's: a trigger at or before the producer would release the
-// swap-in at once.
+// critical path among the producer's descendants — at each step the input (data or control)
+// with the highest level among those that descend from the producer, ties broken by graph
+// order (see Ancestry) — which goes back one level per step where the graph allows.
+// Ineligible nodes are walked through. The walk stops at the last node no more than ahead
+// levels back, or at the last eligible node whose level is still above the producer's: a
+// trigger at or before the producer would release the swap-in at once.
 //
 // It returns an error when no eligible node lies strictly between the producer and the
 // earliest consumer.
@@ -41,12 +43,13 @@ func ByDistance(producer *graphdef.Node, consumers []*graphdef.Node, ahead int, 
 	if ahead < 1 {
 		ahead = 1
 	}
+	d := newDescent(producer)
 	first := Earliest(consumers)
 	var best *graphdef.Node
 	cur := first
-	for step := 1; step <= ahead; step++ {
-		next := criticalInput(cur)
-		if next == nil || next.Level <= producer.Level {
+	for {
+		next := criticalInput(cur, d)
+		if next == nil || next.Level <= producer.Level || next.Level < first.Level-ahead {
 			break
 		}
 		cur = next
@@ -57,7 +60,7 @@ func ByDistance(producer *graphdef.Node, consumers []*graphdef.Node, ahead int, 
 	if best == nil {
 		// Nothing eligible within ahead levels: take the nearest eligible node further back
 		// that is still after the producer.
-		for next := criticalInput(cur); next != nil && next.Level > producer.Level; next = criticalInput(next) {
+		for next := criticalInput(cur, d); next != nil && next.Level > producer.Level; next = criticalInput(next, d) {
 			if eligible == nil || eligible(next) {
 				best = next
 				break
@@ -81,13 +84,14 @@ func Earliest(nodes []*graphdef.Node) *graphdef.Node {
 	return first
 }
 
-// criticalInput returns the input (data or control) of n with the highest level, ties broken
-// by graph order, or nil for a node without inputs. Its level is n.Level-1 when n is not the
-// target of a while loop's back edge.
-func criticalInput(n *graphdef.Node) *graphdef.Node {
+// criticalInput returns the input (data or control) of n with the highest level among those
+// that are d's producer or descend from it, ties broken by graph order, or nil when there is
+// none. Its level is n.Level-1 when the input of the highest level descends from the
+// producer and n is not the target of a while loop's back edge.
+func criticalInput(n *graphdef.Node, d *descent) *graphdef.Node {
 	var best *graphdef.Node
 	consider := func(p *graphdef.Node) {
-		if p.Op == "NextIteration" || p.Op == "RefNextIteration" {
+		if isBackEdge(p) || !d.of(p) {
 			return
 		}
 		if best == nil || p.Level > best.Level || (p.Level == best.Level && p.Index < best.Index) {

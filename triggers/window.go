@@ -47,8 +47,8 @@ func (s *Sequence) WindowStart(p int, window int64) int {
 // op touches, reaches the earliest consumer within window bytes. The trigger is the latest
 // eligible op on that consumer's ancestry at or before the op preceding the issuing op
 // (a trigger gates the swap-in when it ends), or, when the ancestry has nothing there after the
-// producer, the earliest eligible op after the producer. pos is the position the swap-in is
-// issued at.
+// producer, the earliest eligible op after the producer; either descends from the producer.
+// pos is the position the swap-in is issued at.
 func ByWindow(producer *graphdef.Node, consumers []*graphdef.Node, window int64, seq *Sequence, eligible Eligible) (trig *graphdef.Node, pos int, err error) {
 	if len(consumers) == 0 {
 		return nil, 0, fmt.Errorf("no consumers")
@@ -67,11 +67,11 @@ func ByWindow(producer *graphdef.Node, consumers []*graphdef.Node, window int64,
 	pos = seq.WindowStart(j, window)
 	notAfter := beforeAll(consumers)
 	prodPos := seq.PosOf(producer)
-	trig = Latest(first, seq.PosOf, int64(pos)-1, eligible, notAfter)
+	trig = Latest(producer, first, seq.PosOf, int64(pos)-1, eligible, notAfter)
 	if trig != nil && seq.PosOf(trig) > prodPos {
 		return trig, pos, nil
 	}
-	if e := EarliestAfter(first, seq.PosOf, prodPos, eligible, notAfter); e != nil {
+	if e := EarliestAfter(producer, first, seq.PosOf, prodPos, eligible, notAfter); e != nil {
 		return e, pos, nil
 	}
 	if trig != nil {

@@ -6,6 +6,7 @@ import (
 	"github.com/tfswap/tfswap/cost"
 	"github.com/tfswap/tfswap/graphdef"
 	"github.com/tfswap/tfswap/rewrite"
+	"github.com/tfswap/tfswap/triggers"
 	npb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
 	"google.golang.org/protobuf/proto"
 )
@@ -15,8 +16,9 @@ import (
 type Group struct {
 	Swap, Index int
 	// Chain are the ops that may trigger the swap-in, nearest to its consumers first: the
-	// eligible nodes on the critical path back from the earliest consumer (at each step the
-	// input, data or control, with the highest topological level), down to the producer's
+	// eligible nodes on the critical path back from the earliest consumer among the
+	// producer's descendants (at each step the input, data or control, with the highest
+	// topological level among those that descend from the producer), down to the producer's
 	// level (exclusive). Chain[0] is the trigger "right before the use"; each later entry
 	// releases the swap-in earlier.
 	Chain []*graphdef.Node
@@ -69,42 +71,16 @@ func NewProblem(model *graphdef.Model, a *rewrite.Analysis, base *rewrite.Plan) 
 }
 
 // Chain returns the trigger candidates of a swap-in of a tensor made by producer for
-// consumers (see Group.Chain).
+// consumers (see Group.Chain): the eligible nodes of triggers.Ancestry, which all descend
+// from the producer.
 func Chain(producer *graphdef.Node, consumers []*graphdef.Node, eligible func(*graphdef.Node) bool) []*graphdef.Node {
-	var first *graphdef.Node
-	for _, c := range consumers {
-		if first == nil || c.Level < first.Level || (c.Level == first.Level && c.Index < first.Index) {
-			first = c
-		}
-	}
 	var out []*graphdef.Node
-	for n := highestInput(first); n != nil && n.Level > producer.Level; n = highestInput(n) {
+	for _, n := range triggers.Ancestry(producer, consumers) {
 		if eligible == nil || eligible(n) {
 			out = append(out, n)
 		}
 	}
 	return out
-}
-
-// highestInput returns the input (data or control) of n with the highest level, the first
-// in graph order among equals; loop back edges are not followed.
-func highestInput(n *graphdef.Node) *graphdef.Node {
-	var best *graphdef.Node
-	take := func(p *graphdef.Node) {
-		if p.Op == "NextIteration" || p.Op == "RefNextIteration" {
-			return
-		}
-		if best == nil || p.Level > best.Level || (p.Level == best.Level && p.Index < best.Index) {
-			best = p
-		}
-	}
-	for _, in := range n.Inputs {
-		take(in.Node)
-	}
-	for _, c := range n.ControlInputs {
-		take(c)
-	}
-	return best
 }
 
 // Latest returns the positions with every trigger right before its use.

@@ -72,6 +72,9 @@ func lmsOptions(c *cli.Context) (rewrite.Options, error) {
 			return o, usagef("--%s: %v", d.flag, err)
 		}
 	}
+	if err := rewrite.CheckDevices(o.ComputeDevice, o.HostDevice); err != nil {
+		return o, usagef("%v", err)
+	}
 	return o, nil
 }
 
@@ -163,6 +166,14 @@ func planOptions(c *cli.Context) (rewrite.PlanOptions, error) {
 		d, err := graphdef.ParseDevice(dev)
 		if !ok || err != nil || d.Type == "" {
 			return po, usagef("--device-budget: want DEVICE=SIZE such as /device:GPU:1=10GiB, got %q", db)
+		}
+		if d.Type == "CPU" {
+			// A CPU is a compute device only when --compute-device names it (the two-device
+			// CPU emulation); every other CPU is a host, which has no budget.
+			cd, err := graphdef.ParseDevice(c.String("compute-device"))
+			if err != nil || cd.Type != "CPU" || !d.Matches(cd) {
+				return po, usagef("--device-budget: %s is a CPU, not a compute device (budgets are for GPUs, or for the CPU --compute-device names)", d)
+			}
 		}
 		n, err := units.ParseBytes(size)
 		if err != nil || n <= 0 {
@@ -422,23 +433,26 @@ type planReport struct {
 	Device       string `json:"device"`
 	// DeviceSource says where the device comes from: "flag" (--device, --device-file),
 	// "runtime" (the GPU TensorFlow sees) or "default" (the default profile).
-	DeviceSource string                      `json:"device_source"`
-	Budget       int64                       `json:"budget"`
-	Fits         bool                        `json:"fits"`
-	Unchanged    bool                        `json:"unchanged"`
-	Devices      []planDeviceReport          `json:"devices"`
-	StepTime     int64                       `json:"step_time_ns"`
-	BaseStepTime int64                       `json:"unswapped_step_time_ns"`
-	Overhead     float64                     `json:"overhead"`
-	SwapInStall  int64                       `json:"swap_in_stall_ns"`
-	Transferred  int64                       `json:"bytes_transferred"`
-	ToHost       int64                       `json:"bytes_to_host"`
-	ToDevice     int64                       `json:"bytes_to_device"`
-	Waits        int                         `json:"waits"`
-	Simulations  int                         `json:"simulations"`
-	BatchScale   int                         `json:"batch_scale"`
-	Warnings     []string                    `json:"warnings,omitempty"`
-	Explanation  []rewrite.TensorExplanation `json:"explanation,omitempty"`
+	DeviceSource string             `json:"device_source"`
+	Budget       int64              `json:"budget"`
+	Fits         bool               `json:"fits"`
+	Unchanged    bool               `json:"unchanged"`
+	Devices      []planDeviceReport `json:"devices"`
+	StepTime     int64              `json:"step_time_ns"`
+	BaseStepTime int64              `json:"unswapped_step_time_ns"`
+	Overhead     float64            `json:"overhead"`
+	SwapInStall  int64              `json:"swap_in_stall_ns"`
+	Transferred  int64              `json:"bytes_transferred"`
+	ToHost       int64              `json:"bytes_to_host"`
+	ToDevice     int64              `json:"bytes_to_device"`
+	Waits        int                `json:"waits"`
+	Simulations  int                `json:"simulations"`
+	BatchScale   int                `json:"batch_scale"`
+	Warnings     []string           `json:"warnings,omitempty"`
+	// Fetch are the nodes whose fan-in was simulated as the step; empty means every node.
+	Fetch          []string                    `json:"fetch"`
+	SimulatedNodes int                         `json:"simulated_nodes"`
+	Explanation    []rewrite.TensorExplanation `json:"explanation,omitempty"`
 }
 
 type planDeviceReport struct {
@@ -454,7 +468,8 @@ func planReportOf(p *rewrite.Planned, source string, warnings []string) *planRep
 	r := &planReport{Strategy: p.Strategy, PlanStrategy: p.Eval.Strategy, Device: p.Profile.Name, DeviceSource: source, Budget: p.Budget,
 		Fits: p.Eval.Fits, Unchanged: p.Unchanged(), StepTime: p.Eval.StepTime, BaseStepTime: p.Base.StepTime, Overhead: p.Eval.Overhead,
 		SwapInStall: p.Eval.Result.SwapInStall(), Transferred: p.Eval.Transferred, ToHost: p.Eval.Result.D2H.Bytes, ToDevice: p.Eval.Result.H2D.Bytes,
-		Waits: len(p.Waits), Simulations: p.Simulations, BatchScale: max(1, p.Eval.Result.Options.BatchScale), Warnings: warnings, Explanation: p.Explanation}
+		Waits: len(p.Waits), Simulations: p.Simulations, BatchScale: max(1, p.Eval.Result.Options.BatchScale), Warnings: warnings, Explanation: p.Explanation,
+		Fetch: append([]string{}, p.Base.Result.Options.Fetch...), SimulatedNodes: p.Base.Result.Simulated}
 	for _, d := range p.Eval.Devices {
 		dr := planDeviceReport{Name: d.Name, Peak: d.Peak, GrapplerPeak: d.GrapplerPeak, Budget: d.Budget, PeakTime: d.PeakTime}
 		for _, b := range p.Base.Devices {
@@ -477,6 +492,7 @@ func printPlan(w io.Writer, p *rewrite.Planned, deviceWhy, budgetWhy string) {
 	fmt.Fprintf(w, "  device:          %s: %s\n", p.Profile.Name, deviceWhy)
 	fmt.Fprintf(w, "  budget:          %s per GPU: %s\n", units.FormatBytes(p.Budget), budgetWhy)
 	fmt.Fprintf(w, "  strategy:        %s%s\n", p.Strategy, from)
+	fmt.Fprintf(w, "  simulated step:  %s\n", simulatedStep(p.Base.Result))
 	for _, d := range p.Eval.Devices {
 		base := int64(0)
 		for _, b := range p.Base.Devices {
@@ -519,6 +535,15 @@ func linkOf(p *cost.Profile) string {
 		return rate
 	}
 	return p.Link + ", " + rate
+}
+
+// simulatedStep says which step a plan was simulated for: the fan-in of the fetches, or every
+// node of the graph when no --fetch was given.
+func simulatedStep(r *cost.Result) string {
+	if len(r.Options.Fetch) == 0 {
+		return fmt.Sprintf("every node of the graph (%d nodes; no --fetch given, so initialisers and reads outside the training step count as part of it: give --fetch with the training op)", r.Simulated)
+	}
+	return fmt.Sprintf("the fan-in of %s (%d nodes)", strings.Join(r.Options.Fetch, ", "), r.Simulated)
 }
 
 func marshalFor(m *graphdef.Model, f graphdef.Format) ([]byte, error) {

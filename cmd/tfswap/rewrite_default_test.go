@@ -201,9 +201,12 @@ func TestNearestProfile(t *testing.T) {
 }
 
 // TestFixedLMSGoldens: asked for fixed LMS thresholds (a threshold option, or --strategy
-// lms-fixed), rewrite writes what the binary of commit c4e1109 wrote, when rewrite without
-// options was the LMS rewrite (testdata/lms_fixed_goldens.txt, from
-// testdata/gen_lms_fixed_goldens.sh), and ends with the prediction.
+// lms-fixed), rewrite writes the recorded bytes (testdata/lms_fixed_goldens.txt, from
+// testdata/gen_lms_fixed_goldens.py), and ends with the prediction. The recorded bytes are
+// what the binary of commit c4e1109 wrote, when rewrite without options was the LMS rewrite,
+// except where that binary gated a swap-in by a trigger the swapped tensor's producer cannot
+// reach (issue 11, item 8): the golden file counts those, and a case may differ from c4e1109
+// only where it counts some.
 func TestFixedLMSGoldens(t *testing.T) {
 	withGPUs(t, nil)
 	f, err := os.Open("testdata/lms_fixed_goldens.txt")
@@ -212,14 +215,20 @@ func TestFixedLMSGoldens(t *testing.T) {
 	}
 	defer f.Close()
 	tmp := t.TempDir()
-	cases := 0
+	cases, same := 0, 0
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 4 {
+		head, optText, _ := strings.Cut(sc.Text(), "|")
+		fields := strings.Fields(head)
+		if len(fields) != 6 {
 			continue
 		}
-		name, ext, sum, opts := fields[0], fields[1], fields[2], fields[4:]
+		name, ext, sum, oldSum, unreachable, opts := fields[0], fields[1], fields[2], fields[4], fields[5], strings.Fields(optText)
+		if sum == oldSum {
+			same++
+		} else if unreachable == "0" {
+			t.Errorf("%s %v: the golden differs from c4e1109's output, which had no unreachable trigger", name, opts)
+		}
 		fixed := false
 		for _, o := range opts {
 			fixed = fixed || slices.Contains([]string{"--swapout-threshold", "--swapin-ahead", "--swapin-groupby"}, o)
@@ -247,6 +256,9 @@ func TestFixedLMSGoldens(t *testing.T) {
 	}
 	if cases < 50 {
 		t.Errorf("only %d golden cases checked", cases)
+	}
+	if same < 10 {
+		t.Errorf("only %d cases write c4e1109's bytes", same)
 	}
 }
 

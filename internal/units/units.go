@@ -46,19 +46,20 @@ func ParseBytes(s string) (int64, error) {
 // FormatBytes formats n bytes with a binary unit: "512 B", "64.0 KiB", "1.50 GiB".
 func FormatBytes(n int64) string {
 	neg := n < 0
+	m := uint64(n)
 	if neg {
-		n = -n
+		m = -m // also right for math.MinInt64, whose magnitude int64 cannot hold
 	}
 	var s string
 	switch {
-	case n < 1<<10:
-		s = fmt.Sprintf("%d B", n)
-	case n < 1<<20:
-		s = fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	case n < 1<<30:
-		s = fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case m < 1<<10:
+		s = fmt.Sprintf("%d B", m)
+	case m < 1<<20:
+		s = fmt.Sprintf("%.1f KiB", float64(m)/(1<<10))
+	case m < 1<<30:
+		s = fmt.Sprintf("%.1f MiB", float64(m)/(1<<20))
 	default:
-		s = fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+		s = fmt.Sprintf("%.2f GiB", float64(m)/(1<<30))
 	}
 	if neg {
 		return "-" + s

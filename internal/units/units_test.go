@@ -1,6 +1,9 @@
 package units
 
-import "testing"
+import (
+	"math"
+	"testing"
+)
 
 func TestParseBytes(t *testing.T) {
 	good := map[string]int64{
@@ -21,7 +24,8 @@ func TestParseBytes(t *testing.T) {
 }
 
 func TestFormatBytes(t *testing.T) {
-	for n, want := range map[int64]string{0: "0 B", 1023: "1023 B", 65536: "64.0 KiB", 3 << 29: "1.50 GiB", -2048: "-2.0 KiB"} {
+	for n, want := range map[int64]string{0: "0 B", 1023: "1023 B", 65536: "64.0 KiB", 3 << 29: "1.50 GiB", -2048: "-2.0 KiB",
+		math.MinInt64: "-8589934592.00 GiB", math.MaxInt64: "8589934592.00 GiB"} {
 		if got := FormatBytes(n); got != want {
 			t.Errorf("FormatBytes(%d) = %q, want %q", n, got, want)
 		}

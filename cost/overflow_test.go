@@ -1,0 +1,90 @@
+package cost
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/tfswap/tfswap/graphdef"
+)
+
+func loadFixtureGraph(t *testing.T, name string) *graphdef.Graph {
+	t.Helper()
+	m, err := graphdef.Load("../testmodels/fixtures/"+name+".pb", graphdef.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := graphdef.NewGraph(m.Graph, m.Source)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// TestBatchScaleOverflow: a batch scale whose scaled sizes pass what int64 counts is refused
+// with the tensor named (issue 11, item 5). --batch-scale 4611686018427387904 used to wrap
+// the sizes around and report a peak below the unscaled one; 10000000000 made the planner
+// panic on negative sizes.
+func TestBatchScaleOverflow(t *testing.T) {
+	g := loadFixtureGraph(t, "resnet")
+	p, err := LookupProfile("v100-16gb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := Simulate(g, p, Options{Fetch: []string{"train"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, scale := range []int{1 << 62, 10000000000, math.MaxInt} {
+		_, err := NewShapes(g, scale)
+		if err == nil || !strings.Contains(err.Error(), "batch scale") || !strings.Contains(err.Error(), "tensor ") || !strings.Contains(err.Error(), "1 PiB") {
+			t.Errorf("NewShapes(%d): %v", scale, err)
+		}
+		if _, err := Simulate(g, p, Options{Fetch: []string{"train"}, BatchScale: scale}); err == nil {
+			t.Errorf("Simulate with batch scale %d did not fail", scale)
+		}
+	}
+	// A large scale that fits is simulated with exact sizes: the peak grows with the scale.
+	res, err := Simulate(g, p, Options{Fetch: []string{"train"}, BatchScale: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpu, b := res.Device("/device:GPU:0"), base.Device("/device:GPU:0")
+	if gpu.PeakBytes <= b.PeakBytes || gpu.PeakBytes < (b.PeakBytes-b.ResidentBytes)*(1<<19) {
+		t.Errorf("peak at batch x2^20: %d, unscaled %d", gpu.PeakBytes, b.PeakBytes)
+	}
+	if res.StepTime <= base.StepTime {
+		t.Errorf("step at batch x2^20: %d, unscaled %d", res.StepTime, base.StepTime)
+	}
+}
+
+// TestDurationsSaturate: a duration beyond what int64 nanoseconds hold saturates at
+// MaxDuration instead of wrapping around to a negative time.
+func TestDurationsSaturate(t *testing.T) {
+	for _, s := range []float64{1e12, 1e30, math.Inf(1), math.NaN()} {
+		if got := ceilNS(s); got != MaxDuration {
+			t.Errorf("ceilNS(%g) = %d, want %d", s, got, MaxDuration)
+		}
+	}
+	if got := ceilNS(1.5e-9); got != 2 {
+		t.Errorf("ceilNS(1.5 ns) = %d", got)
+	}
+	e := OpEstimate{FLOPs: 1e40, Bytes: 1e40, Kind: KindKernel}
+	if got := OpTime(e, unitProfile(), false, true); got != MaxDuration {
+		t.Errorf("OpTime of 1e40 FLOPs = %d", got)
+	}
+}
+
+// TestMeasuredSizesBounded: a measured profile's sizes and times are bounded like the
+// graph's.
+func TestMeasuredSizesBounded(t *testing.T) {
+	for _, c := range []struct{ node, want string }{
+		{`{"name":"a","compute_ns":1,"output_bytes":[4611686018427387904]}`, "output_bytes"},
+		{`{"name":"a","compute_ns":9223372036854775807}`, "compute_ns"},
+	} {
+		doc := `{"format":"` + MeasuredFormat + `","version":1,"device":{"name":"/device:GPU:0"},"iterations":1,"nodes":[` + c.node + `]}`
+		if _, err := ParseMeasured([]byte(doc), "m.json"); err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), `node "a"`) {
+			t.Errorf("%s: %v", c.node, err)
+		}
+	}
+}
