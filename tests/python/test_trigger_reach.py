@@ -80,7 +80,7 @@ def _rewrite(exe, model, out, *args):
 
 def test_lms_defaults(work):
     tmp, exe, model = work
-    swap_ins, bad = _check(_rewrite(exe, model, tmp / "lms.pb"), model)
+    swap_ins, bad = _check(_rewrite(exe, model, tmp / "lms.pb", "--strategy", "lms-fixed"), model)
     assert swap_ins > 50, swap_ins  # there is something to check
     assert not bad, f"{len(bad)} of {swap_ins} swap-ins triggered off the producer's descent: {bad[:5]}"
 
