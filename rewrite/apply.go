@@ -3,7 +3,6 @@ package rewrite
 import (
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/tfswap/tfswap/graphdef"
 	apb "github.com/wamuir/graft/tensorflow/core/framework/attr_value_go_proto"
@@ -99,10 +98,13 @@ func (r *Result) BytesIn() int64 {
 	return n
 }
 
-// CheckNotRewritten fails when g already holds swap nodes made by tfswap.
+// CheckNotRewritten fails when g already holds nodes made by tfswap: nodes carrying IDAttr
+// (or RoleAttr), which every node a rewrite adds has. A node's name is not evidence: a user's
+// own name scope may be called "tfswap".
 func CheckNotRewritten(g *graphdef.Graph) error {
 	for _, n := range g.Nodes {
-		if _, ok := n.Def.GetAttr()[RoleAttr]; ok || strings.HasPrefix(n.Name, Scope) {
+		_, id := n.Def.GetAttr()[IDAttr]
+		if _, role := n.Def.GetAttr()[RoleAttr]; id || role {
 			return &graphdef.Error{File: g.Source, Node: n.Name, Msg: "the graph was already rewritten by tfswap; rewrite the original graph instead"}
 		}
 	}
