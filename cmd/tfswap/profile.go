@@ -77,6 +77,17 @@ func stepCLIFlags() []cli.Flag {
 	}
 }
 
+// feedArgs are the .npy files of --feed, as inputs (malformed flags are left to stepFlags).
+func feedArgs(c *cli.Context) []pathArg {
+	var args []pathArg
+	for _, f := range c.StringSlice("feed") {
+		if ff, err := profiling.ParseFeedFlag(f); err == nil {
+			args = append(args, pathArg{opt: "--feed", path: ff.Path})
+		}
+	}
+	return args
+}
+
 // stepSpec is what a step of a profiled or tuned graph runs, with its feeds.
 type stepSpec struct {
 	Init             string
@@ -155,8 +166,8 @@ func profileAction(c *cli.Context) error {
 		}
 		out = defaultProfileOutput(in)
 	}
-	if sameFile(in, out) {
-		return usagef("refusing to overwrite the input %s with the profile", in)
+	if err := checkPaths(append([]pathArg{modelArg(m, in)}, feedArgs(c)...), []pathArg{{opt: "-o", path: out}}); err != nil {
+		return err
 	}
 	g, err := graphdef.NewGraph(m.Graph, m.Source)
 	if err != nil {

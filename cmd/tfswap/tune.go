@@ -144,8 +144,15 @@ func tuneAction(c *cli.Context) error {
 		return usagef("give -o when the model comes from stdin")
 	case out == "":
 		out = defaultOutput(in)
-	case sameFile(in, out):
-		return usagef("refusing to overwrite the input %s", in)
+	}
+	outFormat, err := outputFormat(m, out, graphdef.FormatAuto)
+	if err != nil {
+		return err
+	}
+	inputs := append(append([]pathArg{modelArg(m, in)}, fileArgs(c, "profile", "device-file")...), feedArgs(c)...)
+	outputs := append([]pathArg{{opt: "-o", path: out, dir: outFormat == graphdef.FormatSavedModel}}, fileArgs(c, "report")...)
+	if err := checkPaths(inputs, outputs); err != nil {
+		return err
 	}
 	g, err := graphdef.NewGraph(m.Graph, m.Source)
 	if err != nil {
@@ -212,7 +219,7 @@ func tuneAction(c *cli.Context) error {
 		return fmt.Errorf("%s: %w", in, err)
 	}
 	if err := rewrite.Verify(g, res.Rewrite, rewrite.GateHost); err != nil {
-		return fmt.Errorf("internal error: the tuned rewrite is invalid: %v", err)
+		return internalf("the tuned rewrite is invalid: %v", err)
 	}
 	if res.Converged {
 		fmt.Fprintf(w, "converged after %d round(s) of the latest-trigger search\n", len(res.Rounds)-1)
@@ -242,7 +249,7 @@ func tuneAction(c *cli.Context) error {
 		Tuned:   compared{PredictedPeak: res.Predicted.Peak, PredictedStepNS: res.Predicted.StepTime, MedianStepNS: int64(tune.Median(tt)), MeanTriggerLevels: p.Distance(res.Final)},
 	}
 	printComparison(w, rep, n, upd.Peak > budget)
-	if err := res.Rewrite.Model.Save(out, graphdef.SaveOptions{}); err != nil {
+	if err := res.Rewrite.Model.Save(out, graphdef.SaveOptions{Format: outFormat}); err != nil {
 		return err
 	}
 	if path := c.String("report"); path != "" {
