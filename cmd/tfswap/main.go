@@ -78,7 +78,7 @@ func hasFlag(c *cli.Command, name string) bool {
 	return false
 }
 
-// refuseEmptyValues refuses a string option given an empty value (--budget '', -o ''), which
+// refuseEmptyValues refuses a string option given an empty value (--budget "", -o ""), which
 // would otherwise silently mean its default.
 func refuseEmptyValues(c *cli.Context) error {
 	for _, f := range c.Command.Flags {
