@@ -14,8 +14,9 @@
 //
 // The commands that run graphs in TensorFlow (train, profile, tune) need the TensorFlow
 // runtime. A tfswap built without it (the default, and bin/tfswap of make setup, which then
-// never loads TensorFlow) runs them by executing tfswap-runtime, built with -tags tensorflow,
-// from its own directory or from $TFSWAP_RUNTIME.
+// never loads TensorFlow) runs them with tfswap-runtime, built with -tags tensorflow, from its
+// own directory or from $TFSWAP_RUNTIME, as a child process whose TensorFlow log is silenced
+// unless -v is given.
 package main
 
 import (
@@ -364,12 +365,15 @@ func main() {
 	}
 	if !haveRuntime {
 		if _, name := commandOf(os.Args); runtimeCommands[name] {
-			// Only returns when there is no runtime binary to run (the command then says so)
-			// or it cannot be run.
-			if err := delegate(os.Args); err != nil {
+			code, ran, err := delegate(os.Args)
+			if err != nil {
 				fmt.Fprintf(os.Stderr, "tfswap: %v\n", err)
 				os.Exit(exitBadInput)
 			}
+			if ran {
+				os.Exit(code)
+			}
+			// No runtime binary: the command says how to get one.
 		}
 	}
 	os.Exit(run(os.Args, os.Stdin, os.Stdout, os.Stderr))

@@ -4,7 +4,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -181,12 +180,7 @@ func profileAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	var progress *profiling.Progress
-	if f, ok := c.App.ErrWriter.(*os.File); ok {
-		progress = profiling.NewProgress(f, profiling.IsTerminal(f))
-	} else {
-		progress = profiling.NewProgress(c.App.ErrWriter, false)
-	}
+	progress := newProgress(c)
 	w := c.App.Writer
 	fmt.Fprintf(w, "%s: TensorFlow %s, %s config, %d warm-up + %d traced steps; step runs %s\n", in, tfrun.Version(),
 		c.String("config"), c.Int("warmup"), c.Int("iterations"), describeStep(sp))

@@ -304,10 +304,11 @@ func printComparison(w io.Writer, r tuneReport, steps int, untunedOver bool) {
 
 func fmtStep(ns int64) string { return profiling.FormatDuration(time.Duration(ns)) }
 
-// newProgress returns the progress reporter on the command's stderr.
+// newProgress returns the progress reporter on the command's stderr: a progress bar on a
+// terminal, also when tfswap runs this binary with its stderr filtered (stderrTerminalEnv).
 func newProgress(c *cli.Context) *profiling.Progress {
 	if f, ok := c.App.ErrWriter.(*os.File); ok {
-		return profiling.NewProgress(f, profiling.IsTerminal(f))
+		return profiling.NewProgress(f, profiling.IsTerminal(f) || f == os.Stderr && os.Getenv(stderrTerminalEnv) == "1")
 	}
 	return profiling.NewProgress(c.App.ErrWriter, false)
 }
