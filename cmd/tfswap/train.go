@@ -71,6 +71,9 @@ func trainAction(c *cli.Context) error {
 		if err != nil {
 			return err
 		}
+		if err := checkNodes(m); err != nil {
+			return err
+		}
 		data, err := m.Marshal()
 		if err != nil {
 			return err
