@@ -108,9 +108,13 @@ type pathArg struct {
 	stdout bool
 }
 
-// modelArg is the model input of a command, a SavedModel directory or a file.
+// modelArg is the model input of a command: a file, or a SavedModel's directory (also when
+// it was named by its saved_model.pb).
 func modelArg(m *graphdef.Model, in string) pathArg {
-	return pathArg{opt: "MODEL", path: in, dir: m.Format == graphdef.FormatSavedModel}
+	if m.Format == graphdef.FormatSavedModel {
+		return pathArg{opt: "MODEL", path: m.Source, dir: true}
+	}
+	return pathArg{opt: "MODEL", path: in}
 }
 
 // stdoutArgs are fileArgs for outputs that "-" writes to stdout.

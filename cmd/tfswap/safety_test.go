@@ -211,6 +211,7 @@ func TestOutputsNeverReplaceUserFiles(t *testing.T) {
 		{[]string{"rewrite", sm, "--tags", "train", "-o", filepath.Join(dir, "parent")}, "contains the input MODEL"},
 		{[]string{"rewrite", sm, "--tags", "train", "-o", filepath.Join(sm, "variables", "x")}, "lies inside the input SavedModel"},
 		{[]string{"rewrite", sm, "--tags", "train", "-o", filepath.Join(dir, "x"), "--report", filepath.Join(sm, "report.json")}, "lies inside the input SavedModel"},
+		{[]string{"rewrite", filepath.Join(sm, "saved_model.pb"), "--tags", "train", "-o", filepath.Join(dir, "x"), "--report", filepath.Join(sm, "variables", "r.json")}, "lies inside the input SavedModel"},
 		{[]string{"rewrite", sm, "--tags", "train", "-o", filepath.Join(dir, "sm.pb")}, "named like a GraphDef file: give --output-format pb"},
 		{[]string{"place", sm, "--tags", "train", "--device", "/device:CPU:1", "-o", filepath.Join(dir, "parent")}, "contains the input MODEL"},
 		{[]string{"place", sm, "--tags", "train", "--device", "/device:CPU:1", "-o", busy}, "is a directory that is not empty"},
