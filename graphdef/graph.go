@@ -192,9 +192,9 @@ func ParseInput(s string) (name string, port int, control bool, err error) {
 func isLoopBackEdge(op string) bool { return op == "NextIteration" || op == "RefNextIteration" }
 
 // NewGraph indexes and validates def. source names the graph in errors (usually its file).
-// It fails, with an *Error naming the node, on: nodes without a name or op, duplicate node
-// names, inputs that name missing nodes or ports, data inputs after control inputs, device
-// strings that do not parse, dtype attrs with values TensorFlow does not define, and cycles.
+// It fails, with an *Error naming the node, on: nodes without a name or op, names TensorFlow
+// rejects (ValidNodeName), duplicate node names, inputs that name missing nodes or ports,
+// data inputs after control inputs, device strings that do not parse, dtype attrs with values TensorFlow does not define, and cycles.
 // Nodes whose op is not in TensorFlow's registry (custom ops, function calls) are accepted
 // with unknown output types.
 func NewGraph(def *gpb.GraphDef, source string) (*Graph, error) {
@@ -203,6 +203,9 @@ func NewGraph(def *gpb.GraphDef, source string) (*Graph, error) {
 	for i, nd := range def.GetNode() {
 		if nd.GetName() == "" {
 			return nil, errorf(source, "", "node #%d has no name", i)
+		}
+		if !ValidNodeName(nd.GetName()) {
+			return nil, errorf(source, nd.GetName(), "is not a name TensorFlow accepts (parts matching [A-Za-z0-9.][A-Za-z0-9_./-]*, joined by '>')")
 		}
 		if nd.GetOp() == "" {
 			return nil, errorf(source, nd.GetName(), "has no op")

@@ -2,6 +2,7 @@ package graphdef
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -255,13 +256,18 @@ func TestSavedModel(t *testing.T) {
 	if !proto.Equal(&orig, &got) {
 		t.Errorf("the SavedModel changed beyond the rewritten node")
 	}
-	// Writing it again replaces the directory atomically; the input is untouched.
-	if err := c.Save(out, SaveOptions{}); err != nil {
-		t.Fatal(err)
+	// Writing it again is refused: the directory is not empty, and tfswap deletes nothing it
+	// finds there. The input and the first output are untouched.
+	var oe *OutputError
+	if err := c.Save(out, SaveOptions{}); !errors.As(err, &oe) {
+		t.Errorf("saving over a non-empty directory: %v, want an *OutputError", err)
 	}
 	again, _ := os.ReadFile(filepath.Join(src, "saved_model.pb"))
 	if !bytes.Equal(again, origData) {
 		t.Errorf("the input SavedModel was modified")
+	}
+	if kept, _ := os.ReadFile(filepath.Join(out, "saved_model.pb")); !bytes.Equal(kept, newData) {
+		t.Errorf("the refused save changed the existing output")
 	}
 	entries, _ := os.ReadDir(filepath.Dir(out))
 	if len(entries) != 1 {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	gpb "github.com/wamuir/graft/tensorflow/core/framework/graph_go_proto"
 	npb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
@@ -134,8 +135,11 @@ func unwrapPathError(err error) error {
 }
 
 // Parse reads a GraphDef from data in the given format (FormatPB or FormatPBTXT); source names
-// the data in errors.
+// the data in errors. Empty data is refused: an empty file is not a graph.
 func Parse(data []byte, format Format, source string) (*Model, error) {
+	if len(data) == 0 {
+		return nil, &Error{File: source, Msg: "is empty: no graph to read"}
+	}
 	m := &Model{Source: source, Format: format}
 	switch format {
 	case FormatPB, FormatAuto:
@@ -204,7 +208,8 @@ func (m *Model) restSnapshot() []proto.Message {
 
 // Marshal serialises the model's graph as a binary GraphDef. Nodes still holding the message
 // they were loaded as are written with their original bytes; every other node, and the rest
-// of the graph when it was changed, is serialised deterministically.
+// of the graph when it was changed, is serialised deterministically. A graph over protobuf's
+// 2 GiB limit, which TensorFlow could not read back, is an error.
 func (m *Model) Marshal() ([]byte, error) {
 	return marshalGraph(m.Graph, m.rawNodes, m.rawRest, m.restProtos)
 }
@@ -228,18 +233,39 @@ func marshalGraph(g *gpb.GraphDef, rawNodes map[*npb.NodeDef][]byte, rawRest []b
 	rest.ProtoReflect().SetUnknown(g.ProtoReflect().GetUnknown())
 	if restProtos != nil && proto.Equal(rest, restProtos[0]) {
 		out = append(out, rawRest...)
-		return out, nil
+	} else {
+		b, err := det.Marshal(rest)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b...)
 	}
-	b, err := det.Marshal(rest)
-	if err != nil {
+	if err := checkSize(len(out), "the GraphDef"); err != nil {
 		return nil, err
 	}
-	return append(out, b...), nil
+	return out, nil
+}
+
+// maxProtoBytes is the largest serialised message protobuf, and so TensorFlow, reads back
+// (2^31 - 1 bytes). It is a variable so that tests can lower it.
+var maxProtoBytes = 1<<31 - 1
+
+// checkSize fails when a serialised message of n bytes (what names it) is too large for
+// protobuf to read back.
+func checkSize(n int, what string) error {
+	if n <= maxProtoBytes {
+		return nil
+	}
+	return fmt.Errorf("%s would be %d bytes, over protobuf's limit of %d bytes (2 GiB): TensorFlow could not read it back; "+
+		"keep the large constants in variables and save a SavedModel, whose variables are stored beside the graph", what, n, maxProtoBytes)
 }
 
 // MarshalText serialises the model's graph as a text GraphDef. The output is the same for
 // the same graph (map entries are sorted; field order is the proto's).
 func (m *Model) MarshalText() ([]byte, error) {
+	if err := checkSize(proto.Size(m.Graph), "the GraphDef"); err != nil {
+		return nil, err
+	}
 	return prototext.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(m.Graph)
 }
 
@@ -250,9 +276,12 @@ type SaveOptions struct {
 	Format Format
 }
 
-// Save writes the model to path atomically: the data goes to a temporary file or directory
-// next to path, which is then renamed over it, so a failure never leaves a half-written graph.
-// Writing a SavedModel copies the input SavedModel's other files (variables/, assets/, ...).
+// Save writes the model to path: a GraphDef by the rules of WriteFileAtomic, a SavedModel by
+// those of saveSavedModel (a new or empty directory, built beside it and renamed into place,
+// the input SavedModel's other files — variables/, assets/, ... — copied). A failure or an
+// interruption never leaves a half-written graph, and nothing but the file asked for is
+// replaced. A path that may not be written gives an *OutputError; a graph over protobuf's
+// 2 GiB limit an *Error.
 func (m *Model) Save(path string, opts SaveOptions) error {
 	format := opts.Format
 	if format == FormatAuto {
@@ -265,7 +294,7 @@ func (m *Model) Save(path string, opts SaveOptions) error {
 	switch format {
 	case FormatSavedModel:
 		if m.saved == nil {
-			return &Error{File: path, Msg: "cannot write a SavedModel: the graph was not read from one"}
+			return refuse(path, "cannot write a SavedModel: the graph was not read from one")
 		}
 		return m.saveSavedModel(path)
 	case FormatPBTXT:
@@ -283,15 +312,41 @@ func (m *Model) Save(path string, opts SaveOptions) error {
 	}
 }
 
-// WriteFileAtomic writes data to a temporary file in path's directory, syncs it, and renames
-// it to path.
+// WriteFileAtomic writes data to the output path by tfswap's output rules:
+//
+//   - a regular file, or a path that does not exist, is written to a temporary file in the
+//     same directory, which is synced and then renamed over path, so that a failure never
+//     leaves a half-written file; an existing file keeps its permission bits, a new one gets
+//     perm;
+//   - a symbolic link is followed and its target written by these rules; the link is kept;
+//   - a FIFO or a character device (/dev/null, a terminal) is opened and written through,
+//     never replaced;
+//   - anything else (a directory, a socket, a block device) is refused with an *OutputError.
+//
+// While the temporary file exists, SIGINT, SIGTERM and SIGHUP remove it before the process
+// dies of the signal.
 func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	target, kind, err := fileOutput(path)
+	if err != nil {
+		return err
+	}
+	if kind == outStream {
+		return writeThrough(path, data)
+	}
+	if st, err := os.Stat(target); err == nil {
+		perm = st.Mode().Perm()
+	}
+	register, done := watchSignals()
+	defer done()
+	f, err := os.CreateTemp(filepath.Dir(target), "."+filepath.Base(target)+".tmp-*")
 	if err != nil {
 		return &Error{File: path, Msg: "cannot create output", Err: unwrapPathError(err)}
 	}
 	tmp := f.Name()
+	register(tmp)
+	if testHookTempCreated != nil {
+		testHookTempCreated(tmp)
+	}
 	fail := func(err error) error {
 		f.Close()
 		os.Remove(tmp)
@@ -310,8 +365,24 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 		os.Remove(tmp)
 		return &Error{File: path, Msg: "cannot write output", Err: err}
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := os.Rename(tmp, target); err != nil {
 		os.Remove(tmp)
+		return &Error{File: path, Msg: "cannot write output", Err: unwrapPathError(err)}
+	}
+	return nil
+}
+
+// writeThrough writes data to a FIFO or a character device.
+func writeThrough(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return &Error{File: path, Msg: "cannot open output", Err: unwrapPathError(err)}
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return &Error{File: path, Msg: "cannot write output", Err: unwrapPathError(err)}
+	}
+	if err := f.Close(); err != nil {
 		return &Error{File: path, Msg: "cannot write output", Err: unwrapPathError(err)}
 	}
 	return nil
@@ -381,11 +452,14 @@ func sameSet(a, b []string) bool {
 }
 
 // saveSavedModel writes the SavedModel to dir. When dir is the directory the model was read
-// from, only saved_model.pb is replaced (atomically). Otherwise the whole SavedModel is built
-// in a temporary directory beside dir, with the input's other files copied, and renamed into
-// place; an existing dir is replaced only after the new one is complete.
+// from, only saved_model.pb is replaced (atomically). Otherwise dir must not exist or be an
+// empty directory, and must neither contain nor lie inside the input SavedModel (an
+// *OutputError otherwise): the whole SavedModel is built in a temporary directory beside dir,
+// with the input's other files copied, and renamed to dir once complete. Nothing already in
+// place is ever deleted. While the temporary directory exists, SIGINT, SIGTERM and SIGHUP
+// remove it before the process dies of the signal.
 func (m *Model) saveSavedModel(dir string) error {
-	if strings.HasSuffix(dir, savedModelFile) {
+	if filepath.Base(dir) == savedModelFile {
 		dir = filepath.Dir(dir)
 	}
 	sm := proto.Clone(m.saved).(*cpb.SavedModel)
@@ -394,13 +468,31 @@ func (m *Model) saveSavedModel(dir string) error {
 	if err != nil {
 		return &Error{File: dir, Msg: "cannot serialise SavedModel", Err: err}
 	}
-	if same, _ := samePath(dir, m.Source); same {
+	if err := checkSize(len(data), "the SavedModel's saved_model.pb"); err != nil {
+		return &Error{File: dir, Err: err}
+	}
+	if SamePath(dir, m.Source) {
 		return WriteFileAtomic(filepath.Join(dir, savedModelFile), data, 0o644)
 	}
-	parent := filepath.Dir(filepath.Clean(dir))
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".tmp-*")
+	if Within(m.Source, dir) {
+		return refuse(dir, "contains the input SavedModel %s; name a new directory", m.Source)
+	}
+	if Within(dir, m.Source) {
+		return refuse(dir, "lies inside the input SavedModel %s; name a directory outside it", m.Source)
+	}
+	target, err := savedModelTarget(dir)
+	if err != nil {
+		return err
+	}
+	register, done := watchSignals()
+	defer done()
+	tmp, err := os.MkdirTemp(filepath.Dir(target), "."+filepath.Base(target)+".tmp-*")
 	if err != nil {
 		return &Error{File: dir, Msg: "cannot create output", Err: unwrapPathError(err)}
+	}
+	register(tmp)
+	if testHookTempCreated != nil {
+		testHookTempCreated(tmp)
 	}
 	cleanup := func(err error) error {
 		os.RemoveAll(tmp)
@@ -415,34 +507,13 @@ func (m *Model) saveSavedModel(dir string) error {
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return cleanup(&Error{File: dir, Msg: "cannot write output", Err: err})
 	}
-	if _, err := os.Lstat(dir); err == nil {
-		old := tmp + ".old"
-		if err := os.Rename(dir, old); err != nil {
-			return cleanup(&Error{File: dir, Msg: "cannot replace existing output", Err: unwrapPathError(err)})
-		}
-		if err := os.Rename(tmp, dir); err != nil {
-			os.Rename(old, dir)
-			return cleanup(&Error{File: dir, Msg: "cannot write output", Err: unwrapPathError(err)})
-		}
-		os.RemoveAll(old)
-		return nil
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		return cleanup(&Error{File: dir, Msg: "cannot write output", Err: unwrapPathError(err)})
+	// rename(2) of a directory replaces target only when it is missing or an empty directory
+	// (os.Rename refuses every existing directory): should a file have appeared in it since
+	// it was checked, the rename fails and nothing is lost.
+	if err := syscall.Rename(tmp, target); err != nil {
+		return cleanup(&Error{File: dir, Msg: "cannot write output", Err: err})
 	}
 	return nil
-}
-
-func samePath(a, b string) (bool, error) {
-	sa, err := os.Stat(a)
-	if err != nil {
-		return false, err
-	}
-	sb, err := os.Stat(b)
-	if err != nil {
-		return false, err
-	}
-	return os.SameFile(sa, sb), nil
 }
 
 // copyTree copies the regular files and directories under src into dst, skipping the

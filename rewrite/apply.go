@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"strings"
 
 	"github.com/tfswap/tfswap/graphdef"
 	apb "github.com/wamuir/graft/tensorflow/core/framework/attr_value_go_proto"
@@ -114,10 +113,13 @@ func addSat(a, b int64) int64 {
 	return math.MaxInt64
 }
 
-// CheckNotRewritten fails when g already holds swap nodes made by tfswap.
+// CheckNotRewritten fails when g already holds nodes made by tfswap: nodes carrying IDAttr
+// (or RoleAttr), which every node a rewrite adds has. A node's name is not evidence: a user's
+// own name scope may be called "tfswap".
 func CheckNotRewritten(g *graphdef.Graph) error {
 	for _, n := range g.Nodes {
-		if _, ok := n.Def.GetAttr()[RoleAttr]; ok || strings.HasPrefix(n.Name, Scope) {
+		_, id := n.Def.GetAttr()[IDAttr]
+		if _, role := n.Def.GetAttr()[RoleAttr]; id || role {
 			return &graphdef.Error{File: g.Source, Node: n.Name, Msg: "the graph was already rewritten by tfswap; rewrite the original graph instead"}
 		}
 	}

@@ -4,7 +4,9 @@
 #   .tflib/  linker-name shims (libtensorflow.so, libtensorflow_framework.so)
 #            pointing at the wheel's shared libraries, for graft's -ltensorflow
 #   .tfenv   shell exports (CGO_CFLAGS, CGO_LDFLAGS, TFSWAP_PYTHON) for cgo builds
-#   bin/     tfswap built with the TensorFlow runtime (-tags tensorflow)
+#   bin/     tfswap, pure Go (CGO_ENABLED=0: it never loads TensorFlow), and tfswap-runtime,
+#            built with the TensorFlow runtime (-tags tensorflow), which tfswap runs for the
+#            commands that need it (train, profile, tune)
 #   grappler_bridge/libtfswap_grappler.so  the Grappler custom optimizer
 # Running it again only redoes what is missing or out of date.
 set -euo pipefail
@@ -49,7 +51,8 @@ mv .tfenv.tmp .tfenv
 # shellcheck disable=SC1091
 . ./.tfenv
 mkdir -p bin
-go build -tags tensorflow -o bin/tfswap ./cmd/tfswap
+CGO_ENABLED=0 go build -o bin/tfswap ./cmd/tfswap
+go build -tags tensorflow -o bin/tfswap-runtime ./cmd/tfswap
 # The Grappler custom optimizer (grappler_bridge/libtfswap_grappler.so), against the wheel.
 ./grappler_bridge/build.sh
-echo "setup: ok (TensorFlow $(.venv/bin/python -c 'import tensorflow as tf; print(tf.__version__)' 2>/dev/null | tail -n1) at $tfdir; bin/tfswap built)"
+echo "setup: ok (TensorFlow $(.venv/bin/python -c 'import tensorflow as tf; print(tf.__version__)' 2>/dev/null | tail -n1) at $tfdir; bin/tfswap and bin/tfswap-runtime built)"

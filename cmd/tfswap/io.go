@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -41,10 +42,173 @@ func loadModel(c *cli.Context, stdin io.Reader) (*graphdef.Model, string, error)
 			return nil, "", fmt.Errorf("<stdin>: cannot read: %v", err)
 		}
 		m, err := graphdef.Parse(data, format, "<stdin>")
-		return m, path, err
+		if err != nil {
+			return nil, "", err
+		}
+		return m, path, checkNodes(m)
 	}
 	m, err := graphdef.Load(path, graphdef.LoadOptions{Format: format, Tags: c.StringSlice("tags")})
-	return m, path, err
+	if err != nil {
+		return nil, "", err
+	}
+	return m, path, checkNodes(m)
+}
+
+// checkNodes refuses a graph without nodes: there is nothing to rewrite or simulate, and it
+// is most likely not the file meant.
+func checkNodes(m *graphdef.Model) error {
+	if len(m.Graph.GetNode()) == 0 {
+		return &graphdef.Error{File: m.Source, Msg: "the graph has no nodes"}
+	}
+	return nil
+}
+
+// graphFileExts are the extensions of GraphDef files (FormatOf).
+var graphFileExts = map[string]bool{".pb": true, ".pbtxt": true, ".pbtx": true, ".txt": true, ".prototxt": true}
+
+// outputFormat returns the format model m is written to out in: the --output-format given
+// (explicit), else a binary GraphDef on stdout ("-"), a SavedModel for a SavedModel, the format
+// of out's name for a GraphDef. A SavedModel
+// whose output is named like a GraphDef file (out.pb) is refused, since it would be written as
+// a directory of that name: the user says which is meant.
+func outputFormat(m *graphdef.Model, out string, explicit graphdef.Format) (graphdef.Format, error) {
+	if explicit == graphdef.FormatSavedModel && m.Format != graphdef.FormatSavedModel {
+		return 0, usagef("--output-format savedmodel: %s is not a SavedModel; a SavedModel is written only from one", m.Source)
+	}
+	switch {
+	case explicit != graphdef.FormatAuto:
+		return explicit, nil
+	case out == "-":
+		return graphdef.FormatPB, nil
+	case m.Format != graphdef.FormatSavedModel:
+		if f := graphdef.FormatOf(out); f != graphdef.FormatSavedModel {
+			return f, nil
+		}
+		// A GraphDef is written as a file, whatever the output's name: a directory there is
+		// refused as one.
+		return graphdef.FormatPB, nil
+	}
+	if graphFileExts[strings.ToLower(filepath.Ext(out))] && filepath.Base(out) != "saved_model.pb" {
+		return 0, usagef("%s is a SavedModel, which is written as a directory, but the output %s is named like a GraphDef file: "+
+			"give --output-format pb (or pbtxt) to write only the graph, or a directory name for the SavedModel", m.Source, out)
+	}
+	return graphdef.FormatSavedModel, nil
+}
+
+// pathArg is a file or directory a command reads or writes, with the option that names it.
+type pathArg struct {
+	// opt names the path in messages: "MODEL", "-o", "--report".
+	opt  string
+	path string
+	// dir is set for a SavedModel directory.
+	dir bool
+	// mayBeModel is set for the graph output of --in-place, which is the model input.
+	mayBeModel bool
+	// stdout is set for an output that "-" writes to stdout; elsewhere "-" is refused.
+	stdout bool
+}
+
+// modelArg is the model input of a command: a file, or a SavedModel's directory (also when
+// it was named by its saved_model.pb).
+func modelArg(m *graphdef.Model, in string) pathArg {
+	if m.Format == graphdef.FormatSavedModel {
+		return pathArg{opt: "MODEL", path: m.Source, dir: true}
+	}
+	return pathArg{opt: "MODEL", path: in}
+}
+
+// stdoutArgs are fileArgs for outputs that "-" writes to stdout.
+func stdoutArgs(c *cli.Context, opts ...string) []pathArg {
+	args := fileArgs(c, opts...)
+	for i := range args {
+		args[i].stdout = true
+	}
+	return args
+}
+
+// fileArgs are the non-empty paths of some options, as file inputs or outputs.
+func fileArgs(c *cli.Context, opts ...string) []pathArg {
+	var args []pathArg
+	for _, o := range opts {
+		if p := c.String(o); p != "" {
+			args = append(args, pathArg{opt: "--" + o, path: p})
+		}
+	}
+	return args
+}
+
+// checkPaths refuses, with an *graphdef.OutputError (exit status 2), outputs that name an
+// input or another output (compared as resolved files, so that links, "./x" and hard links are
+// seen through), outputs inside an input SavedModel directory, a SavedModel output that
+// contains an input, "-" where stdout is not an output, two outputs on stdout, and outputs that cannot be written
+// (graphdef.CheckFileOutput, graphdef.CheckSavedModelOutput). Character devices (/dev/null, a
+// terminal) are written through and never replaced, so several outputs may share one.
+// Every output is checked before any work is done.
+func checkPaths(inputs, outputs []pathArg) error {
+	refuse := func(o pathArg, format string, args ...any) error {
+		return &graphdef.OutputError{Path: o.opt + " " + o.path, Msg: fmt.Sprintf(format, args...)}
+	}
+	stdout := ""
+	for i, o := range outputs {
+		if o.path == "-" {
+			if !o.stdout {
+				return usagef("%s writes a file: - (stdout) is not supported there", o.opt)
+			}
+			if stdout != "" {
+				return usagef("%s and %s both write to stdout (-); give one of them a file", stdout, o.opt)
+			}
+			stdout = o.opt
+			continue
+		}
+		stream := graphdef.IsStream(o.path) && !isFIFO(o.path)
+		for _, in := range inputs {
+			if in.path == "" || in.path == "-" || (o.mayBeModel && in.opt == "MODEL") {
+				continue
+			}
+			if !stream && graphdef.SamePath(o.path, in.path) {
+				return refuse(o, "is the same file as the input %s %s: refusing to overwrite an input", in.opt, in.path)
+			}
+			if in.dir && graphdef.Within(o.path, in.path) {
+				return refuse(o, "lies inside the input SavedModel %s %s: refusing to write into an input", in.opt, in.path)
+			}
+			if o.dir && graphdef.Within(in.path, o.path) {
+				return refuse(o, "contains the input %s %s: name a new directory", in.opt, in.path)
+			}
+		}
+		for _, p := range outputs[:i] {
+			if p.path == "-" {
+				continue
+			}
+			if !stream && graphdef.SamePath(o.path, p.path) {
+				return refuse(o, "is the same file as the output %s %s: give each output its own file", p.opt, p.path)
+			}
+			if p.dir && graphdef.Within(o.path, p.path) || o.dir && graphdef.Within(p.path, o.path) {
+				return refuse(o, "overlaps the output %s %s", p.opt, p.path)
+			}
+		}
+		var err error
+		switch {
+		case o.mayBeModel:
+		case o.dir:
+			err = graphdef.CheckSavedModelOutput(o.path)
+		default:
+			err = graphdef.CheckFileOutput(o.path)
+		}
+		if err != nil {
+			var oe *graphdef.OutputError
+			if errors.As(err, &oe) {
+				return refuse(o, "%s", oe.Msg)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// isFIFO reports whether path is a FIFO (after following links).
+func isFIFO(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode()&os.ModeNamedPipe != 0
 }
 
 // defaultOutput names the output of rewriting path: "model.swap.pb" for "model.pb", and
@@ -56,17 +220,4 @@ func defaultOutput(path string) string {
 	}
 	ext := filepath.Ext(clean)
 	return strings.TrimSuffix(clean, ext) + ".swap" + ext
-}
-
-// sameFile reports whether a and b name the same existing file or directory.
-func sameFile(a, b string) bool {
-	sa, err := os.Stat(a)
-	if err != nil {
-		return false
-	}
-	sb, err := os.Stat(b)
-	if err != nil {
-		return false
-	}
-	return os.SameFile(sa, sb)
 }

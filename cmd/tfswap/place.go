@@ -20,7 +20,8 @@ func init() {
 		Flags: append(modelFlags(),
 			&cli.StringFlag{Name: "device", Required: true, Usage: "the device to place nodes on"},
 			&cli.BoolFlag{Name: "all", Usage: "place every node, not only those without a device"},
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Required: true, Usage: "where to write the placed model"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Required: true, Usage: "where to write the placed model (- for stdout)"},
+			&cli.StringFlag{Name: "output-format", Usage: "pb, pbtxt or savedmodel (default: from the output path; a SavedModel stays one)"},
 		),
 		Action: func(c *cli.Context) error {
 			dev, err := graphdef.ParseDevice(c.String("device"))
@@ -32,8 +33,15 @@ func init() {
 				return err
 			}
 			out := c.String("output")
-			if out != "-" && sameFile(in, out) {
-				return usagef("refusing to overwrite the input %s", in)
+			format, err := graphdef.ParseFormat(c.String("output-format"))
+			if err != nil {
+				return usagef("--output-format: %v", err)
+			}
+			if format, err = outputFormat(m, out, format); err != nil {
+				return err
+			}
+			if err := checkPaths([]pathArg{modelArg(m, in)}, []pathArg{{opt: "-o", path: out, dir: format == graphdef.FormatSavedModel, stdout: true}}); err != nil {
+				return err
 			}
 			if _, err := graphdef.NewGraph(m.Graph, m.Source); err != nil {
 				return err
@@ -53,14 +61,14 @@ func init() {
 				n++
 			}
 			if out == "-" {
-				data, err := placed.Marshal()
+				data, err := marshalFor(placed, format)
 				if err != nil {
 					return err
 				}
 				_, err = c.App.Writer.Write(data)
 				return err
 			}
-			if err := placed.Save(out, graphdef.SaveOptions{}); err != nil {
+			if err := placed.Save(out, graphdef.SaveOptions{Format: format}); err != nil {
 				return err
 			}
 			fmt.Fprintf(c.App.Writer, "%s -> %s: %d of %d nodes placed on %s\n", in, out, n, len(placed.Graph.Node), dev)

@@ -4,7 +4,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -75,6 +74,17 @@ func stepCLIFlags() []cli.Flag {
 		&cli.StringFlag{Name: "init", Usage: "op run once before the steps to initialise variables (default: \"init\" when the graph has it)"},
 		&cli.BoolFlag{Name: "no-init", Usage: "run no initialisation op"},
 	}
+}
+
+// feedArgs are the .npy files of --feed, as inputs (malformed flags are left to stepFlags).
+func feedArgs(c *cli.Context) []pathArg {
+	var args []pathArg
+	for _, f := range c.StringSlice("feed") {
+		if ff, err := profiling.ParseFeedFlag(f); err == nil {
+			args = append(args, pathArg{opt: "--feed", path: ff.Path})
+		}
+	}
+	return args
 }
 
 // stepSpec is what a step of a profiled or tuned graph runs, with its feeds.
@@ -155,8 +165,8 @@ func profileAction(c *cli.Context) error {
 		}
 		out = defaultProfileOutput(in)
 	}
-	if sameFile(in, out) {
-		return usagef("refusing to overwrite the input %s with the profile", in)
+	if err := checkPaths(append([]pathArg{modelArg(m, in)}, feedArgs(c)...), []pathArg{{opt: "-o", path: out}}); err != nil {
+		return err
 	}
 	g, err := graphdef.NewGraph(m.Graph, m.Source)
 	if err != nil {
@@ -170,12 +180,7 @@ func profileAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	var progress *profiling.Progress
-	if f, ok := c.App.ErrWriter.(*os.File); ok {
-		progress = profiling.NewProgress(f, profiling.IsTerminal(f))
-	} else {
-		progress = profiling.NewProgress(c.App.ErrWriter, false)
-	}
+	progress := newProgress(c)
 	w := c.App.Writer
 	fmt.Fprintf(w, "%s: TensorFlow %s, %s config, %d warm-up + %d traced steps; step runs %s\n", in, tfrun.Version(),
 		c.String("config"), c.Int("warmup"), c.Int("iterations"), describeStep(sp))

@@ -305,8 +305,17 @@ func rewriteAction(c *cli.Context) error {
 		out = "-"
 	case out == "":
 		out = defaultOutput(in)
-	case out != "-" && sameFile(in, out):
-		return usagef("refusing to overwrite the input %s (use --in-place)", in)
+	}
+	if outFormat, err = outputFormat(m, out, outFormat); err != nil {
+		return err
+	}
+	outputs := append([]pathArg{{opt: "-o", path: out, dir: outFormat == graphdef.FormatSavedModel, mayBeModel: c.Bool("in-place"), stdout: true}},
+		fileArgs(c, "report")...)
+	if err := checkPaths(append([]pathArg{modelArg(m, in)}, fileArgs(c, "measured", "device-file")...), outputs); err != nil {
+		if !c.Bool("in-place") && c.String("output") != "" && in != "-" && graphdef.SamePath(in, out) {
+			return fmt.Errorf("%w (use --in-place to replace it)", err)
+		}
+		return err
 	}
 	// The device planned for: the one named, or the GPU TensorFlow sees when no budget is
 	// given either (a budget names the memory; asking TensorFlow would start CUDA for

@@ -94,6 +94,9 @@ func loadGraphFile(path string, c *cli.Context) (*graphdef.Graph, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkNodes(m); err != nil {
+		return nil, err
+	}
 	return graphdef.NewGraph(m.Graph, m.Source)
 }
 
@@ -109,6 +112,9 @@ func simulateAction(c *cli.Context) error {
 	}
 	if path := c.String("dump-profile"); path != "" && c.NArg() == 0 {
 		// Only the profile is wanted.
+		if err := checkPaths(fileArgs(c, "device-file"), stdoutArgs(c, "dump-profile")); err != nil {
+			return err
+		}
 		return dumpProfile(p, path)
 	}
 	if c.Int("batch-scale") < 1 {
@@ -164,6 +170,13 @@ func simulateAction(c *cli.Context) error {
 	}
 	m, in, err := loadModel(c, c.App.Reader)
 	if err != nil {
+		return err
+	}
+	inputs := append([]pathArg{modelArg(m, in)}, fileArgs(c, "baseline", "measured", "device-file")...)
+	if b := c.String("baseline"); b != "" && graphdef.FormatOf(b) == graphdef.FormatSavedModel {
+		inputs[1].dir = true
+	}
+	if err := checkPaths(inputs, append(stdoutArgs(c, "json", "dump-profile"), fileArgs(c, "trace", "plot")...)); err != nil {
 		return err
 	}
 	g, err := graphdef.NewGraph(m.Graph, m.Source)

@@ -10,6 +10,10 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
+// haveRuntime says whether this build has the TensorFlow runtime: it has, and runs every
+// command itself.
+const haveRuntime = true
+
 func init() {
 	register(&cli.Command{
 		Name:      "train",
@@ -65,6 +69,9 @@ func trainAction(c *cli.Context) error {
 	for i, path := range c.Args().Slice() {
 		m, err := graphdef.Load(path, graphdef.LoadOptions{})
 		if err != nil {
+			return err
+		}
+		if err := checkNodes(m); err != nil {
 			return err
 		}
 		data, err := m.Marshal()

@@ -146,8 +146,15 @@ func tuneAction(c *cli.Context) error {
 		return usagef("give -o when the model comes from stdin")
 	case out == "":
 		out = defaultOutput(in)
-	case sameFile(in, out):
-		return usagef("refusing to overwrite the input %s", in)
+	}
+	outFormat, err := outputFormat(m, out, graphdef.FormatAuto)
+	if err != nil {
+		return err
+	}
+	inputs := append(append([]pathArg{modelArg(m, in)}, fileArgs(c, "profile", "device-file")...), feedArgs(c)...)
+	outputs := append([]pathArg{{opt: "-o", path: out, dir: outFormat == graphdef.FormatSavedModel}}, fileArgs(c, "report")...)
+	if err := checkPaths(inputs, outputs); err != nil {
+		return err
 	}
 	g, err := graphdef.NewGraph(m.Graph, m.Source)
 	if err != nil {
@@ -214,7 +221,7 @@ func tuneAction(c *cli.Context) error {
 		return fmt.Errorf("%s: %w", in, err)
 	}
 	if err := rewrite.Verify(g, res.Rewrite, rewrite.GateHost); err != nil {
-		return fmt.Errorf("internal error: the tuned rewrite is invalid: %v", err)
+		return internalf("the tuned rewrite is invalid: %v", err)
 	}
 	if res.Converged {
 		fmt.Fprintf(w, "converged after %d round(s) of the latest-trigger search\n", len(res.Rounds)-1)
@@ -244,7 +251,7 @@ func tuneAction(c *cli.Context) error {
 		Tuned:   compared{PredictedPeak: res.Predicted.Peak, PredictedStepNS: res.Predicted.StepTime, MedianStepNS: int64(tune.Median(tt)), MeanTriggerLevels: p.Distance(res.Final)},
 	}
 	printComparison(w, rep, n, upd.Peak > budget)
-	if err := res.Rewrite.Model.Save(out, graphdef.SaveOptions{}); err != nil {
+	if err := res.Rewrite.Model.Save(out, graphdef.SaveOptions{Format: outFormat}); err != nil {
 		return err
 	}
 	if path := c.String("report"); path != "" {
@@ -299,10 +306,11 @@ func printComparison(w io.Writer, r tuneReport, steps int, untunedOver bool) {
 
 func fmtStep(ns int64) string { return profiling.FormatDuration(time.Duration(ns)) }
 
-// newProgress returns the progress reporter on the command's stderr.
+// newProgress returns the progress reporter on the command's stderr: a progress bar on a
+// terminal, also when tfswap runs this binary with its stderr filtered (stderrTerminalEnv).
 func newProgress(c *cli.Context) *profiling.Progress {
 	if f, ok := c.App.ErrWriter.(*os.File); ok {
-		return profiling.NewProgress(f, profiling.IsTerminal(f))
+		return profiling.NewProgress(f, profiling.IsTerminal(f) || f == os.Stderr && os.Getenv(stderrTerminalEnv) == "1")
 	}
 	return profiling.NewProgress(c.App.ErrWriter, false)
 }
