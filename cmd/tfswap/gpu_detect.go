@@ -10,11 +10,15 @@ import (
 	"github.com/tfswap/tfswap/tfrun"
 )
 
-// visibleGPUs lists the GPUs TensorFlow's runtime sees in this process, each with the memory
-// limit of its allocator (tfrun.VisibleGPUs, through the C API's device list; set by
-// gpu_detect_tf.go). It stays nil in a tfswap built without the runtime. Tests replace it
-// with a fake device list.
+// visibleGPUs lists the GPUs TensorFlow's runtime sees, each with the memory limit of its
+// allocator (tfrun.VisibleGPUs, through the C API's device list): in this process when tfswap
+// is built with the runtime (gpu_detect_tf.go), else by running the runtime binary's hidden
+// gpus command (gpu_detect_pure.go). It stays nil when there is no runtime at all. Tests
+// replace it with a fake device list.
 var visibleGPUs func() ([]tfrun.RuntimeDevice, error)
+
+// gpusCommand is the runtime binary's hidden command that prints visibleGPUs' list as JSON.
+const gpusCommand = "gpus"
 
 // target is the GPU a rewrite is planned or predicted for when no --device or --device-file
 // is given: its profile, its per-device budget, and where both come from.

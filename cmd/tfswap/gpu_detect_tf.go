@@ -2,6 +2,28 @@
 
 package main
 
-import "github.com/tfswap/tfswap/tfrun"
+import (
+	"encoding/json"
 
-func init() { visibleGPUs = tfrun.VisibleGPUs }
+	"github.com/tfswap/tfswap/tfrun"
+	"github.com/urfave/cli/v2"
+)
+
+func init() {
+	visibleGPUs = tfrun.VisibleGPUs
+	register(&cli.Command{
+		Name:   gpusCommand,
+		Hidden: true,
+		Usage:  "print the GPUs TensorFlow's runtime sees, with their allocators' memory limits, as JSON",
+		Action: func(c *cli.Context) error {
+			gpus, err := tfrun.VisibleGPUs()
+			if err != nil {
+				return err
+			}
+			if gpus == nil {
+				gpus = []tfrun.RuntimeDevice{}
+			}
+			return json.NewEncoder(c.App.Writer).Encode(gpus)
+		},
+	})
+}

@@ -326,7 +326,7 @@ func rewriteAction(c *cli.Context) error {
 		tgt.why = "--device-file " + c.String("device-file")
 	}
 	if po.Profile == nil {
-		list, unlisted := visibleGPUs, "this tfswap was built without the TensorFlow runtime"
+		list, unlisted := visibleGPUs, "no TensorFlow runtime: neither built in nor a tfswap-runtime binary beside tfswap"
 		if c.IsSet("budget") || c.IsSet("device-budget") {
 			list, unlisted = nil, "--budget given"
 		}

@@ -416,7 +416,7 @@ func TestUserScopeNamedTfswap(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "out.pb")
-	code, stdout, stderr := runSimCLI(t, "rewrite", scoped, "-o", out)
+	code, stdout, stderr := runSimCLI(t, "rewrite", scoped, "-o", out, "--strategy", "lms-fixed")
 	if code != 0 {
 		t.Fatalf("a user scope named tfswap/: exit %d: %s", code, stderr)
 	}
@@ -433,7 +433,7 @@ func TestUserScopeNamedTfswap(t *testing.T) {
 	if err := renameNodes(rm, func(n string) string { return "user/" + strings.TrimPrefix(n, "tfswap/") }).Save(renamed, graphdef.SaveOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	code, _, stderr = runSimCLI(t, "rewrite", renamed, "-o", filepath.Join(dir, "again.pb"))
+	code, _, stderr = runSimCLI(t, "rewrite", renamed, "-o", filepath.Join(dir, "again.pb"), "--strategy", "lms-fixed")
 	if code != exitBadInput || !strings.Contains(stderr, "already rewritten") {
 		t.Errorf("rewriting a rewritten graph: exit %d, %s", code, stderr)
 	}

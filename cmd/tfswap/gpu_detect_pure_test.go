@@ -1,0 +1,39 @@
+//go:build !tensorflow
+
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tfswap/tfswap/tfrun"
+)
+
+// TestGPUsOfRuntime: the pure binary reads the runtime binary's GPU list, and says which
+// binary failed when it cannot.
+func TestGPUsOfRuntime(t *testing.T) {
+	dir := t.TempDir()
+	ok := filepath.Join(dir, "ok")
+	script := "#!/bin/sh\n[ \"$1\" = gpus ] && [ \"$TFSWAP_DELEGATED\" = 1 ] || exit 9\n" +
+		`echo '[{"Name":"/job:localhost/replica:0/task:0/device:GPU:0","Type":"GPU","MemoryBytes":15000000000}]'` + "\n"
+	if err := os.WriteFile(ok, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	gpus, err := gpusOfRuntime(ok)
+	if err != nil || len(gpus) != 1 || gpus[0].MemoryBytes != 15000000000 || gpus[0].Type != "GPU" {
+		t.Fatalf("got %+v, %v", gpus, err)
+	}
+	tgt, err := defaultTarget(func() ([]tfrun.RuntimeDevice, error) { return gpusOfRuntime(ok) }, "")
+	if err != nil || tgt.source != "runtime" || tgt.budget != 15000000000 {
+		t.Errorf("target %+v, %v", tgt, err)
+	}
+	bad := filepath.Join(dir, "bad")
+	if err := os.WriteFile(bad, []byte("#!/bin/sh\necho 'F tensorflow: no CUDA' >&2\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gpusOfRuntime(bad); err == nil || !strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), "no CUDA") {
+		t.Errorf("failing runtime binary: %v", err)
+	}
+}
