@@ -42,6 +42,7 @@ export TFSWAP_TF_DIR="$tfdir"
 export TFSWAP_PYTHON="$root/.venv/bin/python"
 export CGO_ENABLED=1
 export CGO_CFLAGS="-I$tfdir/include"
+export CGO_CXXFLAGS="-I$tfdir/include"
 export CGO_LDFLAGS="-L$root/.tflib -Wl,-rpath,$tfdir -ltensorflow_framework"
 export TF_CPP_MIN_LOG_LEVEL=\${TF_CPP_MIN_LOG_LEVEL:-2}
 ENV
