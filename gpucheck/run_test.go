@@ -107,4 +107,3 @@ esac
 		t.Errorf("silent: %v", err)
 	}
 }
-
