@@ -9,8 +9,10 @@ TFENV := source ./.tfenv &&
 
 .PHONY: setup demo test test-go test-pure test-python bench bench-quick fixtures clean gpu-check
 
+# setup installs the GPU runtime (requirements-gpu.txt) on a machine with an NVIDIA GPU, the
+# CPU one otherwise; `make setup GPU=1` or `GPU=0` decides instead.
 setup:
-	./scripts/setup.sh
+	GPU="$(GPU)" ./scripts/setup.sh
 
 # demo rewrites the bundled residual-network training graph and trains the original and the
 # rewritten graph for a few steps in a Go TensorFlow session (two-device CPU emulation).
