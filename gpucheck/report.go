@@ -280,7 +280,16 @@ func (m *ModelReport) nextPeak(budget int64) string {
 		return "not tried (the search's cap)"
 	}
 	if m.PredictedPeakNext <= budget && m.PredictedGrapplerPeakNext > budget {
-		return fmt.Sprintf("%s, %s by Grappler's VirtualCluster rules", units.FormatBytes(m.PredictedPeakNext), units.FormatBytes(m.PredictedGrapplerPeakNext))
+		return fmt.Sprintf("%s, %s by Grappler's VirtualCluster rules", units.FormatBytes(m.PredictedPeakNext), overBudget(m.PredictedGrapplerPeakNext, budget))
 	}
-	return units.FormatBytes(m.PredictedPeakNext)
+	return overBudget(m.PredictedPeakNext, budget)
+}
+
+// overBudget formats a peak over the budget, in bytes as well when the two look the same
+// in binary units.
+func overBudget(peak, budget int64) string {
+	if units.FormatBytes(peak) == units.FormatBytes(budget) {
+		return fmt.Sprintf("%s (%d B, over the budget's %d B)", units.FormatBytes(peak), peak, budget)
+	}
+	return units.FormatBytes(peak)
 }
