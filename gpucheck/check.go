@@ -205,7 +205,7 @@ func checkModel(cfg Config, env Env, j Judge, model string, progress func(string
 			pl.PredictedPeak, pl.PredictedStepNS = un.PredictedPeak, un.PredictedStepNS
 		default:
 			pl.Swaps, pl.Recomputes = len(planned.Swaps), len(planned.Recomputes)
-			pl.PredictedPeak, pl.PredictedStepNS = planned.Eval.Devices[0].Peak, planned.Eval.StepTime
+			pl.PredictedStepNS = planned.Eval.StepTime
 			for _, d := range planned.Eval.Devices {
 				pl.PredictedPeak = max(pl.PredictedPeak, d.Peak)
 			}
