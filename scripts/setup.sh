@@ -6,7 +6,7 @@
 #            the CPU wheel
 #   .tflib/  linker-name shims (libtensorflow.so, libtensorflow_framework.so)
 #            pointing at the wheel's shared libraries, for graft's -ltensorflow
-#   .tfenv   shell exports (CGO_CFLAGS, CGO_LDFLAGS, TFSWAP_PYTHON) for cgo builds
+#   .tfenv   shell exports (CGO_CFLAGS, CGO_CXXFLAGS, CGO_LDFLAGS, TFSWAP_PYTHON) for cgo builds
 #   bin/     tfswap built with the TensorFlow runtime (-tags tensorflow)
 #   grappler_bridge/libtfswap_grappler.so  the Grappler custom optimizer
 # Running it again only redoes what is missing or out of date.
