@@ -4,13 +4,15 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 GO ?= go
 # Packages that must build without cgo: the pure rewriter and its CLI.
-PURE_PKGS := ./graphdef/... ./rewrite/... ./triggers/... ./cost/... ./cmd/... ./internal/... ./profiling/... ./tune/...
+PURE_PKGS := ./graphdef/... ./rewrite/... ./triggers/... ./cost/... ./cmd/... ./internal/... ./profiling/... ./tune/... ./gpucheck/...
 TFENV := source ./.tfenv &&
 
-.PHONY: setup demo test test-go test-pure test-python bench bench-quick fixtures clean
+.PHONY: setup demo test test-go test-pure test-python bench bench-quick fixtures clean gpu-check
 
+# setup installs the GPU runtime (requirements-gpu.txt) on a machine with an NVIDIA GPU, the
+# CPU one otherwise; `make setup GPU=1` or `GPU=0` decides instead.
 setup:
-	./scripts/setup.sh
+	GPU="$(GPU)" ./scripts/setup.sh
 
 # demo rewrites the bundled residual-network training graph and trains the original and the
 # rewritten graph for a few steps in a Go TensorFlow session (two-device CPU emulation).
@@ -45,6 +47,11 @@ bench: setup
 
 bench-quick: setup
 	.venv/bin/python bench/run.py --quick --report
+
+# gpu-check measures on this machine's GPU what the simulator predicts (docs/GPU_CHECK.md);
+# without a GPU it says so and exits 0. GPU_CHECK_ARGS adds options (e.g. --models resnet50).
+gpu-check: setup
+	TF_CPP_MIN_LOG_LEVEL=$${TF_CPP_MIN_LOG_LEVEL:-2} bin/tfswap gpu-check $(GPU_CHECK_ARGS)
 
 fixtures:
 	.venv/bin/python testmodels/gen.py

@@ -58,15 +58,26 @@ func NewCollector(g *graphdef.Graph) *Collector {
 	return &Collector{g: g, nodes: map[string]*nodeAcc{}, runtimeOnly: map[string]int{}, peaks: map[string]int64{}}
 }
 
-// isTracerDevice reports whether a step-stats device is a device tracer's stream or memcpy
-// track rather than an executor's device, and returns the executor device it belongs to.
+// isTracerDevice reports whether a step-stats device is one of the device tracer's tracks
+// rather than an executor's device, and returns the device it belongs to and the track.
+// TensorFlow's GPU tracer (tensorflow/core/profiler/convert/xplane_to_step_stats.cc) writes
+// kernels to "/device:GPU:N/stream:S" and again to "/device:GPU:N/stream:all", copies to
+// "/device:GPU:N/stream:S<MemcpyH2D>" (D2H, D2D, P2P) and again to "/device:GPU:N/memcpy",
+// events of unknown kind to "/device:GPU:N/stream:", and cuStreamSynchronize calls to
+// "/device:GPU:N/sync".
 func isTracerDevice(name string) (parent string, stream string, ok bool) {
-	for _, sep := range []string{"/stream:", "/memcpy"} {
+	for _, sep := range []string{"/stream:", "/memcpy", "/sync"} {
 		if i := strings.Index(name, sep); i >= 0 {
 			return name[:i], name[i+1:], true
 		}
 	}
 	return "", "", false
+}
+
+// isKernelTrack reports whether a tracer track holds kernels: "stream:all" or "stream:S",
+// not a copy stream, the memcpy or sync track, or the track of unknown events.
+func isKernelTrack(stream string) bool {
+	return strings.HasPrefix(stream, "stream:") && stream != "stream:" && !strings.Contains(stream, "<")
 }
 
 // execTime returns the kernel time of an executor's step-stats entry, in ns.
@@ -132,7 +143,7 @@ func (c *Collector) Add(md *RunMetadata, wall time.Duration) error {
 		parent, stream, tracer := isTracerDevice(devName)
 		for _, ns := range d.GetNodeStats() {
 			if tracer {
-				if stream == "memcpy" || (hasAll[parent] && stream != "stream:all") {
+				if !isKernelTrack(stream) || (hasAll[parent] && stream != "stream:all") {
 					continue
 				}
 				if n := c.tracedNode(ns.GetNodeName()); n != nil {

@@ -12,6 +12,11 @@
 // RunMetadata: per-device node timelines from StepStats and the _Send/_Recv pairs of the
 // partition graphs.
 //
+// Session.Devices and ListDevices list a runtime's devices with their memory limits and,
+// through a small C++ shim (device_attributes.cc, compiled with the wheel's headers:
+// CGO_CXXFLAGS in .tfenv), the descriptions TensorFlow writes for GPUs; GPUs and DetectGPUs
+// (pure, with a DeviceLister seam) read model names and compute capabilities from them.
+//
 // For the rewrite's runtime tests, PlaceAll pins a model to one device, AddProbes adds the
 // nodes that show when a swapped-in tensor reaches the device, CheckSwapPartitions checks
 // that the swap nodes survived the optimizers with the transfers they imply, and

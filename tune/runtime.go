@@ -4,7 +4,6 @@ package tune
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/tfswap/tfswap/graphdef"
@@ -70,20 +69,14 @@ func (t *tfSession) Step() (time.Duration, error) {
 func (t *tfSession) Close() error { return t.s.Close() }
 
 // Peak runs one traced step and returns the most memory a GPU allocator had allocated
-// during it (profiling.AllocatorPeaks, over allocators named "GPU_..."); ok is false when
-// no GPU allocator reported, as in the two-device emulation, where both devices share the
-// host allocator and the step says nothing about either.
+// during it (profiling.GPUPeak); ok is false when no GPU allocator reported, as in the
+// two-device emulation, where both devices share the host allocator and the step says
+// nothing about either.
 func (t *tfSession) Peak() (int64, bool, error) {
 	_, md, err := t.s.Run(t.rt.Feeds, t.rt.Fetches, t.rt.Targets, tfrun.TraceOptions())
 	if err != nil {
 		return 0, false, err
 	}
-	var peak int64
-	ok := false
-	for name, b := range profiling.AllocatorPeaks(md) {
-		if strings.HasPrefix(name, "GPU_") {
-			peak, ok = max(peak, b), true
-		}
-	}
+	peak, _, ok := profiling.GPUPeak(md)
 	return peak, ok, nil
 }

@@ -2,9 +2,10 @@ package main
 
 import (
 	"fmt"
-	"sort"
+	"runtime"
 
 	"github.com/tfswap/tfswap/cost"
+	"github.com/tfswap/tfswap/gpucheck"
 	"github.com/tfswap/tfswap/internal/units"
 	"github.com/tfswap/tfswap/rewrite"
 	"github.com/tfswap/tfswap/tfrun"
@@ -15,7 +16,7 @@ import (
 // is built with the runtime (gpu_detect_tf.go), else by running the runtime binary's hidden
 // gpus command (gpu_detect_pure.go). It stays nil when there is no runtime at all. Tests
 // replace it with a fake device list.
-var visibleGPUs func() ([]tfrun.RuntimeDevice, error)
+var visibleGPUs func() ([]tfrun.GPU, error)
 
 // gpusCommand is the runtime binary's hidden command that prints visibleGPUs' list as JSON.
 const gpusCommand = "gpus"
@@ -33,11 +34,12 @@ type target struct {
 // defaultTarget chooses the GPU to plan for when the command line names none: the GPU
 // TensorFlow's runtime sees when this tfswap has the runtime and a GPU is present, with the
 // memory limit TensorFlow gives its allocator as the budget (the smallest, with several
-// GPUs) and, for timing, the built-in profile whose default budget is nearest to that
-// limit; otherwise the default profile (rewrite.DefaultDevice) at its default budget.
-// A nil list means the runtime is not asked; unlisted says why, for the output.
-func defaultTarget(list func() ([]tfrun.RuntimeDevice, error), unlisted string) (target, error) {
-	var gpus []tfrun.RuntimeDevice
+// GPUs) and, for timing, the built-in profile that gpucheck.MatchProfile picks for it (by
+// model name, then compute capability, then memory); otherwise the default profile
+// (rewrite.DefaultDevice) at its default budget. A nil list means the runtime is not asked;
+// unlisted says why, for the output.
+func defaultTarget(list func() ([]tfrun.GPU, error), unlisted string) (target, error) {
+	var gpus []tfrun.GPU
 	none := unlisted
 	if list != nil {
 		var err error
@@ -58,16 +60,19 @@ func defaultTarget(list func() ([]tfrun.RuntimeDevice, error), unlisted string) 
 			}
 		}
 		if g.MemoryBytes <= 0 {
-			return target{}, fmt.Errorf("TensorFlow lists %s without a memory limit", g.Name)
+			return target{}, fmt.Errorf("TensorFlow lists %s without a memory limit", g.Device)
 		}
-		p := nearestProfile(g.MemoryBytes)
+		match, err := gpucheck.MatchProfile(g, cost.Profiles(), runtime.GOARCH)
+		if err != nil {
+			return target{}, err
+		}
 		n := ""
 		if len(gpus) > 1 {
 			n = fmt.Sprintf(", the smallest limit of the %d GPUs", len(gpus))
 		}
-		why := fmt.Sprintf("the GPU TensorFlow sees: %s, %s for its allocator%s; timing from %s, the built-in profile nearest in memory (--device names the GPU)",
-			g.Name, units.FormatBytes(g.MemoryBytes), n, p.Name)
-		return target{profile: p, budget: g.MemoryBytes, source: "runtime", why: why}, nil
+		why := fmt.Sprintf("the GPU TensorFlow sees: %s, %s for its allocator%s; timing from %s: %s (--device names the GPU)",
+			g, units.FormatBytes(g.MemoryBytes), n, match.Profile.Name, match.Reason)
+		return target{profile: match.Profile, budget: g.MemoryBytes, source: "runtime", why: why}, nil
 	}
 	p, err := cost.LookupProfile(rewrite.DefaultDevice)
 	if err != nil {
@@ -75,27 +80,6 @@ func defaultTarget(list func() ([]tfrun.RuntimeDevice, error), unlisted string) 
 	}
 	return target{profile: p, budget: rewrite.DefaultBudget(p), source: "default",
 		why: fmt.Sprintf("the default profile (%s; --device names the GPU)", none)}, nil
-}
-
-// nearestProfile returns the built-in profile whose default budget (rewrite.DefaultBudget)
-// is nearest to limit, the default device first among equals, then by name.
-func nearestProfile(limit int64) *cost.Profile {
-	ps := cost.Profiles()
-	dist := func(p *cost.Profile) int64 {
-		d := rewrite.DefaultBudget(p) - limit
-		if d < 0 {
-			return -d
-		}
-		return d
-	}
-	sort.SliceStable(ps, func(i, j int) bool {
-		di, dj := dist(ps[i]), dist(ps[j])
-		if di != dj {
-			return di < dj
-		}
-		return ps[i].Name == rewrite.DefaultDevice && ps[j].Name != rewrite.DefaultDevice
-	})
-	return ps[0]
 }
 
 // budgetOrigin says how a profile's default budget is made, for the output: "16.00 GiB less

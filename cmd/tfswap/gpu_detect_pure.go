@@ -18,12 +18,12 @@ import (
 // the pure binary never loads TensorFlow itself.
 func init() {
 	if bin, err := runtimeBinary(); err == nil && bin != "" {
-		visibleGPUs = func() ([]tfrun.RuntimeDevice, error) { return gpusOfRuntime(bin) }
+		visibleGPUs = func() ([]tfrun.GPU, error) { return gpusOfRuntime(bin) }
 	}
 }
 
 // gpusOfRuntime runs the runtime binary's hidden gpus command and decodes its list.
-func gpusOfRuntime(bin string) ([]tfrun.RuntimeDevice, error) {
+func gpusOfRuntime(bin string) ([]tfrun.GPU, error) {
 	cmd := exec.Command(bin, gpusCommand)
 	cmd.Env = append(os.Environ(), delegatedEnv+"=1", "TF_CPP_MIN_LOG_LEVEL=3")
 	var stdout, stderr bytes.Buffer
@@ -35,7 +35,7 @@ func gpusOfRuntime(bin string) ([]tfrun.RuntimeDevice, error) {
 		}
 		return nil, fmt.Errorf("%s %s: %v %s", bin, gpusCommand, err, msg)
 	}
-	var gpus []tfrun.RuntimeDevice
+	var gpus []tfrun.GPU
 	if err := json.Unmarshal(stdout.Bytes(), &gpus); err != nil {
 		return nil, fmt.Errorf("%s %s: %v", bin, gpusCommand, err)
 	}

@@ -17,16 +17,16 @@ func TestGPUsOfRuntime(t *testing.T) {
 	dir := t.TempDir()
 	ok := filepath.Join(dir, "ok")
 	script := "#!/bin/sh\n[ \"$1\" = gpus ] && [ \"$TFSWAP_DELEGATED\" = 1 ] || exit 9\n" +
-		`echo '[{"Name":"/job:localhost/replica:0/task:0/device:GPU:0","Type":"GPU","MemoryBytes":15000000000}]'` + "\n"
+		`echo '[{"device":"/job:localhost/replica:0/task:0/device:GPU:0","index":0,"model":"Tesla V100-SXM2-16GB","compute_capability":"7.0","memory_bytes":15000000000}]'` + "\n"
 	if err := os.WriteFile(ok, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	gpus, err := gpusOfRuntime(ok)
-	if err != nil || len(gpus) != 1 || gpus[0].MemoryBytes != 15000000000 || gpus[0].Type != "GPU" {
+	if err != nil || len(gpus) != 1 || gpus[0].MemoryBytes != 15000000000 || gpus[0].ComputeCapability != "7.0" {
 		t.Fatalf("got %+v, %v", gpus, err)
 	}
-	tgt, err := defaultTarget(func() ([]tfrun.RuntimeDevice, error) { return gpusOfRuntime(ok) }, "")
-	if err != nil || tgt.source != "runtime" || tgt.budget != 15000000000 {
+	tgt, err := defaultTarget(func() ([]tfrun.GPU, error) { return gpusOfRuntime(ok) }, "")
+	if err != nil || tgt.source != "runtime" || tgt.budget != 15000000000 || tgt.profile.Name != "v100-16gb" {
 		t.Errorf("target %+v, %v", tgt, err)
 	}
 	bad := filepath.Join(dir, "bad")

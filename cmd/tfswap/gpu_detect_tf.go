@@ -21,7 +21,7 @@ func init() {
 				return err
 			}
 			if gpus == nil {
-				gpus = []tfrun.RuntimeDevice{}
+				gpus = []tfrun.GPU{}
 			}
 			return json.NewEncoder(c.App.Writer).Encode(gpus)
 		},

@@ -8,10 +8,10 @@ import (
 	"testing"
 )
 
-// TestRuntimeCommandsWithoutTensorFlow checks that profile and tune exist in a build
+// TestRuntimeCommandsWithoutTensorFlow checks that profile, tune and gpu-check exist in a build
 // without the TensorFlow runtime and fail with exit status 1, saying how to get them.
 func TestRuntimeCommandsWithoutTensorFlow(t *testing.T) {
-	for _, cmd := range []string{"profile", "tune"} {
+	for _, cmd := range []string{"profile", "tune", "gpu-check"} {
 		var stdout, stderr bytes.Buffer
 		code := run([]string{"tfswap", cmd, "model.pb", "--budget", "1GiB"}, strings.NewReader(""), &stdout, &stderr)
 		if code != 1 || !strings.Contains(stderr.String(), "built without the TensorFlow runtime") || !strings.Contains(stderr.String(), "-tags tensorflow") {

@@ -20,15 +20,15 @@ import (
 
 // withGPUs makes the rewrite command see the given device list (nil: a tfswap without the
 // runtime) for the rest of the test.
-func withGPUs(t *testing.T, list func() ([]tfrun.RuntimeDevice, error)) {
+func withGPUs(t *testing.T, list func() ([]tfrun.GPU, error)) {
 	t.Helper()
 	old := visibleGPUs
 	visibleGPUs = list
 	t.Cleanup(func() { visibleGPUs = old })
 }
 
-func fakeGPUs(devs ...tfrun.RuntimeDevice) func() ([]tfrun.RuntimeDevice, error) {
-	return func() ([]tfrun.RuntimeDevice, error) { return devs, nil }
+func fakeGPUs(devs ...tfrun.DeviceInfo) func() ([]tfrun.DeviceInfo, error) {
+	return func() ([]tfrun.DeviceInfo, error) { return devs, nil }
 }
 
 // defaultReport is the part of the --report JSON the default-flow tests read.
@@ -123,27 +123,26 @@ func TestRewriteDefaultDevice(t *testing.T) {
 	tmp := t.TempDir()
 	for _, tc := range []struct {
 		name    string
-		list    func() ([]tfrun.RuntimeDevice, error)
+		list    func() ([]tfrun.DeviceInfo, error)
 		device  string
 		source  string
 		budget  int64
 		stdouts []string
 	}{
-		{"v100", fakeGPUs(tfrun.RuntimeDevice{Name: "/job:localhost/replica:0/task:0/device:GPU:0", Type: "GPU", MemoryBytes: 14 * gib}),
-			"v100-16gb", "runtime", 14 * gib, []string{"the GPU TensorFlow sees: /job:localhost/replica:0/task:0/device:GPU:0, 14.00 GiB for its allocator; timing from v100-16gb",
+		{"v100", fakeGPUs(tfrun.DeviceInfo{Name: "/job:localhost/replica:0/task:0/device:GPU:0", Type: "GPU", MemoryBytes: 14 * gib,
+			Description: "device: 0, name: Tesla V100-SXM2-16GB, pci bus id: 0000:00:04.0, compute capability: 7.0"}),
+			"v100-16gb", "runtime", 14 * gib, []string{"the GPU TensorFlow sees: GPU:0 Tesla V100-SXM2-16GB, compute capability 7.0, 14.00 GiB for TensorFlow, 14.00 GiB for its allocator; timing from v100-16gb",
 				"budget:          14.00 GiB per GPU: the memory limit TensorFlow gives its allocator"}},
-		{"two GPUs", fakeGPUs(tfrun.RuntimeDevice{Name: "/device:CPU:0", Type: "CPU"},
-			tfrun.RuntimeDevice{Name: "/device:GPU:0", Type: "GPU", MemoryBytes: 78 * gib}, tfrun.RuntimeDevice{Name: "/device:GPU:1", Type: "GPU", MemoryBytes: 77 * gib}),
+		{"two GPUs", fakeGPUs(tfrun.DeviceInfo{Name: "/device:CPU:0", Type: "CPU"},
+			tfrun.DeviceInfo{Name: "/device:GPU:0", Type: "GPU", MemoryBytes: 78 * gib, Description: "device: 0, name: NVIDIA H100 80GB HBM3, pci bus id: 0000:00:04.0, compute capability: 9.0"},
+			tfrun.DeviceInfo{Name: "/device:GPU:1", Type: "GPU", MemoryBytes: 77 * gib, Description: "device: 1, name: NVIDIA H100 80GB HBM3, pci bus id: 0000:00:05.0, compute capability: 9.0"}),
 			"h100", "runtime", 77 * gib, []string{"the smallest limit of the 2 GPUs"}},
-		{"no GPU", fakeGPUs(tfrun.RuntimeDevice{Name: "/device:CPU:0", Type: "CPU"}), "v100-16gb", "default", 0, []string{"the default profile (TensorFlow sees no GPU"}},
-		{"list fails", func() ([]tfrun.RuntimeDevice, error) { return nil, errors.New("no driver") }, "v100-16gb", "default", 0,
-			[]string{"TensorFlow's device list failed (no driver)"}},
+		{"no GPU", fakeGPUs(tfrun.DeviceInfo{Name: "/device:CPU:0", Type: "CPU"}), "v100-16gb", "default", 0, []string{"the default profile (TensorFlow sees no GPU"}},
+		{"list fails", func() ([]tfrun.DeviceInfo, error) { return nil, errors.New("no driver") }, "v100-16gb", "default", 0,
+			[]string{"TensorFlow's device list failed (tfrun: listing the runtime's devices: no driver)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			withGPUs(t, func() ([]tfrun.RuntimeDevice, error) {
-				devs, err := tc.list()
-				return tfrun.GPUs(devs), err
-			})
+			withGPUs(t, func() ([]tfrun.GPU, error) { return tfrun.DetectGPUs(tc.list) })
 			rep := filepath.Join(tmp, tc.name+".json")
 			code, stdout, stderr := runSimCLI(t, "rewrite", in, "-o", filepath.Join(tmp, "out.pb"), "--report", rep)
 			if code != 0 {
@@ -167,7 +166,7 @@ func TestRewriteDefaultDevice(t *testing.T) {
 	// --device names the GPU, --budget the memory: nothing is detected. With --device the
 	// budget is the profile's default; with --budget alone the timing is the default
 	// profile's.
-	withGPUs(t, func() ([]tfrun.RuntimeDevice, error) {
+	withGPUs(t, func() ([]tfrun.GPU, error) {
 		t.Error("devices listed although --device or --budget was given")
 		return nil, nil
 	})
@@ -186,17 +185,6 @@ func TestRewriteDefaultDevice(t *testing.T) {
 	}
 	if r := readReport(t, rep); r.Plan.DeviceSource != "flag" || r.Plan.Budget != 40<<30-1536<<20 {
 		t.Errorf("--device a100-40gb: %+v", r.Plan)
-	}
-}
-
-// TestNearestProfile: a GPU's allocator limit picks the built-in profile of nearest default
-// budget, the default device among profiles of equal memory.
-func TestNearestProfile(t *testing.T) {
-	for limit, want := range map[int64]string{14 << 30: "v100-16gb", 15 << 30: "v100-16gb", 10 << 30: "gtx1080ti", 11<<30 + 512<<20: "titanx",
-		30 << 30: "v100-32gb", 38 << 30: "a100-40gb", 78<<30 + 400<<20: "a100-80gb", 78 << 30: "h100", 94 << 30: "gh200"} {
-		if got := nearestProfile(limit).Name; got != want {
-			t.Errorf("limit %d: %s, want %s", limit, got, want)
-		}
 	}
 }
 

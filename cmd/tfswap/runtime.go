@@ -17,7 +17,7 @@ import (
 // without the TensorFlow runtime (haveRuntime false) runs them by executing tfswap-runtime
 // as a child process (delegate), so that it never loads TensorFlow itself: not for --help,
 // not for the pure commands.
-var runtimeCommands = map[string]bool{"train": true, "profile": true, "tune": true}
+var runtimeCommands = map[string]bool{"train": true, "profile": true, "tune": true, "gpu-check": true}
 
 const (
 	// runtimeBinaryName is the tfswap built with -tags tensorflow, looked for next to the
