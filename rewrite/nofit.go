@@ -39,6 +39,8 @@ type NoFitError struct {
 	Simulated int
 }
 
+// Error says which device does not fit by how much, what is live at the lowest peak, and
+// what would have to change, on several lines.
 func (e *NoFitError) Error() string {
 	b := units.FormatBytes
 	var w strings.Builder
