@@ -46,9 +46,17 @@ func describePlan(p *Planned) string {
 }
 
 // TestPlanGoldens plans every fixture with every strategy for 80% of its unswapped peak
-// (a training step: the fan-in of "train") and compares with testdata/plans. A budget a
-// strategy cannot meet records its diagnosis instead.
+// (a training step: the fan-in of "train") and compares with testdata/plans, planned with
+// the default accountings (all three), and with testdata/plans/both, planned with "both" (the
+// earlier default, whose plans it keeps byte for byte). A budget a strategy cannot meet
+// records its diagnosis instead.
 func TestPlanGoldens(t *testing.T) {
+	for _, acc := range []string{"", "both"} {
+		planGoldens(t, acc)
+	}
+}
+
+func planGoldens(t *testing.T, acc string) {
 	p, err := cost.LookupProfile(DefaultDevice)
 	if err != nil {
 		t.Fatal(err)
@@ -71,8 +79,8 @@ func TestPlanGoldens(t *testing.T) {
 		budget := base.Compute().PeakBytes * 8 / 10
 		steps := map[string]int64{} // fitting strategies' step times
 		for _, s := range StrategyNames() {
-			t.Run(name+"_"+s, func(t *testing.T) {
-				res, err := RewriteWithPlanner(m, Options{MinTensorBytes: -1}, PlanOptions{Strategy: s, Budget: budget, Sim: fetch})
+			t.Run(acc+name+"_"+s, func(t *testing.T) {
+				res, err := RewriteWithPlanner(m, Options{MinTensorBytes: -1}, PlanOptions{Strategy: s, Budget: budget, Sim: fetch, FitAccounting: acc})
 				var got string
 				var nf *NoFitError
 				switch {
@@ -85,14 +93,14 @@ func TestPlanGoldens(t *testing.T) {
 						t.Fatal(err)
 					}
 					for _, d := range res.Eval.Devices {
-						if d.Peak > d.Budget {
-							t.Errorf("%s peak %d over budget %d", d.Name, d.Peak, d.Budget)
+						if d.Peak > d.Budget || d.GrapplerPeak > d.Budget || acc == "" && d.GrapplerPeakUS > d.Budget {
+							t.Errorf("%s peaks %d, %d and %d (us) over budget %d", d.Name, d.Peak, d.GrapplerPeak, d.GrapplerPeakUS, d.Budget)
 						}
 					}
 					got = describePlan(res)
 					steps[s] = res.Eval.StepTime
 				}
-				file := filepath.Join("testdata", "plans", name+"_"+s+".golden")
+				file := filepath.Join("testdata", "plans", acc, name+"_"+s+".golden")
 				if *update {
 					if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
 						t.Fatal(err)
@@ -114,7 +122,7 @@ func TestPlanGoldens(t *testing.T) {
 		// auto is never worse than another strategy.
 		for s, st := range steps {
 			if a, ok := steps["auto"]; !ok || st < a {
-				t.Errorf("%s: %s fits with step %d, auto %v (fits: %v)", name, s, st, a, ok)
+				t.Errorf("%s %s: %s fits with step %d, auto %v (fits: %v)", acc, name, s, st, a, ok)
 			}
 		}
 	}
