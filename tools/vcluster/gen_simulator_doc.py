@@ -503,7 +503,7 @@ def write(out, profiles, names, rows, scaled, r50, plot_rel, tfver, gpu, dev, co
     d("`--fit-accounting all` (the default) requires a plan to fit by all three, so that every plan "
       "`tfswap rewrite` reports as fitting also fits by TensorFlow's own "
       "`DeterminePeakMemoryUsage`; `tfswap`, `grappler-ns`, `grappler-us` or a comma-separated list "
-      "of them ask for those alone (`both` is `tfswap,grappler-ns` as before, with its 2%% margin "
+      "of them ask for those alone (`both` is `tfswap,grappler-ns` as before, with its 2% margin "
       "for recomputations); whatever it asks, `rewrite` prints and reports (`--report`) all three "
       "figures of the plan.")
     d()
@@ -564,11 +564,14 @@ def write(out, profiles, names, rows, scaled, r50, plot_rel, tfver, gpu, dev, co
                 worst = max(worst, abs(gb - v), abs(gu - vu))
                 arows.append([label, devname, "{:,}".format(v), "{:,}".format(gb), "{:,}".format(vu), "{:,}".format(gu),
                               "{:,}".format(tb), pct(tb, v)])
-            cost_diff = max(cost_diff, abs(r[which]["grappler"]["step_time_ns"] - round(r[which]["vc"]["cost_estimate_s"] * 1e9)))
+            # MeasureCosts reports its cost estimate in whole microseconds.
+            cost_diff = max(cost_diff, abs(r[which]["grappler"]["step_time_ns"] // 1000 * 1000 -
+                                           round(r[which]["vc"]["cost_estimate_s"] * 1e9)))
     d.table(["graph", "device", "VirtualCluster ns", "tfswap, Grappler's rules, ns", "VirtualCluster µs",
              "tfswap, Grappler's rules, µs", "tfswap", "diff from VC ns"], arows)
     d("With Grappler's rules the largest difference of any peak on any device is %d bytes, and "
-      "the simulated step is `Cluster.MeasureCosts`' cost estimate to within %d ns: the two "
+      "the simulated step, truncated to the microsecond as `Cluster.MeasureCosts` reports its "
+      "cost estimate, differs from that estimate by %d ns: the two "
       "simulators agree on which nodes run, where, in what order, at which nanosecond, how large "
       "every tensor is and when it is freed. The difference between the last columns and the "
       "others is the difference between the accountings, explained next." % (worst, cost_diff))
