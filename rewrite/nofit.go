@@ -202,7 +202,7 @@ func (pr *Problem) noFit(strategy string, ev *Evaluation) error {
 	} else if strategy != "auto" && lp != nil && lp.Fits {
 		e.Advice = append(e.Advice, fmt.Sprintf("another strategy: swapping every gap of every tensor fits (peak %s); try --strategy auto, or", b(maxPeak(lp))))
 	}
-	if e.microsecondOnly() && e.requires("grappler-ns") {
+	if e.microsecondOnly() {
 		e.Advice = append(e.Advice, "--fit-accounting tfswap,grappler-ns, to accept plans that fit by tfswap's model of the runtime and the VirtualCluster's trace timed to the nanosecond (TensorFlow's own DeterminePeakMemoryUsage reads that trace in microseconds and counts tensors freed and allocated within the same microsecond together), or")
 	} else if e.grapplerOver() {
 		e.Advice = append(e.Advice, "--fit-accounting tfswap, to accept plans that fit by tfswap's model of the runtime alone (the VirtualCluster would judge them over budget: it counts every ReadVariableOp output and Identity copy, never forwards buffers, and DeterminePeakMemoryUsage counts tensors of the same microsecond together), or")
