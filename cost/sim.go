@@ -334,6 +334,15 @@ type xfer struct {
 	waiters    []int32
 	enq        int64
 	start, end int64
+	recvKey    pickKey // RecvOps: the _Recv's ready time and tie rank
+}
+
+// pickKey orders inputs as the VirtualScheduler marks their producers executed: its single
+// ready queue takes nodes by ready time, then name, so the producers of one node's inputs are
+// marked in the order of their own (ready time, tie rank).
+type pickKey struct {
+	ready int64
+	tie   int32
 }
 
 type copyEngine struct {
@@ -378,7 +387,8 @@ type sim struct {
 	tie      []int32
 	pend     []int32
 	ready    []int64
-	lastX    []int32 // the transfer that last delivered an input (stall attribution), or -1
+	picked   []pickKey // RecvOps: the input the VirtualScheduler marks executed last so far
+	lastX    []int32   // the transfer that last delivered an input (stall attribution), or -1
 	start    []int64
 	outOf    []int32 // first index in outBuf of a node's outputs
 	outB     []int32 // per output: its buffer, -1 for none
@@ -529,6 +539,7 @@ func (s *sim) setup() error {
 	s.tie = make([]int32, nn)
 	s.pend = make([]int32, nn)
 	s.ready = make([]int64, nn)
+	s.picked = make([]pickKey, nn)
 	s.lastX = make([]int32, nn)
 	s.start = make([]int64, nn)
 	s.outOf = make([]int32, nn+1)
@@ -577,6 +588,7 @@ func (s *sim) setup() error {
 		s.resid[n.Index] = -1
 		s.wsBuf[n.Index] = -1
 		s.lastX[n.Index] = -1
+		s.picked[n.Index] = pickKey{-1, -1}
 		if !incl[n.Index] {
 			continue
 		}
@@ -876,10 +888,21 @@ func (s *sim) makeReady(node int, t int64) {
 }
 
 // arrive delivers one input (data or control) of node at time t, through transfer x (-1 for
-// a same-device input).
-func (s *sim) arrive(node int, t int64, x int32) {
+// a same-device input), from a producer that became ready at from.ready with tie rank
+// from.tie. A node becomes ready when its last input has arrived. With RecvOps that is the
+// VirtualScheduler's rule, which takes the time the input whose producer it marks executed
+// last (the largest pickKey) arrives: on one device that is the last to arrive, but a control
+// input from another device (which has no _Recv) may be marked after an input that arrives
+// later (SchedulerState::GetOutputNodes sets time_ready when the last input is marked).
+func (s *sim) arrive(node int, t int64, x int32, from pickKey) {
 	s.pend[node]--
-	if t >= s.ready[node] {
+	if s.conv.RecvOps {
+		if p := s.picked[node]; from.ready > p.ready || from.ready == p.ready && from.tie >= p.tie {
+			s.picked[node] = from
+			s.ready[node] = t
+			s.lastX[node] = x
+		}
+	} else if t >= s.ready[node] {
 		s.ready[node] = t
 		s.lastX[node] = x
 	}
@@ -887,6 +910,9 @@ func (s *sim) arrive(node int, t int64, x int32) {
 		s.makeReady(node, s.ready[node])
 	}
 }
+
+// key returns the pickKey of node as a producer.
+func (s *sim) key(node int) pickKey { return pickKey{s.ready[node], s.tie[node]} }
 
 // inputBuf returns the buffer node reads as data input i on its own device: the producer's
 // buffer, or the received copy, or -1.
@@ -1075,7 +1101,7 @@ func (s *sim) finishOp(node int, t int64) {
 				continue
 			}
 			if s.dev[c] == dv {
-				s.arrive(c, t, -1)
+				s.arrive(c, t, -1, s.key(node))
 				continue
 			}
 			x := s.transfer(node, port, s.dev[c], t)
@@ -1089,7 +1115,7 @@ func (s *sim) finishOp(node int, t int64) {
 		if s.dev[c.Index] == dv || s.conv.RecvOps {
 			// The VirtualScheduler adds no _Send/_Recv for a control input from another
 			// device: it treats it as an edge on one device (SchedulerState::Init).
-			s.arrive(c.Index, t, -1)
+			s.arrive(c.Index, t, -1, s.key(node))
 			continue
 		}
 		x := s.transfer(node, -1, s.dev[c.Index], t)
@@ -1241,7 +1267,7 @@ func (s *sim) finishXfer(id int32, t int64) {
 		via = id
 	}
 	for _, c := range x.waiters {
-		s.arrive(int(c), t, via)
+		s.arrive(int(c), t, via, x.recvKey)
 	}
 }
 
@@ -1297,6 +1323,7 @@ func (s *sim) sendDone(id int32, t int64) {
 	d := s.devs[x.dst]
 	d.ready.Push(readyItem{ready: t, tie: tie, node: -id - 1})
 	d.dirty = true
+	x.recvKey = pickKey{t, tie}
 }
 
 // startRecv runs a _Recv on its device's stream: it allocates the received copy (4 bytes for
@@ -1357,10 +1384,14 @@ func (s *sim) run() error {
 			}
 		}
 		s.dispatch(t)
-		for _, id := range s.deferred {
-			s.release(id, t)
+		// DelayedFree releases after everything that happens at t, ops of no duration that
+		// end at t and what they make ready included (GraphMemory frees at t + 1 ns).
+		if s.evq.Len() == 0 || s.evq.Peek().t > t {
+			for _, id := range s.deferred {
+				s.release(id, t)
+			}
+			s.deferred = s.deferred[:0]
 		}
-		s.deferred = s.deferred[:0]
 		if t > s.res.StepTime {
 			s.res.StepTime = t
 		}

@@ -51,7 +51,8 @@ func venvPython(t *testing.T) string {
 }
 
 // TestVirtualClusterAgreement runs every fixture graph (and, with TFSWAP_VCLUSTER_LARGE set,
-// every graph testmodels/large.py wrote), original and rewritten by tfswap, through
+// every graph testmodels/large.py wrote), original, rewritten by tfswap's LMS defaults and
+// planned by vDNN (waits) and (fixtures) with every recomputation candidate recomputed, through
 // Grappler's VirtualCluster (tools/vcluster/vcluster.py) on the v100-16gb profile, and
 // simulates each with Grappler's conventions. It requires the simulation to reproduce the
 // VirtualCluster's step: every op of the graph starts and ends at the nanosecond the
@@ -113,12 +114,34 @@ func TestVirtualClusterAgreement(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out := filepath.Join(tmp, strings.TrimSuffix(filepath.Base(f), ".pb")+".swap.pb")
+		stem := filepath.Join(tmp, strings.TrimSuffix(filepath.Base(f), ".pb"))
+		out := stem + ".swap.pb"
 		if err := res.Model.Save(out, graphdef.SaveOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		graphs = append(graphs, f, out)
 		fetch[f], fetch[out] = side.TrainOp, side.TrainOp
+		// Planned graphs too: vDNN's, whose waits put control edges from host swap-outs on
+		// GPU ops, and (fixtures) one recomputing every candidate, whose copies and gates the
+		// scheduler places among other work.
+		plans := []rewrite.PlanOptions{{Strategy: "vdnn-all"}}
+		if !strings.Contains(f, "/large/") {
+			plans = append(plans, rewrite.PlanOptions{Strategy: "window", Recompute: "max"})
+		}
+		for _, po := range plans {
+			po.Profile, po.Budget, po.FitAccounting = p, 1<<40, "tfswap"
+			po.Sim = cost.Options{Fetch: []string{side.TrainOp}}
+			pl, err := rewrite.RewriteWithPlanner(m, rewrite.Options{}, po)
+			if err != nil {
+				t.Fatalf("%s: planning with %s: %v", f, po.Strategy, err)
+			}
+			out := stem + "." + po.Strategy + ".pb"
+			if err := pl.Model.Save(out, graphdef.SaveOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			graphs = append(graphs, out)
+			fetch[out] = side.TrainOp
+		}
 	}
 	// All fixtures share the fetch name; one checker run does every graph.
 	args := []string{"../tools/vcluster/vcluster.py", "--device-file", profPath, "--json", "--trace", "--fetch", fetch[graphs[0]]}
