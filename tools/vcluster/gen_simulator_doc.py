@@ -495,7 +495,10 @@ def write(out, profiles, names, rows, scaled, r50, plot_rel, tfver, gpu, dev, co
       "`Identity` (a copy of its trigger's output in Grappler's accounting) and the `Identity` "
       "copies of `tf.gradients`' tuples, beside the tensor the next op allocates. The checker "
       "names, for each device, the tensors the microsecond peak counts that are not live together "
-      "with the others at any nanosecond of that microsecond (`us_only`; the last column below).")
+      "with the others at any nanosecond of that microsecond (`us_only`; the last column below). "
+      "They are counted against the best nanosecond of the microsecond peak's own microsecond, so "
+      "when the nanosecond peak lies elsewhere in the step they can weigh more than the "
+      "difference between the two figures.")
     d()
     d("**When tfswap's figure differs from Grappler's**: the accounting rules, one by one in the "
       "section after next.")
@@ -541,9 +544,11 @@ def write(out, profiles, names, rows, scaled, r50, plot_rel, tfver, gpu, dev, co
       "simulate` with its own accounting, the prediction users get. Rewritten graphs are `tfswap "
       "rewrite` with its defaults. The test `TestVirtualClusterAgreement` (`go test ./cost`; "
       "`TFSWAP_VCLUSTER_LARGE=1` adds the large models) requires, for every graph below, original "
-      "and rewritten, every op of the simulation to run on the device, from the nanosecond and to "
-      "the nanosecond, with the output shapes that the VirtualCluster's trace records, and both "
-      "peaks of every device to be the VirtualCluster's to the byte." % (FETCH, PROFILE))
+      "and rewritten, and for a vDNN plan of each (whose waits make GPU ops wait for host "
+      "swap-outs) and, on the fixtures, a plan recomputing every candidate, every op of the "
+      "simulation to run on the device, from the nanosecond and to the nanosecond, with the "
+      "output shapes that the VirtualCluster's trace records, and both peaks of every device to "
+      "be the VirtualCluster's to the byte." % (FETCH, PROFILE))
     d()
     arows = []
     worst = 0
