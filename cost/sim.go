@@ -1326,8 +1326,10 @@ func (s *sim) sendDone(id int32, t int64) {
 	x.recvKey = pickKey{t, tie}
 }
 
-// startRecv runs a _Recv on its device's stream: it allocates the received copy (4 bytes for
-// a control message), held until the _Recv ends unless consumers keep it (!TransientRecv).
+// startRecv runs a _Recv on its device's stream: it allocates the received copy, held until
+// the _Recv ends unless consumers keep it (!TransientRecv). (A control edge between devices
+// makes no transfer under RecvOps; were one sent, its message would count 4 bytes, the
+// VirtualScheduler's control_message.)
 func (s *sim) startRecv(dev int32, id int32, t int64) {
 	x := s.xfers[id]
 	d := s.devs[dev]
