@@ -96,7 +96,7 @@ func planFlags() []cli.Flag {
 		&cli.StringFlag{Name: "window", Usage: "window: the schedule-window in bytes (default: tuned)"},
 		&cli.BoolFlag{Name: "explain", Usage: "print the plan's reasoning for every swap candidate"},
 		&cli.StringFlag{Name: "recompute", Value: "auto", Usage: "where backward readers may read a recomputed copy of a cheap op's output instead of a swapped-in one: auto (the auto strategy recomputes where the simulator says it beats swapping alone), off, or max (recompute every candidate, then swap what remains)"},
-		&cli.StringFlag{Name: "fit-accounting", Value: "both", Usage: "whose accounting a plan's peak must fit the budget by: both (tfswap's model of the runtime and Grappler's VirtualCluster rules) or tfswap"},
+		&cli.StringFlag{Name: "fit-accounting", Value: "all", Usage: "the accountings a plan's peak must fit the budget by: all (tfswap's model of the runtime, and Grappler's VirtualCluster trace read to the nanosecond and, as TensorFlow's DeterminePeakMemoryUsage reads it, to the microsecond), or a comma-separated list of tfswap, grappler-ns, grappler-us; both is tfswap,grappler-ns with the 2% recomputation margin of earlier versions"},
 	}
 }
 
@@ -144,8 +144,8 @@ func planOptions(c *cli.Context) (rewrite.PlanOptions, error) {
 	if !slices.Contains(rewrite.RecomputeModes, po.Recompute) {
 		return po, usagef("--recompute: want one of %s, got %q", strings.Join(rewrite.RecomputeModes, ", "), po.Recompute)
 	}
-	if !slices.Contains(rewrite.FitAccountings, po.FitAccounting) {
-		return po, usagef("--fit-accounting: want one of %s, got %q", strings.Join(rewrite.FitAccountings, ", "), po.FitAccounting)
+	if _, err := rewrite.ParseFitAccounting(po.FitAccounting); err != nil {
+		return po, usagef("--fit-accounting: %v", err)
 	}
 	if c.IsSet("device") || c.IsSet("device-file") {
 		p, err := profileFromFlags(c)
@@ -256,7 +256,8 @@ func init() {
 			"Large Model Support's fixed thresholds instead (defaults 10, 2 and 5): every tensor is swapped\n" +
 			"for its consumers at least --swapout-threshold levels later, whatever the budget.\n\n" +
 			"Every rewrite ends with its prediction for the device: the peak against the budget by\n" +
-			"tfswap's accounting and by Grappler's VirtualCluster rules, the step-time overhead against\n" +
+			"each accounting (tfswap's, and the VirtualCluster's in nanoseconds and in microseconds),\n" +
+			"the step-time overhead against\n" +
 			"the unswapped graph, the bytes over the host link, and a warning when the result does not\n" +
 			"fit or costs more than 50%.",
 		Flags: append(append(modelFlags(),
@@ -414,7 +415,10 @@ func predictionWarnings(p *rewrite.Planned) []string {
 		}
 		by := fmt.Sprintf("predicted peak %s by tfswap's accounting", b(d.Peak))
 		if d.GrapplerPeak > 0 {
-			by += fmt.Sprintf(", %s by Grappler's VirtualCluster rules", b(d.GrapplerPeak))
+			by += fmt.Sprintf(", %s by Grappler's VirtualCluster rules (its trace in nanoseconds)", b(d.GrapplerPeak))
+		}
+		if d.GrapplerPeakUS > 0 {
+			by += fmt.Sprintf(", %s by DeterminePeakMemoryUsage (in microseconds)", b(d.GrapplerPeakUS))
 		}
 		w := fmt.Sprintf("the rewritten graph does not fit %s's budget of %s on %s: %s. ", d.Name, b(d.Budget), p.Profile.Name, by)
 		if fixed {
@@ -465,12 +469,17 @@ type planReport struct {
 }
 
 type planDeviceReport struct {
-	Name          string `json:"name"`
-	Peak          int64  `json:"peak"`
-	GrapplerPeak  int64  `json:"grappler_peak,omitempty"`
-	Budget        int64  `json:"budget"`
-	UnswappedPeak int64  `json:"unswapped_peak"`
-	PeakTime      int64  `json:"peak_time_ns"`
+	Name string `json:"name"`
+	Peak int64  `json:"peak"`
+	// GrapplerPeak and GrapplerPeakUS are the VirtualCluster's GraphMemory peaks (trace
+	// read to the nanosecond, and to the microsecond as DeterminePeakMemoryUsage reads it);
+	// Judged names the accountings the plan had to fit by.
+	GrapplerPeak   int64    `json:"grappler_peak,omitempty"`
+	GrapplerPeakUS int64    `json:"grappler_peak_us,omitempty"`
+	Judged         []string `json:"fit_accountings,omitempty"`
+	Budget         int64    `json:"budget"`
+	UnswappedPeak  int64    `json:"unswapped_peak"`
+	PeakTime       int64    `json:"peak_time_ns"`
 }
 
 func planReportOf(p *rewrite.Planned, source string, warnings []string) *planReport {
@@ -480,7 +489,8 @@ func planReportOf(p *rewrite.Planned, source string, warnings []string) *planRep
 		Waits: len(p.Waits), Simulations: p.Simulations, BatchScale: max(1, p.Eval.Result.Options.BatchScale), Warnings: warnings, Explanation: p.Explanation,
 		Fetch: append([]string{}, p.Base.Result.Options.Fetch...), SimulatedNodes: p.Base.Result.Simulated}
 	for _, d := range p.Eval.Devices {
-		dr := planDeviceReport{Name: d.Name, Peak: d.Peak, GrapplerPeak: d.GrapplerPeak, Budget: d.Budget, PeakTime: d.PeakTime}
+		dr := planDeviceReport{Name: d.Name, Peak: d.Peak, GrapplerPeak: d.GrapplerPeak, GrapplerPeakUS: d.GrapplerPeakUS,
+			Judged: d.Judged(), Budget: d.Budget, PeakTime: d.PeakTime}
 		for _, b := range p.Base.Devices {
 			if b.Name == d.Name {
 				dr.UnswappedPeak = b.Peak
@@ -513,13 +523,25 @@ func printPlan(w io.Writer, p *rewrite.Planned, deviceWhy, budgetWhy string) {
 		if d.Over() > 0 {
 			fits = " (does not fit)"
 		}
-		fmt.Fprintf(w, "  predicted peak:  %s %s of %s (unswapped %s)%s\n", d.Name, units.FormatBytes(d.Peak), units.FormatBytes(d.Budget), units.FormatBytes(base), fits)
+		judged := map[string]bool{}
+		for _, a := range d.Judged() {
+			judged[a] = true
+		}
+		mark := func(acc string) string {
+			if judged[acc] {
+				return ""
+			}
+			return " (not required)"
+		}
+		fmt.Fprintf(w, "  predicted peak:  %s %s of %s by tfswap's model of the runtime%s (unswapped %s)%s\n", d.Name, units.FormatBytes(d.Peak),
+			units.FormatBytes(d.Budget), mark("tfswap"), units.FormatBytes(base), fits)
 		if d.GrapplerPeak > 0 {
 			margin := ""
 			if d.GrapplerMargin > 0 {
-				margin = fmt.Sprintf(" (%s kept free by them for the recomputations)", units.FormatBytes(d.GrapplerMargin))
+				margin = fmt.Sprintf(", %s kept free by it for the recomputations", units.FormatBytes(d.GrapplerMargin))
 			}
-			fmt.Fprintf(w, "                   %s by Grappler's VirtualCluster rules%s\n", units.FormatBytes(d.GrapplerPeak), margin)
+			fmt.Fprintf(w, "                   %s by Grappler's VirtualCluster, trace in nanoseconds%s%s\n", units.FormatBytes(d.GrapplerPeak), mark("grappler-ns"), margin)
+			fmt.Fprintf(w, "                   %s by Grappler's VirtualCluster, trace in microseconds (DeterminePeakMemoryUsage)%s\n", units.FormatBytes(d.GrapplerPeakUS), mark("grappler-us"))
 		}
 	}
 	fmt.Fprintf(w, "  predicted step:  %s (unswapped %s, %+.1f%% overhead), %s stalled on swap-ins\n", cost.FormatDuration(p.Eval.StepTime),
