@@ -153,13 +153,18 @@ type NoFitError struct {
 	Device string
 	Budget int64
 	// Peak is the smallest peak any plan reached on Device, by tfswap's model of the
-	// runtime, at PeakTime into the step; GrapplerPeak is that plan's peak by the rules of
-	// Grappler's VirtualCluster when it was checked by them (0 otherwise). Unswapped is the
-	// unswapped step's peak.
-	Peak         int64
-	GrapplerPeak int64
-	PeakTime     time.Duration
-	Unswapped    int64
+	// runtime, at PeakTime into the step; GrapplerPeak and GrapplerPeakUS are that plan's
+	// peaks by the rules of Grappler's VirtualCluster, from its trace's nanoseconds and
+	// microseconds, when it was judged by them (0 otherwise). Unswapped is the unswapped
+	// step's peak.
+	Peak           int64
+	GrapplerPeak   int64
+	GrapplerPeakUS int64
+	PeakTime       time.Duration
+	Unswapped      int64
+	// Accountings are those the plans had to fit by ("tfswap", "grappler-ns",
+	// "grappler-us"; Options.FitAccounting).
+	Accountings []string
 	// Weights, Slots (optimizer slots), Constants, Workspace (kernel workspace), Activations
 	// and Copies (swapped-in or recomputed copies) are the bytes live at the peak, by kind.
 	Weights, Slots, Constants, Workspace, Activations, Copies int64
@@ -194,9 +199,9 @@ type LiveTensor struct {
 // newNoFitError converts the rewrite package's error.
 func newNoFitError(e *rewrite.NoFitError) *NoFitError {
 	out := &NoFitError{Strategy: e.Strategy, Device: e.Device, Budget: e.Budget, Peak: e.Peak, GrapplerPeak: e.GrapplerPeak,
-		PeakTime: time.Duration(e.PeakTime), Unswapped: e.Unswapped, Weights: e.Weights, Slots: e.Slots, Constants: e.Constants,
-		Workspace: e.Workspace, Activations: e.Activations, Copies: e.Copies, Advice: clone(e.Advice), Fetch: clone(e.Fetch),
-		SimulatedNodes: e.Simulated, msg: e.Error()}
+		GrapplerPeakUS: e.GrapplerPeakUS, Accountings: clone(e.Accountings), PeakTime: time.Duration(e.PeakTime), Unswapped: e.Unswapped,
+		Weights: e.Weights, Slots: e.Slots, Constants: e.Constants, Workspace: e.Workspace, Activations: e.Activations, Copies: e.Copies,
+		Advice: clone(e.Advice), Fetch: clone(e.Fetch), SimulatedNodes: e.Simulated, msg: e.Error()}
 	for _, l := range e.Largest {
 		out.Largest = append(out.Largest, LiveTensor{Name: l.Name, Op: l.Op, Kind: l.Kind, Bytes: l.Bytes, Since: time.Duration(l.Since)})
 	}

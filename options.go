@@ -61,9 +61,12 @@ type Options struct {
 	// NoTF32 plans float32 matrix products at the FP32 rate even where TF32 tensor cores
 	// exist (--no-tf32).
 	NoTF32 bool
-	// FitAccounting says by whose accounting a plan's peak must fit (--fit-accounting):
-	// "both" (tfswap's model of the runtime and the rules of Grappler's VirtualCluster) or
-	// "tfswap". Empty means "both".
+	// FitAccounting names the accountings by which a plan's peak must fit the budget
+	// (--fit-accounting): "all", or a comma-separated list of "tfswap" (tfswap's model of
+	// the runtime), "grappler-ns" (the rules of Grappler's VirtualCluster, on its trace's
+	// nanoseconds) and "grappler-us" (the same on its microseconds, as TensorFlow's
+	// DeterminePeakMemoryUsage reads it); "both" is tfswap and grappler-ns with the margin
+	// for recomputations of earlier versions. Empty means "all".
 	FitAccounting string
 	// Recompute says where backward readers may read a recomputed copy of a cheap op's
 	// output instead of a swapped-in one (--recompute): "auto" (the auto strategy weighs it
@@ -207,9 +210,11 @@ func (o *Options) rewriteOptions() (rewrite.Options, rewrite.PlanOptions, error)
 	check(o.MinTensorBytes >= 0, "MinTensorBytes must not be negative, not %d (NoMinTensorBytes swaps tensors of any size)", o.MinTensorBytes)
 	check(!o.NoMinTensorBytes || o.MinTensorBytes == 0, "give either MinTensorBytes or NoMinTensorBytes, not both")
 	check(o.Recompute == "" || slices.Contains(rewrite.RecomputeModes, o.Recompute), "Recompute: want one of %s, got %q", strings.Join(rewrite.RecomputeModes, ", "), o.Recompute)
-	check(o.FitAccounting == "" || slices.Contains(rewrite.FitAccountings, o.FitAccounting), "FitAccounting: want one of %s, got %q", strings.Join(rewrite.FitAccountings, ", "), o.FitAccounting)
 	if err != nil {
 		return ro, po, err
+	}
+	if _, err := rewrite.ParseFitAccounting(o.FitAccounting); err != nil {
+		return ro, po, badOptions("FitAccounting: %v", err)
 	}
 	ro = rewrite.Options{SwapoutThreshold: o.SwapoutThreshold, SwapinAhead: o.SwapinAhead, SwapinGroupBy: o.SwapinGroupBy, MinTensorBytes: o.MinTensorBytes,
 		ExcludeScopes: clone(o.ExcludeScopes), ExcludeOps: clone(o.ExcludeOps), ComputeDevice: o.ComputeDevice, HostDevice: o.HostDevice}

@@ -125,8 +125,11 @@ type Prediction struct {
 	DeviceSource string `json:"device_source"`
 	// Budget is each compute device's budget unless DeviceBudgets set another.
 	Budget int64 `json:"budget"`
+	// Accountings are those the plan had to fit by ("tfswap", "grappler-ns",
+	// "grappler-us"; Options.FitAccounting).
+	Accountings []string `json:"-"`
 	// Fits says whether every compute device's predicted peak is within its budget by
-	// every accounting it was judged by. Only fixed LMS thresholds write plans that do not.
+	// every accounting it was required to fit by. Only fixed LMS thresholds write plans that do not.
 	Fits bool `json:"fits"`
 	// Unchanged says that the graph was written as it was read: it fits as it is (or fixed
 	// thresholds found nothing to swap).
@@ -170,17 +173,23 @@ type Prediction struct {
 	Link string `json:"-"`
 }
 
-// DevicePrediction is one compute device's predicted peak.
+// DevicePrediction is one compute device's predicted peak, by each accounting.
 type DevicePrediction struct {
 	// Name is the device, as the graph names it.
 	Name string `json:"name"`
-	// Peak is the predicted peak by tfswap's model of TensorFlow's runtime, and
-	// GrapplerPeak by the rules of Grappler's VirtualCluster when the plan was checked by
-	// them (0 otherwise); GrapplerMargin is what those rules keep free besides, on a graph
-	// with recomputations.
-	Peak           int64 `json:"peak"`
+	// Peak is the predicted peak by tfswap's model of TensorFlow's runtime.
+	Peak int64 `json:"peak"`
+	// GrapplerPeak and GrapplerPeakUS are the peaks by the rules of Grappler's
+	// VirtualCluster, from its trace's nanosecond and microsecond timestamps (the second is
+	// what TensorFlow's DeterminePeakMemoryUsage returns); 0 when the plan was not checked by
+	// them. GrapplerMargin is what the "both" accounting keeps free besides, on a graph with
+	// recomputations.
 	GrapplerPeak   int64 `json:"grappler_peak,omitempty"`
+	GrapplerPeakUS int64 `json:"grappler_peak_us,omitempty"`
 	GrapplerMargin int64 `json:"-"`
+	// Judged names the accountings the peak was required to fit by and was judged with:
+	// "tfswap", "grappler-ns", "grappler-us" (Options.FitAccounting).
+	Judged []string `json:"fit_accountings,omitempty"`
 	// Budget is the device's budget.
 	Budget int64 `json:"budget"`
 	// UnswappedPeak is the peak of the graph as read.
@@ -189,14 +198,27 @@ type DevicePrediction struct {
 	PeakTime time.Duration `json:"peak_time_ns"`
 }
 
-// Over returns by how much the device's peak exceeds its budget by the stricter of the
-// accountings it was checked by (negative or zero when it fits).
+// Over returns by how much the device's peak exceeds its budget by the strictest of the
+// accountings it was judged by (negative or zero when it fits).
 func (d DevicePrediction) Over() int64 {
-	g := d.GrapplerPeak
-	if g > 0 {
-		g += d.GrapplerMargin
+	worst, judged := d.Peak, false
+	for _, a := range d.Judged {
+		var v int64
+		switch a {
+		case "tfswap":
+			v = d.Peak
+		case "grappler-ns":
+			v = d.GrapplerPeak + d.GrapplerMargin
+		case "grappler-us":
+			v = d.GrapplerPeakUS
+		default:
+			continue
+		}
+		if !judged || v > worst {
+			worst, judged = v, true
+		}
 	}
-	return max(d.Peak, g) - d.Budget
+	return worst - d.Budget
 }
 
 // TensorExplanation is the plan's reasoning about one swap candidate (Options.Explain).
@@ -279,9 +301,10 @@ func predictionOf(p *rewrite.Planned, t target, explain bool) Prediction {
 		Overhead: p.Eval.Overhead, SwapInStall: time.Duration(p.Eval.Result.SwapInStall()), Transferred: p.Eval.Transferred,
 		ToHost: p.Eval.Result.D2H.Bytes, ToDevice: p.Eval.Result.H2D.Bytes, Waits: len(p.Waits), Simulations: p.Simulations,
 		BatchScale: max(1, p.Eval.Result.Options.BatchScale), Fetch: append([]string{}, p.Base.Result.Options.Fetch...),
-		SimulatedNodes: p.Base.Result.Simulated, DeviceReason: t.deviceReason, BudgetReason: t.budgetReason, Link: linkOf(p.Profile)}
+		SimulatedNodes: p.Base.Result.Simulated, Accountings: clone(p.Accountings), DeviceReason: t.deviceReason, BudgetReason: t.budgetReason, Link: linkOf(p.Profile)}
 	for _, d := range p.Eval.Devices {
-		dp := DevicePrediction{Name: d.Name, Peak: d.Peak, GrapplerPeak: d.GrapplerPeak, GrapplerMargin: d.GrapplerMargin, Budget: d.Budget, PeakTime: time.Duration(d.PeakTime)}
+		dp := DevicePrediction{Name: d.Name, Peak: d.Peak, GrapplerPeak: d.GrapplerPeak, GrapplerPeakUS: d.GrapplerPeakUS, GrapplerMargin: d.GrapplerMargin,
+			Judged: d.Judged(), Budget: d.Budget, PeakTime: time.Duration(d.PeakTime)}
 		for _, b := range p.Base.Devices {
 			if b.Name == d.Name {
 				dp.UnswappedPeak = b.Peak
@@ -320,7 +343,10 @@ func warnings(p *Prediction) []string {
 		}
 		by := fmt.Sprintf("predicted peak %s by tfswap's accounting", b(d.Peak))
 		if d.GrapplerPeak > 0 {
-			by += fmt.Sprintf(", %s by Grappler's VirtualCluster rules", b(d.GrapplerPeak))
+			by += fmt.Sprintf(", %s by Grappler's VirtualCluster rules (its trace in nanoseconds)", b(d.GrapplerPeak))
+		}
+		if d.GrapplerPeakUS > 0 {
+			by += fmt.Sprintf(", %s by DeterminePeakMemoryUsage (in microseconds)", b(d.GrapplerPeakUS))
 		}
 		w := fmt.Sprintf("the rewritten graph does not fit %s's budget of %s on %s: %s. ", d.Name, b(d.Budget), p.Device, by)
 		if fixed {

@@ -121,13 +121,25 @@ func (p *Prediction) writeText(w io.Writer) {
 		if d.Over() > 0 {
 			fits = " (does not fit)"
 		}
-		fmt.Fprintf(w, "  predicted peak:  %s %s of %s (unswapped %s)%s\n", d.Name, units.FormatBytes(d.Peak), units.FormatBytes(d.Budget), units.FormatBytes(d.UnswappedPeak), fits)
+		judged := map[string]bool{}
+		for _, a := range d.Judged {
+			judged[a] = true
+		}
+		mark := func(acc string) string {
+			if judged[acc] {
+				return ""
+			}
+			return " (not required)"
+		}
+		fmt.Fprintf(w, "  predicted peak:  %s %s of %s by tfswap's model of the runtime%s (unswapped %s)%s\n", d.Name, units.FormatBytes(d.Peak),
+			units.FormatBytes(d.Budget), mark("tfswap"), units.FormatBytes(d.UnswappedPeak), fits)
 		if d.GrapplerPeak > 0 {
 			margin := ""
 			if d.GrapplerMargin > 0 {
-				margin = fmt.Sprintf(" (%s kept free by them for the recomputations)", units.FormatBytes(d.GrapplerMargin))
+				margin = fmt.Sprintf(", %s kept free by it for the recomputations", units.FormatBytes(d.GrapplerMargin))
 			}
-			fmt.Fprintf(w, "                   %s by Grappler's VirtualCluster rules%s\n", units.FormatBytes(d.GrapplerPeak), margin)
+			fmt.Fprintf(w, "                   %s by Grappler's VirtualCluster, trace in nanoseconds%s%s\n", units.FormatBytes(d.GrapplerPeak), mark("grappler-ns"), margin)
+			fmt.Fprintf(w, "                   %s by Grappler's VirtualCluster, trace in microseconds (DeterminePeakMemoryUsage)%s\n", units.FormatBytes(d.GrapplerPeakUS), mark("grappler-us"))
 		}
 	}
 	fmt.Fprintf(w, "  predicted step:  %s (unswapped %s, %+.1f%% overhead), %s stalled on swap-ins\n", cost.FormatDuration(int64(p.StepTime)),

@@ -179,7 +179,7 @@ func TestZeroOptionsAreTheDefaults(t *testing.T) {
 		}
 		return ra
 	}
-	r := same("defaults", Options{}, Options{Strategy: "auto", Device: DefaultDevice, Budget: budget, BatchScale: 1, FitAccounting: "both", Recompute: "auto", BOIterations: 12})
+	r := same("defaults", Options{}, Options{Strategy: "auto", Device: DefaultDevice, Budget: budget, BatchScale: 1, FitAccounting: "all", Recompute: "auto", BOIterations: 12})
 	if p := r.Report.Prediction; !p.Unchanged || p.Device != DefaultDevice || p.Budget != budget || p.Strategy != "auto" || p.DeviceSource != DeviceDefault {
 		t.Errorf("defaults: %+v", p)
 	}

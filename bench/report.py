@@ -138,11 +138,14 @@ def section_header(res, out):
         "and one copy engine per direction. *Overhead* is the simulated step time of the planned "
         "graph over that of the unswapped graph at the same batch on the same profile with "
         "unlimited memory (vDNN's \"oracular GPU\"), minus 1.\n"
-        "* **VirtualCluster**: TensorFlow's own analysis, Grappler's VirtualCluster "
-        "(`Cluster.DeterminePeakMemoryUsage`'s GraphMemory rule on the VirtualScheduler's trace, "
-        "nanosecond timestamps) run by the checker `tools/vcluster/vcluster.py` on a GPU built "
-        "from the same profile. It is the judge of \"fits\": a plan is trainable only when the "
-        "simulator *and* the VirtualCluster put its peak within the budget.\n"
+        "* **VirtualCluster**: TensorFlow's own analysis, Grappler's VirtualCluster run by the "
+        "checker `tools/vcluster/vcluster.py` on a GPU built from the same profile: "
+        "`Cluster.DeterminePeakMemoryUsage`'s GraphMemory rule on the VirtualScheduler's trace, "
+        "read to the nanosecond and, as `DeterminePeakMemoryUsage` itself reads it, to the "
+        "microsecond (docs/SIMULATOR.md explains the two figures). It is the judge of "
+        "\"fits\": a plan is trainable only when the simulator *and* both VirtualCluster figures "
+        "put its peak within the budget, which is what `tfswap rewrite` requires by default "
+        "(`--fit-accounting all`).\n"
         "* **measured on CPU**: wall-clock time of `tfswap rewrite` on this machine with "
         "`GOMAXPROCS=1` (one core), loading and writing the graph included; other engineers' jobs "
         "shared the machine, so times are upper bounds.\n")
@@ -243,12 +246,13 @@ def section_b0(res, out):
     m = res.meta
     out.append("## Largest batch without swapping (B0)\n")
     out.append("Simulated: the largest batch whose unswapped graph's simulated peak is within the "
-               "budget by tfswap's accounting and by Grappler's (`tfswap simulate --grappler`, which "
-               "reproduces the VirtualCluster's figure), as `tfswap rewrite` judges plans (a first guess from the batch-2 graph simulated as it is and with "
+               "budget by tfswap's accounting and by Grappler's from the trace's nanoseconds and "
+               "microseconds (`tfswap simulate --grappler`, which reproduces the VirtualCluster's "
+               "two figures), as `tfswap rewrite` judges plans by default (a first guess from the batch-2 graph simulated as it is and with "
                "`--batch-scale 32`, then settled with graphs generated at the batch itself: B0 "
                "fits, B0+1 does not). In brackets: simulated peak at B0 "
-               "and at B0+1; VirtualCluster peak at B0 (activations only: GraphMemory counts no "
-               "variables).\n")
+               "and at B0+1; VirtualCluster peak at B0, nanosecond / microsecond reading "
+               "(activations only: GraphMemory counts no variables).\n")
     out.append("| model | " + " | ".join("`%s`" % d for d in m["devices"]) + " |")
     out.append("|---|" + "---:|" * len(m["devices"]))
     for mo in m["models"]:
@@ -261,8 +265,8 @@ def section_b0(res, out):
             c = "**%d** (%s / %s GiB" % (ns["b0"], gib(ns["sim"]["peak"]) if ns.get("sim") else "-",
                                         gib(ns["sim_next"]["peak"]) if ns.get("sim_next") else "-")
             if ns.get("vc"):
-                c += "; VC %s, %s" % (gib(ns["vc"]["peak_bytes"]),
-                                     pct(ns["vc"]["peak_bytes"] / ns["sim"]["peak"] - 1, 0))
+                c += "; VC %s / %s, %s" % (gib(ns["vc"]["peak_bytes"]), gib(ns["vc"].get("peak_bytes_us", 0)),
+                                          pct(ns["vc"]["peak_bytes"] / ns["sim"]["peak"] - 1, 0))
             cells.append(c + ")")
         out.append("| %s | %s |" % (mname(mo), " | ".join(cells)))
     out.append("")
@@ -391,8 +395,8 @@ def section_maxbatch(res, out):
         "plan fits the budget with a simulated overhead of at most **10%% / 25%% / 50%%**, as a "
         "multiple of B0 (\"-\": no ladder batch qualifies; the resolution is the ladder's). "
         "First the issue's judge, the VirtualCluster (the plan fits per the simulator *and* per "
-        "the VirtualCluster); after \"sim:\", where it differs, the simulator alone as the "
-        "judge. Overheads simulated for the row's profile.\n"
+        "both VirtualCluster figures, nanosecond and microsecond); after \"sim:\", where it "
+        "differs, the simulator alone as the judge. Overheads simulated for the row's profile.\n"
         % ", ".join("%g" % x for x in m["ladder"]))
     out.append(
         "Why the two judges differ: GraphMemory, the VirtualCluster's accounting, counts every "
@@ -402,10 +406,12 @@ def section_maxbatch(res, out):
         "op share or overwrite its input's buffer (Identity, Reshape, in-place elementwise ops), "
         "while it counts no variables at all. tfswap's simulator run with Grappler's rules "
         "(`tfswap simulate --grappler`) reproduces the VirtualCluster's peaks, so the "
-        "disagreements are these rules, not the plans. `tfswap rewrite` now plans against both "
-        "(`--fit-accounting both`, the default), so the two judges should agree on its plans; "
-        "the VirtualCluster's peak of the unswapped graph at B0 against the simulator's, per "
-        "model: %s.\n" % vc_gap_summary(res))
+        "disagreements are these rules, not the plans. `DeterminePeakMemoryUsage` reads the "
+        "trace in microseconds and so also counts together tensors freed and allocated within "
+        "the same microsecond (a swap-in's 1 ns `_Recv`, the gate Identity beside its trigger). "
+        "`tfswap rewrite` plans against all three figures (`--fit-accounting all`, the default), "
+        "so the judges should agree on its plans; the VirtualCluster's (nanosecond) peak of the "
+        "unswapped graph at B0 against the simulator's, per model: %s.\n" % vc_gap_summary(res))
     devices = list(m["devices"]) + [d for _, d in m.get("extra_pairs", []) if d not in m["devices"]]
     for d in devices:
         out.append("### `%s`\n" % d)
@@ -596,7 +602,7 @@ def section_targets(res, out, docs):
         sim_note = ""
         if w_sim:
             sim_note = (" Of the latter, %d are plans the VirtualCluster puts over the budget; "
-                        "auto plans against both accountings and does not return such plans" % rejected)
+                        "auto plans against all three accountings and does not return such plans" % rejected)
         items.append((
             "`auto` is never worse than any other strategy or TensorFlow's swapping", verdict,
             "%d comparisons (the same graph, device and budget; ladder, curves and targets): "
@@ -733,7 +739,7 @@ def section_targets(res, out, docs):
         e[0] += 1
         if not r["fits_vc"]:
             e[1] += 1
-            e[2].append(r["vc"]["peak_bytes"] / r["budget"] - 1)
+            e[2].append(max(r["vc"]["peak_bytes"], r["vc"].get("peak_bytes_us", 0)) / r["budget"] - 1)
     parts = []
     for mo in m["models"]:
         if mo in by:
@@ -745,10 +751,8 @@ def section_targets(res, out, docs):
                   "**met**" if not bad else "**missed**",
                   "tfswap's plans that fit per the simulator and were checked (those the tables "
                   "rest on and the targets' points: %d of %d): %d over budget per the "
-                  "VirtualCluster. By model: %s. The large excesses are the accounting gap "
-                  "explained above (the same rules put the unswapped LSTM LM and U-Net over at B0); "
-                  "elsewhere the planners fill the budget by the simulator's count and the "
-                  "VirtualCluster counts a little more. With the variables and optimizer slots "
+                  "VirtualCluster's nanosecond or microsecond (DeterminePeakMemoryUsage) figure. "
+                  "By model: %s. With the variables and optimizer slots "
                   "added to the VirtualCluster's peak (GraphMemory counts none), %d would exceed "
                   "the budget." % (len(checked), len(claimed), len(bad), "; ".join(parts),
                                    len(strict))))
@@ -863,7 +867,8 @@ def section_papers(res, out, zero):
 def section_points(res, out):
     d = res.meta["curve_device"]
     out.append("## Every ladder point on `%s`\n" % d)
-    out.append("Peaks in GiB. *sim* simulated for profile %s; *VC* VirtualCluster (checked when the "
+    out.append("Peaks in GiB. *sim* simulated for profile %s; *VC* VirtualCluster, nanosecond / "
+               "microsecond (DeterminePeakMemoryUsage) figure (checked when the "
                "simulator says the plan fits); overhead simulated; rewrite measured on CPU. "
                "Other devices: `bench/results.json`.\n" % d)
     out.append("| model | batch (xB0) | unswapped peak | strategy | sim peak | VC peak | fits | "
@@ -884,7 +889,8 @@ def section_points(res, out):
         out.append("| %s | %d (%gx) | %s | %s | %s | %s | %s | %s | %s |" % (
             mname(r["model"]), r["batch"], r["multiple"], gib(r["base"]["peak"]),
             strategy_label(r["strategy"]), gib(r["sim"]["peak"]),
-            gib(r["vc"]["peak_bytes"]) if r.get("vc") else "-", fit, pct(r["overhead"]),
+            "%s / %s" % (gib(r["vc"]["peak_bytes"]), gib(r["vc"].get("peak_bytes_us", 0))) if r.get("vc") else "-",
+            fit, pct(r["overhead"]),
             "%.2f s" % r["rewrite_s"] if r.get("rewrite_s") is not None else "-"))
     out.append("")
 

@@ -43,6 +43,9 @@ func describe(r *Result) string {
 		for _, l := range d.Live {
 			fmt.Fprintf(&b, "  %-60s %9d %-10s %s since %d\n", l.Name, l.Bytes, l.Kind, l.Op, l.Since)
 		}
+		if d.MicrosecondPeakBytes > 0 {
+			fmt.Fprintf(&b, "%s: microsecond peak %d B at %d ns, %d live\n", d.Name, d.MicrosecondPeakBytes, d.MicrosecondPeakTime, d.MicrosecondLiveCount)
+		}
 	}
 	if tl := r.Timeline; tl != nil {
 		for _, o := range tl.Ops {

@@ -9,23 +9,26 @@ import (
 // Report is the JSON form of a Result (tfswap simulate --json). Times are nanoseconds,
 // sizes bytes.
 type Report struct {
-	Profile           string            `json:"profile"`
-	Conventions       string            `json:"conventions"`
-	Fetch             []string          `json:"fetch,omitempty"`
-	BatchScale        int               `json:"batch_scale"`
-	Simulated         int               `json:"simulated_nodes"`
-	StepTimeNS        int64             `json:"step_time_ns"`
-	Devices           []DeviceReport    `json:"devices"`
-	D2H               TransferStats     `json:"d2h"`
-	H2D               TransferStats     `json:"h2d"`
-	UnknownOps        map[string]int    `json:"unknown_ops"`
-	UnsizedTensors    int               `json:"unsized_tensors"`
-	MeasuredNodes     int               `json:"measured_nodes"`
-	MeasuredScaled    int               `json:"measured_scaled,omitempty"`
-	MeasuredScale     float64           `json:"measured_scale,omitempty"`
-	ScaledTensors     int               `json:"scaled_tensors,omitempty"`
-	BatchPlaceholders []string          `json:"batch_placeholders,omitempty"`
-	Extra             map[string]string `json:"extra,omitempty"`
+	Profile        string         `json:"profile"`
+	Conventions    string         `json:"conventions"`
+	Fetch          []string       `json:"fetch,omitempty"`
+	BatchScale     int            `json:"batch_scale"`
+	Simulated      int            `json:"simulated_nodes"`
+	StepTimeNS     int64          `json:"step_time_ns"`
+	Devices        []DeviceReport `json:"devices"`
+	D2H            TransferStats  `json:"d2h"`
+	H2D            TransferStats  `json:"h2d"`
+	UnknownOps     map[string]int `json:"unknown_ops"`
+	UnsizedTensors int            `json:"unsized_tensors"`
+	// GrapplerUnmodelled counts ops timed as unknown under Grappler's times
+	// (Result.GrapplerUnmodelled).
+	GrapplerUnmodelled map[string]int    `json:"grappler_unmodelled_ops,omitempty"`
+	MeasuredNodes      int               `json:"measured_nodes"`
+	MeasuredScaled     int               `json:"measured_scaled,omitempty"`
+	MeasuredScale      float64           `json:"measured_scale,omitempty"`
+	ScaledTensors      int               `json:"scaled_tensors,omitempty"`
+	BatchPlaceholders  []string          `json:"batch_placeholders,omitempty"`
+	Extra              map[string]string `json:"extra,omitempty"`
 }
 
 // DeviceReport is one device of a Report.
@@ -42,6 +45,11 @@ type DeviceReport struct {
 	IdleNS        int64        `json:"idle_ns"`
 	LiveCount     int          `json:"live_count"`
 	Live          []LiveTensor `json:"live"`
+	// The microsecond peak (DeviceResult.MicrosecondPeakBytes), under GraphMemory's rule.
+	PeakBytesUS  int64        `json:"peak_bytes_us,omitempty"`
+	PeakTimeUSNS int64        `json:"peak_time_us_ns,omitempty"`
+	LiveCountUS  int          `json:"live_count_us,omitempty"`
+	LiveUS       []LiveTensor `json:"live_us,omitempty"`
 }
 
 // ConventionsName names a set of conventions: "tfswap", "grappler", or the list of rules
@@ -125,6 +133,8 @@ func ConventionRules() []ConventionRule {
 			func(c Conventions) bool { return c.DelayedFree }, func(c *Conventions, v bool) { c.DelayedFree = v }},
 		{"tie-by-name", "ops ready at the same time run in name order",
 			func(c Conventions) bool { return c.TieByName }, func(c *Conventions, v bool) { c.TieByName = v }},
+		{"grappler-times", "ops take the time Grappler's OpLevelCostEstimator gives them",
+			func(c Conventions) bool { return c.GrapplerTimes }, func(c *Conventions, v bool) { c.GrapplerTimes = v }},
 	}
 }
 
@@ -134,7 +144,8 @@ func ReportOf(r *Result) *Report {
 		Profile: r.Profile.Name, Conventions: ConventionsName(r.Options.Conventions), Fetch: r.Options.Fetch,
 		BatchScale: r.Options.BatchScale, Simulated: r.Simulated, StepTimeNS: r.StepTime,
 		D2H: r.D2H, H2D: r.H2D, UnknownOps: r.UnknownOps, UnsizedTensors: r.UnsizedTensors,
-		MeasuredNodes: r.MeasuredNodes, MeasuredScaled: r.MeasuredScaled, MeasuredScale: r.MeasuredScale,
+		GrapplerUnmodelled: r.GrapplerUnmodelled,
+		MeasuredNodes:      r.MeasuredNodes, MeasuredScaled: r.MeasuredScaled, MeasuredScale: r.MeasuredScale,
 	}
 	if r.Shapes != nil {
 		rep.ScaledTensors, rep.BatchPlaceholders = r.Shapes.Scaled, r.Shapes.BatchInputs
@@ -144,6 +155,8 @@ func ReportOf(r *Result) *Report {
 			Name: d.Name, GPU: d.GPU, MemoryLimit: d.MemoryLimit, PeakBytes: d.PeakBytes, PeakTimeNS: d.PeakTime,
 			ResidentBytes: d.ResidentBytes, Ops: d.Ops, BusyNS: d.BusyTime, SwapInStallNS: d.SwapInStall,
 			IdleNS: d.IdleTime, LiveCount: d.LiveCount, Live: d.Live,
+			PeakBytesUS: d.MicrosecondPeakBytes, PeakTimeUSNS: d.MicrosecondPeakTime,
+			LiveCountUS: d.MicrosecondLiveCount, LiveUS: d.MicrosecondLive,
 		})
 	}
 	return rep

@@ -45,8 +45,10 @@ type Conventions struct {
 	// RecvOps: a transfer is what Grappler's VirtualScheduler makes of it: a _Send taking 1 ns
 	// on a channel between the two devices (one queue per direction, ordered like ops), then
 	// a _Recv taking 1 ns that runs on the receiving device's compute stream, in the ready
-	// order, and outputs the received copy (4 bytes for a control edge); the consumers wait
-	// for the _Recv. Otherwise transfers run on the GPU's copy engines at the link's rate.
+	// order, and outputs the received copy; the consumers wait for the _Recv. A control edge
+	// between devices is no transfer at all: its consumer is ready when the producer ends.
+	// Otherwise transfers run on the GPU's copy engines at the link's rate, and a control
+	// edge between devices is a 0-byte message.
 	RecvOps bool
 	// DelayedFree: buffers released when an op or a transfer ends are freed just after the
 	// ops starting at that instant have allocated their outputs (GraphMemory frees a tensor
@@ -57,14 +59,28 @@ type Conventions struct {
 	// first runs first (Grappler's FirstReadyManager); otherwise the one earliest in the
 	// graph's topological order (graphdef.Graph.Topo, stable in GraphDef order).
 	TieByName bool
+	// GrapplerTimes: every op takes the time Grappler's OpLevelCostEstimator gives it on the
+	// device tools/vcluster/vcluster.py builds from the profile (GrapplerOpTime), so that the
+	// step's trace is the VirtualScheduler's to the nanosecond; measured times are not used.
+	// Tensors, for these times and for their sizes, have the shapes Grappler's static shape
+	// inference gives them (GrapplerShapes). Otherwise ops take tfswap's estimates (OpTime)
+	// and tensors the shapes the graph records.
+	GrapplerTimes bool
 }
 
 // GrapplerConventions returns the accounting rules of Grappler's VirtualCluster.
+//
+// Under them a simulation reports two peaks per device, both by GraphMemory's rule (an op's
+// outputs live from its start until its last consumer has ended) applied to the same trace:
+// DeviceResult.PeakBytes reads the trace's nanosecond timestamps (the figure
+// tools/vcluster/vcluster.py re-times the trace for), DeviceResult.MicrosecondPeakBytes its
+// microsecond ones, as GraphMemory::InferFromTrace does (the figure TensorFlow's own
+// Cluster.DeterminePeakMemoryUsage returns).
 func GrapplerConventions() Conventions {
 	return Conventions{
 		NoResidentVariables: true, NoAliasing: true, NoForwarding: true, NoWorkspace: true,
 		UnknownDimsAsOne: true, TransientRecv: true, RecvOps: true, DelayedFree: true,
-		TieByName: true,
+		TieByName: true, GrapplerTimes: true,
 	}
 }
 
@@ -131,6 +147,18 @@ type DeviceResult struct {
 	// how many there were in all.
 	Live      []LiveTensor
 	LiveCount int
+	// MicrosecondPeakBytes is the peak with every buffer's allocation and release time
+	// truncated to the microsecond, as GraphMemory reads the VirtualScheduler's trace
+	// (all_start_micros, op_end_rel_micros): a buffer is live in every microsecond from the
+	// one its producer starts in to the one its last reader ends in, so ops that start within
+	// the same microsecond look simultaneous. It is never below PeakBytes. It is computed
+	// under Conventions.DelayedFree (GraphMemory's rule) and is 0 otherwise.
+	// MicrosecondPeakTime is the start of that microsecond (ns), MicrosecondLive and
+	// MicrosecondLiveCount the buffers live in it (like Live and LiveCount).
+	MicrosecondPeakBytes int64
+	MicrosecondPeakTime  int64
+	MicrosecondLive      []LiveTensor
+	MicrosecondLiveCount int
 	// Ops is the number of ops run on the device; BusyTime the time its compute stream ran
 	// them (ns).
 	Ops      int
@@ -208,6 +236,10 @@ type Result struct {
 	// when no time was scaled.
 	MeasuredScaled int
 	MeasuredScale  float64
+	// GrapplerUnmodelled counts, under Conventions.GrapplerTimes, the simulated nodes whose
+	// op has a rule in Grappler's OpLevelCostEstimator that GrapplerOpTime does not
+	// reproduce (they are timed as unknown ops), by op type.
+	GrapplerUnmodelled map[string]int
 	// D2H and H2D sum the transfers from a GPU to the host and from the host to a GPU.
 	D2H, H2D TransferStats
 	// Shapes are the shapes simulated (with the batch scale applied).
@@ -302,6 +334,15 @@ type xfer struct {
 	waiters    []int32
 	enq        int64
 	start, end int64
+	recvKey    pickKey // RecvOps: the _Recv's ready time and tie rank
+}
+
+// pickKey orders inputs as the VirtualScheduler marks their producers executed: its single
+// ready queue takes nodes by ready time, then name, so the producers of one node's inputs are
+// marked in the order of their own (ready time, tie rank).
+type pickKey struct {
+	ready int64
+	tie   int32
 }
 
 type copyEngine struct {
@@ -346,7 +387,8 @@ type sim struct {
 	tie      []int32
 	pend     []int32
 	ready    []int64
-	lastX    []int32 // the transfer that last delivered an input (stall attribution), or -1
+	picked   []pickKey // RecvOps: the input the VirtualScheduler marks executed last so far
+	lastX    []int32   // the transfer that last delivered an input (stall attribution), or -1
 	start    []int64
 	outOf    []int32 // first index in outBuf of a node's outputs
 	outB     []int32 // per output: its buffer, -1 for none
@@ -392,6 +434,9 @@ func Simulate(g *graphdef.Graph, p *Profile, opts Options) (*Result, error) {
 	shp, err := NewShapes(g, opts.BatchScale)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Conventions.GrapplerTimes {
+		shp = GrapplerShapes(g, shp)
 	}
 	s := &sim{g: g, p: p, opts: opts, conv: opts.Conventions, shp: shp, xmap: map[xkey]int32{}, renames: map[int32][]rename{},
 		chanIdx: map[[2]int32]int32{}, sendTie: map[xkey]int32{}, recvTie: map[xkey]int32{}}
@@ -494,6 +539,7 @@ func (s *sim) setup() error {
 	s.tie = make([]int32, nn)
 	s.pend = make([]int32, nn)
 	s.ready = make([]int64, nn)
+	s.picked = make([]pickKey, nn)
 	s.lastX = make([]int32, nn)
 	s.start = make([]int64, nn)
 	s.outOf = make([]int32, nn+1)
@@ -542,6 +588,7 @@ func (s *sim) setup() error {
 		s.resid[n.Index] = -1
 		s.wsBuf[n.Index] = -1
 		s.lastX[n.Index] = -1
+		s.picked[n.Index] = pickKey{-1, -1}
 		if !incl[n.Index] {
 			continue
 		}
@@ -553,6 +600,15 @@ func (s *sim) setup() error {
 		}
 		m, same, ok := s.opts.Measured.lookupAny(n, s.devs[s.dev[n.Index]].name, profileName)
 		switch {
+		case s.conv.GrapplerTimes:
+			t, unmodelled := GrapplerOpTime(n, s.shp, s.p, !onHost)
+			s.dur[n.Index] = t
+			if unmodelled {
+				if s.res.GrapplerUnmodelled == nil {
+					s.res.GrapplerUnmodelled = map[string]int{}
+				}
+				s.res.GrapplerUnmodelled[n.Op]++
+			}
 		case ok && same:
 			s.dur[n.Index] = max(MinOpTime, m)
 			s.res.MeasuredNodes++
@@ -687,9 +743,6 @@ func (s *sim) nameRanks() {
 				for _, u := range uses {
 					add(n, port, u.Node)
 				}
-			}
-			for _, c := range n.ControlOutputs {
-				add(n, -1, c)
 			}
 		}
 	}
@@ -835,10 +888,21 @@ func (s *sim) makeReady(node int, t int64) {
 }
 
 // arrive delivers one input (data or control) of node at time t, through transfer x (-1 for
-// a same-device input).
-func (s *sim) arrive(node int, t int64, x int32) {
+// a same-device input), from a producer that became ready at from.ready with tie rank
+// from.tie. A node becomes ready when its last input has arrived. With RecvOps that is the
+// VirtualScheduler's rule, which takes the time the input whose producer it marks executed
+// last (the largest pickKey) arrives: on one device that is the last to arrive, but a control
+// input from another device (which has no _Recv) may be marked after an input that arrives
+// later (SchedulerState::GetOutputNodes sets time_ready when the last input is marked).
+func (s *sim) arrive(node int, t int64, x int32, from pickKey) {
 	s.pend[node]--
-	if t >= s.ready[node] {
+	if s.conv.RecvOps {
+		if p := s.picked[node]; from.ready > p.ready || from.ready == p.ready && from.tie >= p.tie {
+			s.picked[node] = from
+			s.ready[node] = t
+			s.lastX[node] = x
+		}
+	} else if t >= s.ready[node] {
 		s.ready[node] = t
 		s.lastX[node] = x
 	}
@@ -846,6 +910,9 @@ func (s *sim) arrive(node int, t int64, x int32) {
 		s.makeReady(node, s.ready[node])
 	}
 }
+
+// key returns the pickKey of node as a producer.
+func (s *sim) key(node int) pickKey { return pickKey{s.ready[node], s.tie[node]} }
 
 // inputBuf returns the buffer node reads as data input i on its own device: the producer's
 // buffer, or the received copy, or -1.
@@ -1034,7 +1101,7 @@ func (s *sim) finishOp(node int, t int64) {
 				continue
 			}
 			if s.dev[c] == dv {
-				s.arrive(c, t, -1)
+				s.arrive(c, t, -1, s.key(node))
 				continue
 			}
 			x := s.transfer(node, port, s.dev[c], t)
@@ -1045,8 +1112,10 @@ func (s *sim) finishOp(node int, t int64) {
 		if !s.incl[c.Index] {
 			continue
 		}
-		if s.dev[c.Index] == dv {
-			s.arrive(c.Index, t, -1)
+		if s.dev[c.Index] == dv || s.conv.RecvOps {
+			// The VirtualScheduler adds no _Send/_Recv for a control input from another
+			// device: it treats it as an edge on one device (SchedulerState::Init).
+			s.arrive(c.Index, t, -1, s.key(node))
 			continue
 		}
 		x := s.transfer(node, -1, s.dev[c.Index], t)
@@ -1198,7 +1267,7 @@ func (s *sim) finishXfer(id int32, t int64) {
 		via = id
 	}
 	for _, c := range x.waiters {
-		s.arrive(int(c), t, via)
+		s.arrive(int(c), t, via, x.recvKey)
 	}
 }
 
@@ -1254,10 +1323,13 @@ func (s *sim) sendDone(id int32, t int64) {
 	d := s.devs[x.dst]
 	d.ready.Push(readyItem{ready: t, tie: tie, node: -id - 1})
 	d.dirty = true
+	x.recvKey = pickKey{t, tie}
 }
 
-// startRecv runs a _Recv on its device's stream: it allocates the received copy (4 bytes for
-// a control message), held until the _Recv ends unless consumers keep it (!TransientRecv).
+// startRecv runs a _Recv on its device's stream: it allocates the received copy, held until
+// the _Recv ends unless consumers keep it (!TransientRecv). (A control edge between devices
+// makes no transfer under RecvOps; were one sent, its message would count 4 bytes, the
+// VirtualScheduler's control_message.)
 func (s *sim) startRecv(dev int32, id int32, t int64) {
 	x := s.xfers[id]
 	d := s.devs[dev]
@@ -1314,10 +1386,14 @@ func (s *sim) run() error {
 			}
 		}
 		s.dispatch(t)
-		for _, id := range s.deferred {
-			s.release(id, t)
+		// DelayedFree releases after everything that happens at t, ops of no duration that
+		// end at t and what they make ready included (GraphMemory frees at t + 1 ns).
+		if s.evq.Len() == 0 || s.evq.Peek().t > t {
+			for _, id := range s.deferred {
+				s.release(id, t)
+			}
+			s.deferred = s.deferred[:0]
 		}
-		s.deferred = s.deferred[:0]
 		if t > s.res.StepTime {
 			s.res.StepTime = t
 		}
@@ -1354,40 +1430,14 @@ func (s *sim) finish() {
 	for i, d := range order {
 		r := d.res
 		r.PeakBytes, r.PeakTime, r.ResidentBytes = d.peak, d.peakT, d.resident
-		var live []LiveTensor
 		if d.peakEv >= 0 {
-			for id := range s.bufs {
-				b := &s.bufs[id]
-				if s.devs[b.dev] != d || b.allocEv > d.peakEv || (b.freeEv >= 0 && b.freeEv <= d.peakEv) {
-					continue
-				}
-				// Name the buffer after the output it held at the peak.
-				at := *b
-				for i := len(s.renames[int32(id)]) - 1; i >= 0; i-- {
-					if rn := s.renames[int32(id)][i]; rn.ev > d.peakEv {
-						at = rn.prev
-					}
-				}
-				lt := LiveTensor{Name: s.nameOf(at), Kind: kindNames[at.kind], Bytes: b.bytes, Since: b.allocT}
-				if at.node >= 0 {
-					lt.Op = s.g.Nodes[at.node].Op
-				}
-				live = append(live, lt)
-			}
+			r.Live, r.LiveCount = s.liveTensors(d, func(_ int, b *buffer) bool {
+				return b.allocEv <= d.peakEv && (b.freeEv < 0 || b.freeEv > d.peakEv)
+			})
 		}
-		sort.SliceStable(live, func(a, b int) bool {
-			if live[a].Bytes != live[b].Bytes {
-				return live[a].Bytes > live[b].Bytes
-			}
-			return live[a].Name < live[b].Name
-		})
-		r.LiveCount = len(live)
-		if s.opts.TopLive > 0 && len(live) > s.opts.TopLive {
-			live = live[:s.opts.TopLive]
-		} else if s.opts.TopLive < 0 {
-			live = nil
+		if s.conv.DelayedFree {
+			s.microsecondPeak(d, &r)
 		}
-		r.Live = live
 		rr := r
 		s.res.Devices = append(s.res.Devices, &rr)
 		if s.tl != nil {
@@ -1415,4 +1465,92 @@ func (s *sim) finish() {
 		}
 		s.res.Timeline = s.tl
 	}
+}
+
+// liveTensors returns the largest buffers of device d that live says were live (at most
+// Options.TopLive of them), named after the output each held then, and how many there were.
+func (s *sim) liveTensors(d *simDevice, live func(id int, b *buffer) bool) ([]LiveTensor, int) {
+	var out []LiveTensor
+	for id := range s.bufs {
+		b := &s.bufs[id]
+		if s.devs[b.dev] != d || !live(id, b) {
+			continue
+		}
+		// Name the buffer after the output it held at the peak.
+		at := *b
+		for i := len(s.renames[int32(id)]) - 1; i >= 0; i-- {
+			if rn := s.renames[int32(id)][i]; rn.ev > d.peakEv {
+				at = rn.prev
+			}
+		}
+		lt := LiveTensor{Name: s.nameOf(at), Kind: kindNames[at.kind], Bytes: b.bytes, Since: b.allocT}
+		if at.node >= 0 {
+			lt.Op = s.g.Nodes[at.node].Op
+		}
+		out = append(out, lt)
+	}
+	sort.SliceStable(out, func(a, b int) bool {
+		if out[a].Bytes != out[b].Bytes {
+			return out[a].Bytes > out[b].Bytes
+		}
+		return out[a].Name < out[b].Name
+	})
+	n := len(out)
+	if s.opts.TopLive > 0 && len(out) > s.opts.TopLive {
+		out = out[:s.opts.TopLive]
+	} else if s.opts.TopLive < 0 {
+		out = nil
+	}
+	return out, n
+}
+
+// microsecondPeak sets r's microsecond peak for device d: GraphMemory::InferFromTrace reads
+// an op's start as all_start_micros and its end as all_start_micros + op_end_rel_micros,
+// the VirtualScheduler's nanosecond times truncated (Costs::NanoSeconds::asMicroSeconds), and
+// counts a tensor from its allocation at the start microsecond to its release 1 ns after the
+// end microsecond of the last op reading it. A buffer is therefore live in every microsecond
+// from floor(allocation / 1000) to floor(release / 1000), where the simulation releases it
+// when that last op ends; the peak is the largest sum over one microsecond.
+func (s *sim) microsecondPeak(d *simDevice, r *DeviceResult) {
+	const never = math.MaxInt64 / 2
+	type span struct{ from, to int64 }
+	spans := make([]span, len(s.bufs))
+	type ev struct {
+		t     int64
+		delta int64
+	}
+	var evs []ev
+	for id := range s.bufs {
+		b := &s.bufs[id]
+		if s.devs[b.dev] != d || b.bytes == 0 {
+			continue
+		}
+		sp := span{from: b.allocT / 1000, to: never}
+		if b.resident {
+			sp.from = 0
+		} else if b.freeEv >= 0 {
+			sp.to = d.log[b.freeEv].t / 1000
+		}
+		spans[id] = sp
+		evs = append(evs, ev{sp.from, b.bytes})
+		if sp.to < never {
+			evs = append(evs, ev{sp.to + 1, -b.bytes})
+		}
+	}
+	if len(evs) == 0 {
+		return
+	}
+	sort.Slice(evs, func(a, b int) bool { return evs[a].t < evs[b].t })
+	var cur, peak, at int64
+	for i, e := range evs {
+		cur += e.delta
+		if (i+1 == len(evs) || evs[i+1].t != e.t) && cur > peak {
+			peak, at = cur, e.t
+		}
+	}
+	r.MicrosecondPeakBytes, r.MicrosecondPeakTime = peak, at*1000
+	r.MicrosecondLive, r.MicrosecondLiveCount = s.liveTensors(d, func(id int, b *buffer) bool {
+		sp := spans[id]
+		return b.bytes > 0 && sp.from <= at && at <= sp.to
+	})
 }

@@ -82,18 +82,40 @@ func TestSimulateChain(t *testing.T) {
 }
 
 func TestSimulateChainGrapplerConventions(t *testing.T) {
-	r, err := Simulate(chainGraph(t), unitProfile(), Options{Conventions: GrapplerConventions()})
+	r, err := Simulate(chainGraph(t), unitProfile(), Options{Conventions: GrapplerConventions(), Timeline: true})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Grappler's times on the unit profile's GPU (one SM of architecture 7 at 8 MHz: 1.024
+	// GOP/s; 1 GB/s): Neg is 256 operations (250 ns) and 2 KiB moved (2048 ns), Mul 256
+	// operations and 3 KiB; Placeholder and Identity take 1 ns, NoOp nothing.
+	want := map[string][2]int64{
+		"x": {0, 1}, "a": {1, 2299}, "b": {2299, 4597}, "i": {4597, 4598}, "c": {4598, 7920}, "train": {7920, 7920},
+	}
+	if got := spans(r); !reflect.DeepEqual(got, want) {
+		t.Errorf("spans:\n got %v\nwant %v", got, want)
+	}
 	// Every op allocates its output and a tensor is freed 1 ns after its last reader ends:
-	// when i starts (t=4097) x, a (b just ended), b and i are all counted.
+	// when i starts (t=4597) x, a (b just ended), b and i are all counted.
 	d := r.Device(gpu0)
-	if d.PeakBytes != 4096 || d.PeakTime != 4097 {
-		t.Errorf("peak %d at %d, want 4096 at 4097", d.PeakBytes, d.PeakTime)
+	if d.PeakBytes != 4096 || d.PeakTime != 4597 {
+		t.Errorf("peak %d at %d, want 4096 at 4597", d.PeakBytes, d.PeakTime)
 	}
 	if got := liveNames(d); !reflect.DeepEqual(got, []string{"a:0", "b:0", "i:0", "x:0"}) {
 		t.Errorf("live at peak %v", got)
+	}
+	// With the times truncated to microseconds, a (last read by b, which ends at 4.597 us)
+	// and c (from 4.598 us) fall in the same microsecond: all five tensors count there.
+	if d.MicrosecondPeakBytes != 5120 || d.MicrosecondPeakTime != 4000 || d.MicrosecondLiveCount != 5 {
+		t.Errorf("microsecond peak %d at %d (%d live), want 5120 at 4000 (5 live)", d.MicrosecondPeakBytes, d.MicrosecondPeakTime, d.MicrosecondLiveCount)
+	}
+	// tfswap's own accounting has no microsecond figure.
+	own, err := Simulate(chainGraph(t), unitProfile(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if own.Device(gpu0).MicrosecondPeakBytes != 0 {
+		t.Errorf("tfswap's accounting reports a microsecond peak of %d", own.Device(gpu0).MicrosecondPeakBytes)
 	}
 }
 
@@ -375,26 +397,35 @@ func TestSimulateSwapGrapplerConventions(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Each transfer is a 1 ns _Send on the channel and a 1 ns _Recv on the receiving device:
-	// f's copy reaches the host at 2051; h2's control message lets si run at 6147; si's copy
-	// is received on the GPU at 6149-6150, and c runs after it.
+	// f's copy reaches the host at 2301. h2's control edge is no transfer (the
+	// VirtualScheduler treats a control input from another device as a local edge): si runs
+	// when h2 ends, at 6895; its copy is received on the GPU at 6897-6898, and c runs after it.
 	got := spans(r)
 	want := map[string][2]int64{
-		"x": {0, 1}, "f": {1, 2049}, "h1": {2049, 4097}, "h2": {4097, 6145},
-		"so": {2051, 2052}, "si": {6147, 6148}, "c": {6150, 9222}, "train": {9222, 9222},
+		"x": {0, 1}, "f": {1, 2299}, "h1": {2299, 4597}, "h2": {4597, 6895},
+		"so": {2301, 2302}, "si": {6895, 6896}, "c": {6898, 10220}, "train": {10220, 10220},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("spans:\n got %v\nwant %v", got, want)
 	}
 	// GPU: when h1 starts, x (freed 1 ns after f ends), f (kept until its host consumer and
-	// h1 have ended) and h1. Host: so's and si's outputs and h2's 4-byte control message.
+	// h1 have ended) and h1. Host: the received copy of f while so starts, and so's output.
 	gpu, cpu := r.Device(gpu0), r.Device(cpu0)
-	if gpu.PeakBytes != 3072 || gpu.PeakTime != 2049 {
-		t.Errorf("GPU peak %d at %d, want 3072 at 2049", gpu.PeakBytes, gpu.PeakTime)
+	if gpu.PeakBytes != 3072 || gpu.PeakTime != 2299 {
+		t.Errorf("GPU peak %d at %d, want 3072 at 2299", gpu.PeakBytes, gpu.PeakTime)
 	}
-	if cpu.PeakBytes != 2052 || cpu.PeakTime != 6147 {
-		t.Errorf("host peak %d at %d, want 2052 at 6147", cpu.PeakBytes, cpu.PeakTime)
+	if cpu.PeakBytes != 2048 || cpu.PeakTime != 2301 {
+		t.Errorf("host peak %d at %d, want 2048 at 2301", cpu.PeakBytes, cpu.PeakTime)
 	}
-	if got := liveNames(cpu); !reflect.DeepEqual(got, []string{"^h2", "si:0", "so:0"}) {
+	if got := liveNames(cpu); !reflect.DeepEqual(got, []string{"f:0", "so:0"}) {
 		t.Errorf("host live %v", got)
+	}
+	// In microseconds: h1 (read by h2 until 6.895 us), h2, the received copy of si
+	// (6.897 us) and c (6.898 us) share the sixth microsecond on the GPU.
+	if gpu.MicrosecondPeakBytes != 4096 || gpu.MicrosecondPeakTime != 6000 {
+		t.Errorf("GPU microsecond peak %d at %d, want 4096 at 6000", gpu.MicrosecondPeakBytes, gpu.MicrosecondPeakTime)
+	}
+	if cpu.MicrosecondPeakBytes != 2048 || cpu.MicrosecondPeakTime != 2000 {
+		t.Errorf("host microsecond peak %d at %d, want 2048 at 2000", cpu.MicrosecondPeakBytes, cpu.MicrosecondPeakTime)
 	}
 }

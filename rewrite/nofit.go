@@ -21,10 +21,13 @@ type NoFitError struct {
 	// Unswapped the unswapped step's peak.
 	Device                  string
 	Budget, Peak, Unswapped int64
-	// GrapplerPeak is that plan's peak by Grappler's accounting when it was checked by it
-	// (PlanOptions.FitAccounting): a plan whose Peak fits but whose GrapplerPeak does not
+	// GrapplerPeak and GrapplerPeakUS are that plan's peaks by Grappler's accounting, from
+	// the nanosecond and the microsecond timestamps of its trace, when it was judged by them
+	// (PlanOptions.FitAccounting): a plan whose Peak fits but whose Grappler figures do not
 	// fails only by the VirtualCluster's rules.
-	GrapplerPeak              int64
+	GrapplerPeak, GrapplerPeakUS int64
+	// Accountings are those the plan had to fit by (ParseFitAccounting).
+	Accountings               []string
 	PeakTime                  int64
 	Weights, Slots, Constants int64
 	Workspace, Activations    int64
@@ -39,14 +42,38 @@ type NoFitError struct {
 	Simulated int
 }
 
+// grapplerOver says whether only Grappler's figures keep the plan from fitting: tfswap's
+// peak is within the budget (or not required) and a required Grappler figure is not.
+func (e *NoFitError) grapplerOver() bool {
+	return (e.Peak <= e.Budget || !e.requires("tfswap")) &&
+		(e.requires("grappler-ns") && e.GrapplerPeak > e.Budget || e.requires("grappler-us") && e.GrapplerPeakUS > e.Budget)
+}
+
+// microsecondOnly says whether the microsecond figure alone is over the budget.
+func (e *NoFitError) microsecondOnly() bool {
+	return e.grapplerOver() && !(e.requires("grappler-ns") && e.GrapplerPeak > e.Budget)
+}
+
+func (e *NoFitError) requires(acc string) bool {
+	if len(e.Accountings) == 0 {
+		return acc == "tfswap"
+	}
+	for _, a := range e.Accountings {
+		if a == acc {
+			return true
+		}
+	}
+	return false
+}
+
 // Error says which device does not fit by how much, what is live at the lowest peak, and
 // what would have to change, on several lines.
 func (e *NoFitError) Error() string {
 	b := units.FormatBytes
 	var w strings.Builder
-	if e.Peak <= e.Budget && e.GrapplerPeak > e.Budget {
-		fmt.Fprintf(&w, "no plan fits %s within %s (strategy %s) by both accountings: the best plan's peak is %s by tfswap's model of the runtime but %s by Grappler's VirtualCluster rules, at %s into the step (unswapped: %s)\n",
-			e.Device, b(e.Budget), e.Strategy, b(e.Peak), b(e.GrapplerPeak), cost.FormatDuration(e.PeakTime), b(e.Unswapped))
+	if e.grapplerOver() {
+		fmt.Fprintf(&w, "no plan fits %s within %s (strategy %s) by the accountings %s: the best plan's peak is %s by tfswap's model of the runtime but %s by Grappler's VirtualCluster (%s from its trace's microseconds, as DeterminePeakMemoryUsage reads it), at %s into the step (unswapped: %s)\n",
+			e.Device, b(e.Budget), e.Strategy, strings.Join(e.Accountings, ","), b(e.Peak), b(e.GrapplerPeak), b(e.GrapplerPeakUS), cost.FormatDuration(e.PeakTime), b(e.Unswapped))
 	} else {
 		fmt.Fprintf(&w, "no plan fits %s within %s (strategy %s): the smallest peak any plan reached is %s at %s into the step (unswapped: %s)\n",
 			e.Device, b(e.Budget), e.Strategy, b(e.Peak), cost.FormatDuration(e.PeakTime), b(e.Unswapped))
@@ -118,7 +145,8 @@ func (pr *Problem) noFit(strategy string, ev *Evaluation) error {
 			worst, dp = x, d
 		}
 	}
-	e := &NoFitError{Strategy: strategy, Device: dp.Name, Budget: dp.Budget, Peak: dp.Peak, GrapplerPeak: dp.GrapplerPeak, PeakTime: dp.PeakTime,
+	e := &NoFitError{Strategy: strategy, Device: dp.Name, Budget: dp.Budget, Peak: dp.Peak, GrapplerPeak: dp.GrapplerPeak,
+		GrapplerPeakUS: dp.GrapplerPeakUS, Accountings: pr.fit.names(), PeakTime: dp.PeakTime,
 		Fetch: pr.simOpts.Fetch, Simulated: pr.Base.Result.Simulated}
 	base := pr.Base
 	if pr.original != nil {
@@ -134,19 +162,23 @@ func (pr *Problem) noFit(strategy string, ev *Evaluation) error {
 	if err == nil {
 		opts := pr.simOpts
 		opts.TopLive = 1 << 30
-		grappler := e.Peak <= e.Budget && e.GrapplerPeak > e.Budget
+		grappler := e.grapplerOver()
 		if grappler {
 			// Grappler's accounting is the one over budget: list what it counts at its peak.
 			opts.Conventions = cost.GrapplerConventions()
 		}
 		if res, err := cost.Simulate(g, pr.Profile, opts); err == nil {
 			if d := res.Device(dp.simName); d != nil {
+				live := d.Live
 				if grappler {
 					e.PeakTime = d.PeakTime
+					if e.microsecondOnly() {
+						e.PeakTime, live = d.MicrosecondPeakTime, d.MicrosecondLive
+					}
 				}
 				slots := pr.optimizerSlots()
 				var acts []cost.LiveTensor
-				for _, l := range d.Live {
+				for _, l := range live {
 					switch l.Kind {
 					case "variable":
 						if slots[l.Name] {
@@ -180,12 +212,20 @@ func (pr *Problem) noFit(strategy string, ev *Evaluation) error {
 	} else if strategy != "auto" && lp != nil && lp.Fits {
 		e.Advice = append(e.Advice, fmt.Sprintf("another strategy: swapping every gap of every tensor fits (peak %s); try --strategy auto, or", b(maxPeak(lp))))
 	}
-	if e.Peak <= e.Budget && e.GrapplerPeak > e.Budget {
-		e.Advice = append(e.Advice, "--fit-accounting tfswap, to accept plans that fit by tfswap's model of the runtime alone (the VirtualCluster would judge them over budget: it counts every ReadVariableOp output and Identity copy and never forwards buffers), or")
+	if e.microsecondOnly() {
+		e.Advice = append(e.Advice, "--fit-accounting tfswap,grappler-ns, to accept plans that fit by tfswap's model of the runtime and the VirtualCluster's trace timed to the nanosecond (TensorFlow's own DeterminePeakMemoryUsage reads that trace in microseconds and counts tensors freed and allocated within the same microsecond together), or")
+	} else if e.grapplerOver() {
+		e.Advice = append(e.Advice, "--fit-accounting tfswap, to accept plans that fit by tfswap's model of the runtime alone (the VirtualCluster would judge them over budget: it counts every ReadVariableOp output and Identity copy, never forwards buffers, and DeterminePeakMemoryUsage counts tensors of the same microsecond together), or")
 	}
 	// The memory a GPU like this one needs for this peak after the default reserve
 	// (DefaultReserve: TensorFlow's, which depends on the memory only below 2 GiB).
-	peak := max(e.Peak, e.GrapplerPeak)
+	peak := e.Peak
+	if e.requires("grappler-ns") {
+		peak = max(peak, e.GrapplerPeak)
+	}
+	if e.requires("grappler-us") {
+		peak = max(peak, e.GrapplerPeakUS)
+	}
 	need := gpuMemoryFor(pr.Profile, peak)
 	e.Advice = append(e.Advice, fmt.Sprintf("a budget of at least %s on %s (a GPU with about %s of memory), or", b(peak), e.Device, b(need)))
 	if fixed >= e.Budget {

@@ -63,6 +63,9 @@ type Planned struct {
 	Budget  int64
 	// Simulations counts the full simulations planning ran.
 	Simulations int
+	// Accountings are those the plan was required to fit by (ParseFitAccounting); Eval's
+	// devices carry the figures of all three.
+	Accountings []string
 	// Explanation is the reasoning per tensor (PlanOptions.Explain), in producer order.
 	Explanation []TensorExplanation
 }
@@ -137,6 +140,12 @@ func RewriteWithPlanner(model *graphdef.Model, opts Options, po PlanOptions) (*P
 	if ev == nil || !ev.Fits {
 		return nil, final.pr.noFit(planner.Name(), ev)
 	}
+	// Every figure of the plan is reported, those it was not judged by too.
+	before := final.pr.sims
+	if err := final.pr.reportGrappler(ev); err != nil {
+		return nil, err
+	}
+	sims += final.pr.sims - before
 	res, err := Apply(final.model, final.a, ev.Plan)
 	if err != nil {
 		return nil, err
@@ -147,7 +156,8 @@ func RewriteWithPlanner(model *graphdef.Model, opts Options, po PlanOptions) (*P
 	if err := Verify(g, res, opts.Gate); err != nil {
 		return nil, fmt.Errorf("internal error: the planned rewrite breaks an invariant: %v", err)
 	}
-	out := &Planned{Result: res, Strategy: planner.Name(), Eval: ev, Base: pr.Base, Profile: pr.Profile, Budget: pr.Opts.Budget, Simulations: sims}
+	out := &Planned{Result: res, Strategy: planner.Name(), Eval: ev, Base: pr.Base, Profile: pr.Profile, Budget: pr.Opts.Budget, Simulations: sims,
+		Accountings: final.pr.fit.names()}
 	if po.Explain {
 		out.Explanation = withRecomputes(final.pr.explain(ev), res.Recomputes, mode)
 	}

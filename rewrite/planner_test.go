@@ -308,7 +308,11 @@ func TestMultiGPUBudgetsAndHosts(t *testing.T) {
 	gpu0, gpu1 := "/job:worker/replica:0/task:0/device:GPU:0", "/job:worker/replica:0/task:1/device:GPU:1"
 	peak0 := base.Device(gpu0).PeakBytes
 	for _, shared := range []bool{false, true} {
-		po := PlanOptions{Profile: slowProfile(), Budget: 1 << 40, DeviceBudgets: map[string]int64{gpu0: peak0 - 2*act}}
+		// The budgets are worked out with tfswap's and the nanosecond accounting (the
+		// microsecond one counts the swap-ins' 1 ns neighbours together: see
+		// TestMicrosecondAccounting).
+		po := PlanOptions{Profile: slowProfile(), Budget: 1 << 40, DeviceBudgets: map[string]int64{gpu0: peak0 - 2*act},
+			FitAccounting: "tfswap,grappler-ns"}
 		if shared {
 			po.Sim.SharedLinks = [][]string{{gpu0, gpu1}}
 			po.DeviceBudgets[gpu1] = peak0 - 2*act
@@ -419,8 +423,10 @@ func TestAutoNeverWorse(t *testing.T) {
 
 // TestFitAccounting: a graph whose Identity copies Grappler counts and TensorFlow does not
 // fits a budget of three activations by tfswap's accounting (two are live) but not by
-// Grappler's (four), and nothing can be swapped to change that. With both accountings (the
-// default) planning fails and says why; with tfswap's alone the unswapped graph fits.
+// Grappler's (four), and nothing can be swapped to change that. With all accountings (the
+// default), with "both" (the earlier default) or with Grappler's alone, planning fails and
+// says why; with tfswap's alone the unswapped graph fits, and Grappler's figures are reported
+// without judging it.
 func TestFitAccounting(t *testing.T) {
 	b := newBuilder()
 	b.op("x", "Placeholder", "", big)
@@ -433,28 +439,75 @@ func TestFitAccounting(t *testing.T) {
 	plan := func(acc string) (*Planned, error) {
 		return RewriteWithPlanner(graphdef.NewModel(b.g), Options{}, PlanOptions{Profile: slowProfile(), Budget: 3 * act, FitAccounting: acc})
 	}
-	_, err := plan("")
-	var nf *NoFitError
-	if !errors.As(err, &nf) {
-		t.Fatalf("both accountings: got %v, want a NoFitError", err)
-	}
-	if nf.Peak != 2*act || nf.GrapplerPeak != 4*act {
-		t.Errorf("peaks %d (tfswap) and %d (Grappler), want %d and %d", nf.Peak, nf.GrapplerPeak, 2*act, 4*act)
-	}
-	for _, want := range []string{"by Grappler's VirtualCluster rules", "--fit-accounting tfswap", "i2:0"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error does not mention %q:\n%v", want, err)
+	for _, acc := range []string{"", "all", "both", "grappler-ns", "tfswap,grappler-us"} {
+		_, err := plan(acc)
+		var nf *NoFitError
+		if !errors.As(err, &nf) {
+			t.Fatalf("%q: got %v, want a NoFitError", acc, err)
+		}
+		if nf.Peak != 2*act || nf.GrapplerPeak != 4*act || nf.GrapplerPeakUS < 4*act {
+			t.Errorf("%q: peaks %d (tfswap), %d and %d (Grappler ns and us), want %d, %d and at least %d", acc, nf.Peak, nf.GrapplerPeak, nf.GrapplerPeakUS, 2*act, 4*act, 4*act)
+		}
+		for _, want := range []string{"by Grappler's VirtualCluster", "--fit-accounting tfswap", "i2:0"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%q: error does not mention %q:\n%v", acc, want, err)
+			}
 		}
 	}
 	p, err := plan("tfswap")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(p.Swaps) != 0 || p.Eval.Devices[0].GrapplerPeak != 0 {
-		t.Errorf("tfswap accounting: %d swaps, Grappler peak %d; want the unswapped graph, unchecked", len(p.Swaps), p.Eval.Devices[0].GrapplerPeak)
+	d := p.Eval.Devices[0]
+	if len(p.Swaps) != 0 || d.GrapplerPeak != 4*act || d.GrapplerPeakUS < 4*act || strings.Join(d.Judged(), ",") != "tfswap" ||
+		strings.Join(p.Accountings, ",") != "tfswap" {
+		t.Errorf("tfswap accounting: %d swaps, Grappler peaks %d and %d, judged by %v (%v); want the unswapped graph, both figures reported, judged by tfswap's alone",
+			len(p.Swaps), d.GrapplerPeak, d.GrapplerPeakUS, d.Judged(), p.Accountings)
 	}
-	if _, err := plan("grappler-only"); err == nil || !strings.Contains(err.Error(), "fit accounting") {
-		t.Errorf("unknown accounting: got %v", err)
+	for _, bad := range []string{"grappler-only", "tfswap,both", "tfswap,"} {
+		if _, err := plan(bad); err == nil || !strings.Contains(err.Error(), "fit accounting") {
+			t.Errorf("unknown accounting %q: got %v", bad, err)
+		}
+	}
+	for acc, want := range map[string]string{"": "tfswap,grappler-ns,grappler-us", "all": "tfswap,grappler-ns,grappler-us",
+		"both": "tfswap,grappler-ns", "grappler-us, tfswap": "tfswap,grappler-us"} {
+		if got, err := ParseFitAccounting(acc); err != nil || strings.Join(got, ",") != want {
+			t.Errorf("ParseFitAccounting(%q) = %v, %v; want %s", acc, got, err, want)
+		}
+	}
+}
+
+// TestMicrosecondAccounting: the microsecond figure judges alone when asked to. x is
+// released 1 ns after a ends, and i1 (an Identity: 1 ns) and c start in that same
+// microsecond, so GraphMemory's microsecond reading counts all four activations together
+// where the nanosecond one never sees more than three: the unswapped graph fits tfswap's and
+// the nanosecond figure, not the microsecond one, and nothing swapped can change that.
+func TestMicrosecondAccounting(t *testing.T) {
+	b := newBuilder()
+	b.op("x", "Placeholder", "", big)
+	b.op("a", "Relu", "", big, "x")
+	b.op("i1", "Identity", "", big, "a")
+	b.op("c", "AddN", "", big, "a", "i1")
+	b.op("train", "NoOp", "", nil, "^c")
+	act := int64(512 * 1024 * 4)
+	plan := func(acc string) (*Planned, error) {
+		return RewriteWithPlanner(graphdef.NewModel(b.g), Options{}, PlanOptions{Profile: slowProfile(), Budget: 3 * act, FitAccounting: acc})
+	}
+	p, err := plan("tfswap,grappler-ns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := p.Eval.Devices[0]
+	if d.GrapplerPeak > 3*act || d.GrapplerPeakUS <= 3*act {
+		t.Fatalf("peaks %d (ns) and %d (us); the test wants the nanosecond one within %d and the microsecond one over", d.GrapplerPeak, d.GrapplerPeakUS, 3*act)
+	}
+	_, err = plan("grappler-us")
+	var nf *NoFitError
+	if !errors.As(err, &nf) || nf.GrapplerPeakUS != d.GrapplerPeakUS {
+		t.Fatalf("grappler-us: got %v, want a NoFitError at %d", err, d.GrapplerPeakUS)
+	}
+	if !strings.Contains(err.Error(), "--fit-accounting tfswap,grappler-ns") {
+		t.Errorf("the advice does not offer the nanosecond accounting:\n%v", err)
 	}
 }
 
@@ -488,6 +541,9 @@ func TestPlannedPeaksAreTheOutputs(t *testing.T) {
 				want := d.Peak
 				if conv != (cost.Conventions{}) {
 					want = d.GrapplerPeak
+					if us := r.Device(d.Name).MicrosecondPeakBytes; us != d.GrapplerPeakUS || us > budget {
+						t.Errorf("%d%% %s: the output's microsecond peak is %d, planning said %d (budget %d)", pct, s, us, d.GrapplerPeakUS, budget)
+					}
 				}
 				got := r.Device(d.Name).PeakBytes
 				if got != want || got > budget {

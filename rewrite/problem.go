@@ -59,17 +59,79 @@ type PlanOptions struct {
 	// FixedLMS makes the "lms" strategy keep the LMS distances of Options (swapout threshold,
 	// swap-in ahead, group-by) instead of tuning them.
 	FixedLMS bool
-	// FitAccounting says by whose accounting a plan's peak must fit the budget: "both" (the
-	// default: tfswap's model of the runtime and Grappler's VirtualCluster rules, see
-	// cost.GrapplerConventions) or "tfswap" (tfswap's alone).
+	// FitAccounting names the accountings by which a plan's peak must fit the budget
+	// (ParseFitAccounting): "all" (the default: tfswap's model of the runtime, and Grappler's
+	// VirtualCluster's GraphMemory peak both from its trace's nanoseconds and, as TensorFlow's
+	// own Cluster.DeterminePeakMemoryUsage reads it, its microseconds), "tfswap",
+	// "grappler-ns", "grappler-us", a comma-separated list of those, or "both" (tfswap's and
+	// the nanosecond figure, with the 2% margin for recomputations of earlier versions).
 	FitAccounting string
 	// Recompute says where recomputation may replace swaps (RecomputeModes; "" means
 	// "auto": the auto strategy weighs it against swapping alone).
 	Recompute string
 }
 
-// FitAccountings are the values PlanOptions.FitAccounting accepts ("" means "both").
-var FitAccountings = []string{"both", "tfswap"}
+// FitAccountings are the names PlanOptions.FitAccounting accepts, alone or (the first three)
+// in a comma-separated list.
+var FitAccountings = []string{"tfswap", "grappler-ns", "grappler-us", "all", "both"}
+
+// fitSet is the set of accountings a plan's peak must fit the budget by.
+type fitSet struct {
+	// tfswap: tfswap's model of the runtime (cost.Conventions{}); ns and us: GraphMemory's
+	// peak of Grappler's trace from its nanosecond and its microsecond timestamps
+	// (cost.GrapplerConventions: DeviceResult.PeakBytes and MicrosecondPeakBytes).
+	tfswap, ns, us bool
+	// legacy keeps recomputeGrapplerMargin on the nanosecond figure ("both").
+	legacy bool
+}
+
+func (f fitSet) grappler() bool { return f.ns || f.us }
+
+// ParseFitAccounting parses a PlanOptions.FitAccounting value ("" is "all") and returns the
+// accountings it names, in the order tfswap, grappler-ns, grappler-us.
+func ParseFitAccounting(s string) ([]string, error) {
+	f, err := parseFitAccounting(s)
+	if err != nil {
+		return nil, err
+	}
+	return f.names(), nil
+}
+
+func (f fitSet) names() []string {
+	var out []string
+	for _, x := range []struct {
+		on   bool
+		name string
+	}{{f.tfswap, "tfswap"}, {f.ns, "grappler-ns"}, {f.us, "grappler-us"}} {
+		if x.on {
+			out = append(out, x.name)
+		}
+	}
+	return out
+}
+
+func parseFitAccounting(s string) (fitSet, error) {
+	switch strings.TrimSpace(s) {
+	case "", "all":
+		return fitSet{tfswap: true, ns: true, us: true}, nil
+	case "both":
+		return fitSet{tfswap: true, ns: true, legacy: true}, nil
+	}
+	var f fitSet
+	for _, x := range strings.Split(s, ",") {
+		switch strings.TrimSpace(x) {
+		case "tfswap":
+			f.tfswap = true
+		case "grappler-ns":
+			f.ns = true
+		case "grappler-us":
+			f.us = true
+		default:
+			return f, fmt.Errorf("fit accounting %q: want one of %s, or a comma-separated list of tfswap, grappler-ns and grappler-us", s, strings.Join(FitAccountings, ", "))
+		}
+	}
+	return f, nil
+}
 
 // Evaluation is a plan's simulated outcome.
 type Evaluation struct {
@@ -98,14 +160,18 @@ type DevicePeak struct {
 	// own name, though the simulator runs it as a GPU).
 	Name         string
 	Peak, Budget int64
-	// GrapplerPeak is the device's peak by Grappler's accounting (cost.GrapplerConventions,
-	// which reproduce VirtualCluster's figure), when the plan was checked by it: only plans
-	// that fit by tfswap's accounting are; 0 otherwise.
-	GrapplerPeak int64
-	// GrapplerMargin is added to GrapplerPeak when judging a fit: a graph with
-	// recomputations leaves the VirtualCluster's scheduler room to place a copy at its peak
-	// that tfswap's model of it does not (recomputeGrapplerMargin).
+	// GrapplerPeak and GrapplerPeakUS are the device's peaks by Grappler's accounting
+	// (cost.GrapplerConventions, which reproduce the VirtualCluster's trace): GraphMemory's
+	// rule on the trace's nanosecond timestamps, and on its microsecond ones (what
+	// Cluster.DeterminePeakMemoryUsage returns; never less). They are set when the plan was
+	// judged by them (only plans that fit by the other accountings required are), and for the
+	// plan planning returns; 0 otherwise.
+	GrapplerPeak, GrapplerPeakUS int64
+	// GrapplerMargin is added to GrapplerPeak when judging a fit with the "both" accounting
+	// on a graph with recomputations (recomputeGrapplerMargin).
 	GrapplerMargin int64
+	// fit are the accountings the device's peak must fit by (fitSet{} means tfswap's).
+	fit            fitSet
 	PeakTime       int64
 	ResidentBytes  int64
 	SwapInStall    int64
@@ -117,13 +183,34 @@ type DevicePeak struct {
 }
 
 // Over returns by how much the device's peak exceeds its budget (negative when it fits), by
-// the stricter of the accountings it was checked with.
+// the strictest of the accountings it must fit by that it was judged with.
 func (d DevicePeak) Over() int64 {
-	g := d.GrapplerPeak
-	if g > 0 {
-		g += d.GrapplerMargin
+	worst := int64(-1 << 62)
+	if d.fit.tfswap || d.fit == (fitSet{}) {
+		worst = d.Peak
 	}
-	return max(d.Peak, g) - d.Budget
+	if d.fit.ns && d.GrapplerPeak > 0 {
+		worst = max(worst, d.GrapplerPeak+d.GrapplerMargin)
+	}
+	if d.fit.us && d.GrapplerPeakUS > 0 {
+		worst = max(worst, d.GrapplerPeakUS)
+	}
+	if worst == -1<<62 {
+		worst = d.Peak // not judged by a Grappler figure yet
+	}
+	return worst - d.Budget
+}
+
+// Judged returns the accountings the device's peak was required to fit by and was judged
+// with ("tfswap", "grappler-ns", "grappler-us").
+func (d DevicePeak) Judged() []string {
+	f := d.fit
+	if f == (fitSet{}) {
+		f.tfswap = true
+	}
+	f.ns = f.ns && d.GrapplerPeak > 0
+	f.us = f.us && d.GrapplerPeakUS > 0
+	return f.names()
 }
 
 // better reports whether a is a better outcome than b: a plan that fits beats one that does
@@ -183,8 +270,9 @@ type Problem struct {
 	best      *Evaluation // best evaluated so far (any strategy)
 	lowest    *Evaluation // lowest excess evaluated so far
 	sims      int
-	gsims     int  // of which by Grappler's accounting
-	grappler  bool // check fits by Grappler's accounting too
+	gsims     int    // of which by Grappler's accounting
+	fit       fitSet // the accountings a plan must fit by
+	grappler  bool   // Grappler's figures can be computed (the simulation uses tfswap's rules)
 	latency   int64
 	hostIdent int64
 	strategy  string // the planner running, for Evaluation.Strategy
@@ -195,8 +283,8 @@ type Problem struct {
 	// plans a graph with recomputations (its Base).
 	original *Evaluation
 	// grapplerMargin is the share of a device's budget (in thousandths) kept free by
-	// Grappler's accounting when judging fits (recomputeGrapplerMargin on graphs with
-	// recomputations).
+	// Grappler's nanosecond accounting when judging fits ("both" on graphs with
+	// recomputations: recomputeGrapplerMargin).
 	grapplerMargin int64
 }
 
@@ -222,13 +310,22 @@ func newProblemWith(model *graphdef.Model, a *Analysis, po PlanOptions, grappler
 	if po.Budget < 0 {
 		return nil, fmt.Errorf("budget must be positive, not %d", po.Budget)
 	}
+	fit, err := parseFitAccounting(po.FitAccounting)
+	if err != nil {
+		return nil, err
+	}
+	if !fit.legacy {
+		// The simulation reproduces the VirtualCluster's trace exactly, recomputations
+		// included, so only the legacy accounting keeps a margin.
+		grapplerMargin = 0
+	}
 	pr := &Problem{Model: model, Analysis: a, Opts: po, Profile: po.Profile, cache: map[string]*Evaluation{}, grapplerMargin: grapplerMargin}
-	switch po.FitAccounting {
-	case "", "both":
-		pr.grappler = po.Sim.Conventions == (cost.Conventions{})
-	case "tfswap":
-	default:
-		return nil, fmt.Errorf("fit accounting %q: want one of %s", po.FitAccounting, strings.Join(FitAccountings, ", "))
+	// Grappler's figures exist for graphs simulated by tfswap's rules (not for what-if
+	// simulations with other conventions, which are then judged by those alone).
+	pr.grappler = po.Sim.Conventions == (cost.Conventions{})
+	pr.fit = fit
+	if !pr.grappler {
+		pr.fit = fitSet{tfswap: true}
 	}
 	pr.simOpts = po.Sim
 	pr.simOpts.Timeline = false
@@ -460,15 +557,21 @@ func (pr *Problem) simulate(plan *Plan, g *graphdef.Graph, timeline bool) (*Eval
 		}
 		b := pr.budgetOf(d.Name)
 		ev.Devices = append(ev.Devices, DevicePeak{Name: pr.deviceName(d.Name), Peak: d.PeakBytes, Budget: b, PeakTime: d.PeakTime,
-			ResidentBytes: d.ResidentBytes, SwapInStall: d.SwapInStall, MemoryLimit: d.MemoryLimit, ComputeDevice: true, SimulatedIndex: i, simName: d.Name})
+			ResidentBytes: d.ResidentBytes, SwapInStall: d.SwapInStall, MemoryLimit: d.MemoryLimit, ComputeDevice: true, SimulatedIndex: i, simName: d.Name,
+			fit: pr.fit})
 		if x := d.PeakBytes - b; x > ev.Excess {
 			ev.Excess = x
 		}
-		if d.PeakBytes > b {
+		if d.PeakBytes > b && pr.fit.tfswap {
 			ev.Fits = false
 		}
 	}
-	if ev.Fits && pr.grappler {
+	// Grappler's figures are computed for plans that fit by tfswap's accounting (the cheaper
+	// judge first), or for every plan when that is not required.
+	if pr.fit.grappler() && (ev.Fits || !pr.fit.tfswap) {
+		if !pr.fit.tfswap {
+			ev.Excess = -1 << 62
+		}
 		if err := pr.checkGrappler(ev, g); err != nil {
 			return nil, nil, err
 		}
@@ -485,25 +588,22 @@ func (pr *Problem) simulate(plan *Plan, g *graphdef.Graph, timeline bool) (*Eval
 }
 
 // checkGrappler simulates g, the graph of ev's plan, by Grappler's accounting and records
-// each compute device's peak in ev; the plan fits only if those peaks are within the budgets
-// too. The VirtualCluster judges a rewritten graph by these rules (docs/SIMULATOR.md shows the
-// two agree), and they differ from tfswap's: they count every ReadVariableOp output and
-// Identity copy, never forward buffers, and see no transfer time.
+// each compute device's two peaks in ev; the plan fits only if those required are within the
+// budgets too. The VirtualCluster judges a rewritten graph by these rules (docs/SIMULATOR.md
+// shows the simulation reproduces its trace), and they differ from tfswap's: they count
+// every ReadVariableOp output and Identity copy, never forward buffers, see no transfer time,
+// and (the microsecond figure) count together tensors freed and allocated within the same
+// microsecond.
 func (pr *Problem) checkGrappler(ev *Evaluation, g *graphdef.Graph) error {
-	opts := pr.simOpts
-	opts.Timeline = false
-	opts.TopLive = -1
-	opts.Conventions = cost.GrapplerConventions()
-	res, err := cost.Simulate(g, pr.Profile, opts)
+	res, err := pr.simulateGrappler(g)
 	if err != nil {
-		return fmt.Errorf("simulating by Grappler's accounting: %v", err)
+		return err
 	}
-	pr.sims++
 	pr.gsims++
 	for i := range ev.Devices {
 		d := &ev.Devices[i]
 		if gd := res.Device(d.simName); gd != nil {
-			d.GrapplerPeak = gd.PeakBytes
+			d.GrapplerPeak, d.GrapplerPeakUS = gd.PeakBytes, gd.MicrosecondPeakBytes
 			d.GrapplerMargin = pr.grapplerMargin * d.Budget / 1000
 		}
 		if x := d.Over(); x > ev.Excess {
@@ -511,6 +611,42 @@ func (pr *Problem) checkGrappler(ev *Evaluation, g *graphdef.Graph) error {
 		}
 		if d.Over() > 0 {
 			ev.Fits = false
+		}
+	}
+	return nil
+}
+
+// simulateGrappler simulates g by Grappler's accounting.
+func (pr *Problem) simulateGrappler(g *graphdef.Graph) (*cost.Result, error) {
+	opts := pr.simOpts
+	opts.Timeline = false
+	opts.TopLive = -1
+	opts.Conventions = cost.GrapplerConventions()
+	res, err := cost.Simulate(g, pr.Profile, opts)
+	if err != nil {
+		return nil, fmt.Errorf("simulating by Grappler's accounting: %v", err)
+	}
+	pr.sims++
+	return res, nil
+}
+
+// reportGrappler fills in Grappler's figures of ev's devices where the plan was not judged
+// by them, so that every figure can be reported; they do not change whether it fits.
+func (pr *Problem) reportGrappler(ev *Evaluation) error {
+	if !pr.grappler || len(ev.Devices) == 0 || ev.Devices[0].GrapplerPeakUS > 0 {
+		return nil
+	}
+	g, err := pr.graphFor(ev.Plan)
+	if err != nil {
+		return err
+	}
+	res, err := pr.simulateGrappler(g)
+	if err != nil {
+		return err
+	}
+	for i := range ev.Devices {
+		if gd := res.Device(ev.Devices[i].Name); gd != nil {
+			ev.Devices[i].GrapplerPeak, ev.Devices[i].GrapplerPeakUS = gd.PeakBytes, gd.MicrosecondPeakBytes
 		}
 	}
 	return nil

@@ -60,13 +60,13 @@ const (
 )
 
 // recomputeGrapplerMargin is the share of the budget, in thousandths, that a plan with
-// recomputations keeps free by Grappler's accounting (2%). tfswap's model of that accounting
-// reproduces the VirtualCluster's peak to the byte on swapped graphs, whose order of ops the
-// data edges and gates fix; a recomputed copy, once its gate has fired, may be run by the
-// VirtualCluster's scheduler beside other ready work. With each chain triggered by the last
-// op before its reader the two agreed exactly on the ResNet-50 plans of the benchmark, and
-// differed by 1.1% (a 189 MiB copy of an Inception-v3 pooling co-scheduled at the peak) on
-// an Inception-v3 plan; the margin covers that.
+// recomputations keeps free by Grappler's nanosecond accounting under --fit-accounting both
+// (2%), as it did when that was the default. Then tfswap's model of that accounting timed ops
+// with tfswap's own estimates, and a recomputed copy, once its gate had fired, could be run
+// by the VirtualCluster's scheduler beside other ready work where the model did not (1.1% on
+// an Inception-v3 plan). With Grappler's op times the simulation reproduces the
+// VirtualCluster's trace to the nanosecond, so the other accountings keep no margin
+// (newProblemWith); "both" keeps it so that its plans stay as they were.
 const recomputeGrapplerMargin = 20
 
 // recomputeSmallBytes is the size under which a chain input counts as staying on the device

@@ -14,7 +14,8 @@ import (
 // CPU emulation (/device:CPU:1 stands for the GPU, /device:CPU:0 is the host), trains the
 // rewritten graph and the graph as it was for two steps each in sessions of their own, and
 // compares their losses to the bit. A traced step of each then says how many tensors crossed
-// between the devices, and how many of them were swaps.
+// between the devices, and how many of them were swaps (a fed tensor arrives on the host, so
+// its swap-out copies nothing across).
 func Example() {
 	m, err := tfswap.Load("../testmodels/fixtures/resnet.pb")
 	if err != nil {
@@ -80,10 +81,10 @@ func Example() {
 		}
 	}
 	// Output:
-	// planned: 4 tensors swapped, predicted peak 5.9 MiB of 6.0 MiB
+	// planned: 5 tensors swapped, predicted peak 5.8 MiB of 6.0 MiB
 	// step 1: loss 2.6151, bit-identical to the unswapped graph's: true
 	// step 2: loss 2.2514, bit-identical to the unswapped graph's: true
-	// rewritten: 6 tensors to the device (4 swap-ins), 5 to the host (4 swap-outs), 5 control edges across
+	// rewritten: 7 tensors to the device (5 swap-ins), 5 to the host (4 swap-outs), 6 control edges across
 	// unswapped: 2 tensors to the device (0 swap-ins), 1 to the host (0 swap-outs), 1 control edges across
 	// /job:localhost/replica:0/task:0/device:CPU:1 ran the step: its allocator "cpu" is shared with the host: true
 }

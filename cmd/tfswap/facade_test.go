@@ -35,6 +35,7 @@ func TestCLISaysWhatTheFacadeSays(t *testing.T) {
 		{[]string{"--budget", "4MiB", "--fetch", "train", "--strategy", "window", "--recompute", "max"}, tfswap.Options{Budget: 4 << 20, Fetch: []string{"train"}, Strategy: "window", Recompute: "max"}},
 		{[]string{"--budget", "5MiB", "--fetch", "train", "--strategy", "autoswap", "--fit-accounting", "tfswap", "--bo-iterations", "-1"},
 			tfswap.Options{Budget: 5 << 20, Fetch: []string{"train"}, Strategy: "autoswap", FitAccounting: "tfswap", NoBayesianOptimisation: true}},
+		{[]string{"--budget", "5MiB", "--fetch", "train", "--fit-accounting", "tfswap,grappler-ns"}, tfswap.Options{Budget: 5 << 20, Fetch: []string{"train"}, FitAccounting: "tfswap,grappler-ns"}},
 		{[]string{"--budget", "20MiB", "--fetch", "train", "--batch-scale", "4", "--exclude-op", "Relu"}, tfswap.Options{Budget: 20 << 20, Fetch: []string{"train"}, BatchScale: 4, ExcludeOps: []string{"Relu"}}},
 	}
 	tmp := t.TempDir()

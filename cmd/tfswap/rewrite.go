@@ -125,7 +125,7 @@ func planFlags() []cli.Flag {
 		&cli.StringFlag{Name: "window", Usage: "window: the schedule-window in bytes (default: tuned)"},
 		&cli.BoolFlag{Name: "explain", Usage: "print the plan's reasoning for every swap candidate"},
 		&cli.StringFlag{Name: "recompute", Value: "auto", Usage: "where backward readers may read a recomputed copy of a cheap op's output instead of a swapped-in one: auto (the auto strategy recomputes where the simulator says it beats swapping alone), off, or max (recompute every candidate, then swap what remains)"},
-		&cli.StringFlag{Name: "fit-accounting", Value: "both", Usage: "whose accounting a plan's peak must fit the budget by: both (tfswap's model of the runtime and Grappler's VirtualCluster rules) or tfswap"},
+		&cli.StringFlag{Name: "fit-accounting", Value: "all", Usage: "the accountings a plan's peak must fit the budget by: all (tfswap's model of the runtime, and Grappler's VirtualCluster trace read to the nanosecond and, as TensorFlow's DeterminePeakMemoryUsage reads it, to the microsecond), or a comma-separated list of tfswap, grappler-ns, grappler-us; both is tfswap,grappler-ns with the 2% recomputation margin of earlier versions"},
 	}
 }
 
@@ -176,8 +176,8 @@ func planOptions(c *cli.Context, opts *tfswap.Options) error {
 		opts.Recompute = r
 	}
 	opts.FitAccounting = c.String("fit-accounting")
-	if !slices.Contains(rewrite.FitAccountings, opts.FitAccounting) {
-		return usagef("--fit-accounting: want one of %s, got %q", strings.Join(rewrite.FitAccountings, ", "), opts.FitAccounting)
+	if _, err := rewrite.ParseFitAccounting(opts.FitAccounting); err != nil {
+		return usagef("--fit-accounting: %v", err)
 	}
 	opts.Explain = c.Bool("explain")
 	if c.IsSet("device") && c.IsSet("device-file") {
@@ -285,7 +285,8 @@ func init() {
 			"Large Model Support's fixed thresholds instead (defaults 10, 2 and 5): every tensor is swapped\n" +
 			"for its consumers at least --swapout-threshold levels later, whatever the budget.\n\n" +
 			"Every rewrite ends with its prediction for the device: the peak against the budget by\n" +
-			"tfswap's accounting and by Grappler's VirtualCluster rules, the step-time overhead against\n" +
+			"each accounting (tfswap's, and the VirtualCluster's in nanoseconds and in microseconds),\n" +
+			"the step-time overhead against\n" +
 			"the unswapped graph, the bytes over the host link, and a warning when the result does not\n" +
 			"fit or costs more than 50%.",
 		Flags: append(append(modelFlags(),

@@ -86,7 +86,7 @@ func TestRewriteDefaultFits(t *testing.T) {
 		}
 		for _, want := range []string{"nothing needed:", "written unchanged", "device:          v100-16gb: the default profile",
 			"no TensorFlow runtime", "budget:          14.97 GiB per GPU: 16.00 GiB less the 1050 MiB TensorFlow 2.18 keeps back at compute capability 7.0",
-			"predicted peak:  /device:GPU:0", "by Grappler's VirtualCluster rules", "predicted step:", "+0.0% overhead", "host link:       0 B to the host"} {
+			"predicted peak:  /device:GPU:0", "by Grappler's VirtualCluster, trace in nanoseconds", "trace in microseconds (DeterminePeakMemoryUsage)", "predicted step:", "+0.0% overhead", "host link:       0 B to the host"} {
 			if !strings.Contains(stdout, want) {
 				t.Errorf("%s: output lacks %q:\n%s", name, want, stdout)
 			}

@@ -20,7 +20,8 @@ func TestRewritePlanCommand(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	for _, want := range []string{"strategy:        auto", "predicted peak:  /device:GPU:0", "by Grappler's VirtualCluster rules", "predicted step:", "explanation:", "swapped "} {
+	for _, want := range []string{"strategy:        auto", "predicted peak:  /device:GPU:0", "by tfswap's model of the runtime",
+		"by Grappler's VirtualCluster, trace in nanoseconds", "trace in microseconds (DeterminePeakMemoryUsage)", "predicted step:", "explanation:", "swapped "} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("output lacks %q:\n%s", want, stdout)
 		}
@@ -32,9 +33,11 @@ func TestRewritePlanCommand(t *testing.T) {
 			Device   string `json:"device"`
 			Budget   int64  `json:"budget"`
 			Devices  []struct {
-				Peak         int64 `json:"peak"`
-				GrapplerPeak int64 `json:"grappler_peak"`
-				Budget       int64 `json:"budget"`
+				Peak           int64    `json:"peak"`
+				GrapplerPeak   int64    `json:"grappler_peak"`
+				GrapplerPeakUS int64    `json:"grappler_peak_us"`
+				Judged         []string `json:"fit_accountings"`
+				Budget         int64    `json:"budget"`
 			} `json:"devices"`
 			StepTime int64 `json:"step_time_ns"`
 		} `json:"plan"`
@@ -49,11 +52,17 @@ func TestRewritePlanCommand(t *testing.T) {
 	if r.Plan.Strategy != "auto" || r.Plan.Device != rewrite.DefaultDevice || r.Plan.Budget != 6<<20 || len(r.Plan.Devices) != 1 || r.Plan.StepTime == 0 || len(r.Swaps) == 0 {
 		t.Errorf("report: %+v", r.Plan)
 	}
-	// Both accountings were checked and both fit (--fit-accounting both, the default).
+	// All three accountings were checked and all fit (--fit-accounting all, the default).
 	for _, d := range r.Plan.Devices {
-		if d.Peak <= 0 || d.Peak > d.Budget || d.GrapplerPeak <= 0 || d.GrapplerPeak > d.Budget {
+		if d.Peak <= 0 || d.Peak > d.Budget || d.GrapplerPeak <= 0 || d.GrapplerPeak > d.Budget || d.GrapplerPeakUS < d.GrapplerPeak ||
+			d.GrapplerPeakUS > d.Budget || strings.Join(d.Judged, ",") != "tfswap,grappler-ns,grappler-us" {
 			t.Errorf("report devices: %+v", r.Plan.Devices)
 		}
+	}
+	// With tfswap's accounting alone every figure is still reported, and only that one judged.
+	if code, stdout, stderr := runSimCLI(t, "rewrite", planFixture, "-o", filepath.Join(tmp, "t.pb"), "--budget", "6MiB", "--fetch", "train",
+		"--fit-accounting", "tfswap"); code != 0 || !strings.Contains(stdout, "trace in microseconds (DeterminePeakMemoryUsage) (not required)") {
+		t.Errorf("--fit-accounting tfswap: exit %d\n%s%s", code, stdout, stderr)
 	}
 	// The same command again writes the same bytes.
 	out2 := filepath.Join(tmp, "out2.pb")
@@ -87,6 +96,7 @@ func TestRewritePlanErrors(t *testing.T) {
 		{[]string{"--swapout-threshold", "5", "--strategy", "auto"}, 2, "--strategy lms-fixed"},
 		{[]string{"--swapin-groupby", "2", "--strategy", "vdnn-all"}, 2, "fixes LMS's thresholds"},
 		{[]string{"--budget", "8GiB", "--fit-accounting", "vc"}, 2, "--fit-accounting"},
+		{[]string{"--budget", "8GiB", "--fit-accounting", "tfswap,all"}, 2, "--fit-accounting"},
 		{[]string{"--budget", "8GiB", "--recompute", "always"}, 2, "--recompute"},
 		{[]string{"--budget", "8GiB", "--shared-link", "/device:GPU:0+/device:GPU:7"}, 1, "no GPU of the graph matches"},
 	} {
@@ -106,11 +116,14 @@ func TestRewritePlanErrors(t *testing.T) {
 
 // TestRewriteRecomputeReport: with --recompute max the summary counts the recomputations,
 // the JSON report lists each with its copies, trigger, gate and readers, and the same
-// command writes the same bytes again.
+// command writes the same bytes again. (The 4 MiB budget was chosen for the accountings of
+// --fit-accounting both; by the microsecond figure the window strategy's plans stay just over
+// it on this graph, whose whole step lasts 140 us.)
 func TestRewriteRecomputeReport(t *testing.T) {
 	tmp := t.TempDir()
 	out, rep := filepath.Join(tmp, "out.pb"), filepath.Join(tmp, "rep.json")
-	args := []string{"rewrite", planFixture, "-o", out, "--budget", "4MiB", "--fetch", "train", "--strategy", "window", "--recompute", "max", "--report", rep, "--explain"}
+	args := []string{"rewrite", planFixture, "-o", out, "--budget", "4MiB", "--fetch", "train", "--strategy", "window", "--recompute", "max",
+		"--report", rep, "--explain", "--fit-accounting", "both"}
 	code, stdout, stderr := runSimCLI(t, args...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)

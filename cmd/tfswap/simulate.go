@@ -338,6 +338,21 @@ func printSimulation(w io.Writer, in string, p *cost.Profile, opts cost.Options,
 		row(name+" peak", peak, extra)
 		row("  at", at, "")
 		row("  resident (variables...)", resident, "")
+		// Under GraphMemory's rule (--grappler) the trace read to the microsecond, as
+		// DeterminePeakMemoryUsage reads it, gives a second peak.
+		var us []string
+		anyUS := false
+		for _, r := range cols {
+			if d := r.Device(name); d != nil && d.MicrosecondPeakBytes > 0 {
+				us = append(us, fmt.Sprintf("%s at %s", units.FormatBytes(d.MicrosecondPeakBytes), cost.FormatDuration(d.MicrosecondPeakTime)))
+				anyUS = true
+			} else {
+				us = append(us, "-")
+			}
+		}
+		if anyUS {
+			row("  peak, trace in µs", us, "")
+		}
 	}
 	var step, stall, d2h, h2d []string
 	for _, r := range cols {

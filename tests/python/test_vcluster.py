@@ -100,6 +100,42 @@ def test_only_the_fetch_fanin_runs(tmp_path, profile_file):
     assert out["devices"]["/device:GPU:0"]["peak_bytes"] == 4096
 
 
+def test_a_graph_larger_than_the_device(tmp_path, profile_file):
+    # The VirtualCluster refuses a graph whose scheduler peak reaches the device's
+    # memory_size (ResourceExhaustedError from MeasureCosts); the checker's device has room
+    # for any graph and compares with the budget afterwards.
+    graph = tmp_path / "chain.pb"
+    neg_chain(graph, n=1 << 20)  # three 4 MiB tensors live together
+    tiny = dict(V100, memory_bytes=1 << 20)
+    out = vcluster.check_graph(str(graph), ["train"], vcluster.load_profile(profile_file(tiny)), 10,
+                               budget=8 << 20)
+    gpu = out["devices"]["/device:GPU:0"]
+    assert gpu["peak_bytes"] == 3 * (4 << 20)
+    assert gpu["fits_ns"] is False and gpu["fits_us"] is False and gpu["budget"] == 8 << 20
+    assert vcluster.main(["--device-file", profile_file(tiny), "--budget", "8MiB", str(graph)]) == 1
+    assert vcluster.main(["--device-file", profile_file(tiny), "--budget", "12MiB", str(graph)]) == 0
+
+
+def test_the_tensors_that_make_the_microsecond_difference(profile_file):
+    # On the MLP the whole step runs within about one microsecond: DeterminePeakMemoryUsage
+    # counts nearly every tensor, the nanosecond trace a few at a time. The tensors the
+    # microsecond peak counts but that are not live together with the others are listed, and
+    # with the others they make up the microsecond peak.
+    prof = vcluster.load_profile(profile_file(V100))
+    out = vcluster.check_graph(str(ROOT / "testmodels" / "fixtures" / "mlp.pb"), ["train"], prof, 100)
+    gpu = out["devices"]["/device:GPU:0"]
+    assert gpu["peak_bytes_us"] > gpu["peak_bytes"] > 0
+    assert gpu["us_only_count"] > 0 and gpu["us_only_bytes"] > 0
+    others = gpu["peak_bytes_us"] - gpu["us_only_bytes"]
+    assert others <= gpu["peak_bytes"]
+    t = gpu["us_only_others_at_ns"]
+    assert gpu["peak_time_us_ns"] <= t < gpu["peak_time_us_ns"] + 1000
+    for x in gpu["us_only"]:
+        # Each is live in the peak's microsecond, but not at the nanosecond the others are.
+        assert not (x["alloc_ns"] <= t < x["dealloc_ns"])
+        assert x["alloc_ns"] < gpu["peak_time_us_ns"] + 1000 and x["dealloc_ns"] > gpu["peak_time_us_ns"]
+
+
 def test_reimplementation_matches_tensorflow_on_the_fixtures(profile_file):
     # check_graph raises SystemExit when its microsecond re-implementation of GraphMemory
     # disagrees with DeterminePeakMemoryUsage on any device.
@@ -117,6 +153,20 @@ def test_cli_json(tmp_path, profile_file, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["profile"] == "v100-16gb"
     assert out["graphs"][0]["devices"]["/device:GPU:0"]["peak_bytes"] == 3 * 4096
+
+
+def test_cli_trace_and_parse_bytes(tmp_path, profile_file, capsys):
+    graph = tmp_path / "chain.pb"
+    neg_chain(graph)
+    assert vcluster.main(["--device-file", profile_file(V100), "--json", "--trace", str(graph)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    trace = {e[1]: e for e in out["graphs"][0]["trace"]}
+    assert trace["a"][2] == "Neg" and trace["a"][4] > trace["a"][3]
+    assert trace["a"][5] == [[1024]]
+    assert vcluster.parse_bytes("15GiB") == 15 << 30 and vcluster.parse_bytes("1.5GB") == 1500000000
+    assert vcluster.parse_bytes("123") == 123
+    with pytest.raises(Exception):
+        vcluster.parse_bytes("lots")
 
 
 def test_rejects_a_profile_without_sms(tmp_path, profile_file):

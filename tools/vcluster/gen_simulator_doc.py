@@ -28,7 +28,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 PROFILE = "v100-16gb"  # the device of the comparison
 FETCH = "train"
 # Grappler's rules, in the order the ablation switches them back to tfswap's.
-ABLATION = ["tie-by-name", "delayed-free", "recv-ops", "transient-recv", "unknown-dims-as-one",
+ABLATION = ["grappler-times", "tie-by-name", "delayed-free", "recv-ops", "transient-recv", "unknown-dims-as-one",
             "no-workspace", "no-forwarding", "no-aliasing", "no-resident-variables"]
 PROFILE_KEYS = ["format", "version", "name", "description", "memory_bytes", "fp32_flops",
                 "tf32_flops", "fp16_flops", "mem_bytes_per_s", "d2h_bytes_per_s",
@@ -152,7 +152,7 @@ def main():
             r[which] = {
                 "tfswap": simulate(p),
                 "grappler": simulate(p, "grappler"),
-                "vc": vcluster.check_graph(str(p), [FETCH], vprof, 5),
+                "vc": vcluster.check_graph(str(p), [FETCH], vprof, 5, trace=True),
             }
             # Ablation: start from Grappler's rules and switch them back to tfswap's one by one.
             steps = []
@@ -213,7 +213,7 @@ def write(out, profiles, names, rows, scaled, r50, plot_rel, tfver, gpu, dev, co
     d("    --trace step.json --plot memory.svg            # side by side, trace, memory plot")
     d("tfswap simulate model.pb --device a100-40gb --batch-scale 4   # 4x the batch")
     d("tfswap simulate model.pb --device-file my-gpu.json --measured ops.json")
-    d("tfswap simulate model.pb --device v100-16gb --grappler      # Grappler's accounting (see below)")
+    d("tfswap simulate model.pb --device v100-16gb --grappler      # Grappler's accounting: ns and µs peaks (see below)")
     d("tfswap simulate --list-devices")
     d("tfswap inspect model.pb --device h100 --fetch train           # adds the predicted peak")
     d("```")
@@ -436,34 +436,79 @@ def write(out, profiles, names, rows, scaled, r50, plot_rel, tfver, gpu, dev, co
       "the same device in one — a GPU with `num_cores` = the profile's SMs, `architecture` = the "
       "compute capability's major number, the frequency chosen so that Grappler's "
       "`OpLevelCostEstimator::GetDeviceInfo` (cores per SM × SMs × frequency × 2) gives the profile's "
-      "FP32 peak, `bandwidth` = the memory bandwidth, `memory_size` = the memory — plus the host "
-      "`/device:CPU:0`, and a Grappler item from a MetaGraphDef whose `train_op` collection is "
-      "`[\"%s\"]`. Facts about Grappler below were read from its source "
-      "(`virtual_scheduler.cc`, `virtual_placer.cc`, `graph_memory.cc`, `op_types.cc`, "
-      "`op_level_cost_estimator.cc`, `costs/utils.cc`) and each is exercised by the check." % FETCH)
+      "FP32 peak, `bandwidth` = the memory bandwidth — plus the host `/device:CPU:0`, and a Grappler "
+      "item from a MetaGraphDef whose `train_op` collection is `[\"%s\"]`. The GPU's `memory_size` is "
+      "not the profile's memory but 2^62 bytes: `VirtualCluster::Run` returns RESOURCE_EXHAUSTED "
+      "when the scheduler's own estimate of a device's peak reaches `memory_size` (and "
+      "`Cluster.MeasureCosts` raises it), so the checker gives the device room for any graph and "
+      "compares its peaks with a budget afterwards (`--budget`). Facts about Grappler below were "
+      "read from TensorFlow 2.18's source (`virtual_cluster.cc`, `virtual_scheduler.cc`, "
+      "`virtual_placer.cc`, `analytical_cost_estimator.cc`, `graph_memory.cc`, "
+      "`op_level_cost_estimator.cc`, `op_types.cc`, `costs/utils.cc`, `framework/common_shape_fns.cc`, "
+      "`ops/array_ops.cc`) and each is exercised by the check." % FETCH)
     d()
     d("What VirtualCluster does with a graph: `VirtualPlacer` puts every node without a device on "
       "the GPU with the lowest id; the `VirtualScheduler` runs the transitive fan-in of the fetch "
       "nodes, with a single `FirstReadyManager` (the ready node with the earliest ready time first, "
-      "ties by node name); each cross-device input, control inputs included, becomes a `_Send` on a "
+      "ties by node name); each cross-device data input becomes a `_Send` on a "
       "`Channel_from_X_to_Y` device and a `_Recv` on the receiving device, each costed like an "
-      "`Identity` (1 ns), one pair per tensor and receiving device. `Cluster.DeterminePeakMemoryUsage` "
+      "`Identity` (1 ns), one pair per tensor and receiving device, while a control input from "
+      "another device is treated as an edge on one device (no `_Send`, no `_Recv`: "
+      "`SchedulerState::Init`). Every op takes the time `OpLevelCostEstimator` gives it: "
+      "`ceil(operations / GOP/s) + ceil(bytes read and written / GB/s)` ns (compute and memory "
+      "do not overlap), with per-op operation counts (a convolution's multiply-adds × 2, an "
+      "elementwise op's elements × Eigen's cost of its functor, ...), 1 ns for `Identity`-like, "
+      "shape and variable ops, nothing for `NoOp`, and bytes alone for ops it has no rule for "
+      "(`FusedBatchNormV3`, `ResourceApplyAdam`, `Mean`, ...). Shapes, for these times and for "
+      "memory, come from Grappler's own static shape inference (`GraphProperties`), which knows "
+      "only the values of `Const` nodes: a `Transpose` whose permutation is computed (the "
+      "`InvertPermutation` of a transpose's gradient), an `UnsortedSegmentSum` whose number of "
+      "segments is, get dimensions it calls unknown and counts as 1. `Cluster.DeterminePeakMemoryUsage` "
       "(`GraphMemory::InferStatically`) takes that run's trace and keeps every output of every op "
       "live from its op's start to 1 ns after the end of its last consumer in the original graph — "
-      "on whatever device — or of the op itself. Sizes come from Grappler's shape inference; a "
-      "dimension it cannot infer counts 1, a resource or variant handle 0 bytes.")
+      "on whatever device — or of the op itself; a resource or variant handle is 0 bytes.")
     d()
-    d("### TensorFlow's own answer is quantized to microseconds")
+    d("### Three figures for one step")
     d()
-    d("`GraphMemory` reads the trace's `all_start_micros` and `op_end_rel_micros`. On a V100 the "
-      "VirtualScheduler gives most ops of these graphs a few hundred nanoseconds, so every op that "
-      "starts within the same microsecond looks simultaneous, and the tensors they touch look live "
-      "together: the small MLP runs entirely inside one microsecond and its \"peak\" is the sum of "
-      "nearly all its tensors. The checker therefore applies `GraphMemory`'s rule (re-implemented in "
-      "`infer_from_trace`) to the same trace's nanosecond timestamps (`all_start_nanos`, "
-      "`op_end_rel_nanos`, which the VirtualScheduler also fills in). It verifies the "
-      "re-implementation on every graph and device: from the microsecond timestamps it must give "
-      "exactly `DeterminePeakMemoryUsage`'s number, and it does for every graph below.")
+    d("A plan's peak has three figures, and `tfswap rewrite --fit-accounting` names each:")
+    d()
+    d("- **tfswap** — tfswap's model of TensorFlow's runtime (`tfswap simulate`): variables "
+      "resident, aliases and in-place forwarding, copies on the copy engines at the link's rate. "
+      "The figure that predicts what a real step allocates.")
+    d("- **grappler-ns** — GraphMemory's rule applied to the VirtualScheduler's trace read to the "
+      "nanosecond (`all_start_nanos`, `op_end_rel_nanos`, which the scheduler fills in): the checker's "
+      "`peak_bytes`, and `DeviceResult.PeakBytes` of `tfswap simulate --grappler`.")
+    d("- **grappler-us** — the same rule on the same trace read to the microsecond, as "
+      "`GraphMemory::InferFromTrace` reads it (`all_start_micros`, `op_end_rel_micros`: the "
+      "nanosecond times truncated by `Costs::NanoSeconds::asMicroSeconds`): TensorFlow's own "
+      "`Cluster.DeterminePeakMemoryUsage`, the checker's `peak_bytes_us`, and "
+      "`MicrosecondPeakBytes` of `tfswap simulate --grappler`.")
+    d()
+    d("**When the two Grappler figures differ.** In microseconds a tensor is live in every "
+      "microsecond from the one its producer starts in to the one its last reader ends in, so "
+      "tensors that never coexist — one freed, another allocated a few nanoseconds later — count "
+      "together when the two instants fall in the same microsecond. The microsecond figure is "
+      "therefore never below the nanosecond one, equal when every op near the peak takes "
+      "microseconds, and larger where ops of a few nanoseconds cluster at the peak: a small graph "
+      "whose whole step lasts a few microseconds (the MLP fixture runs in one: nearly all its "
+      "tensors count), and in rewritten graphs the 1 ns `_Recv` of every swap-in, the gate "
+      "`Identity` (a copy of its trigger's output in Grappler's accounting) and the `Identity` "
+      "copies of `tf.gradients`' tuples, beside the tensor the next op allocates. The checker "
+      "names, for each device, the tensors the microsecond peak counts that are not live together "
+      "with the others at any nanosecond of that microsecond (`us_only`; the last column below). "
+      "They are counted against the best nanosecond of the microsecond peak's own microsecond, so "
+      "when the nanosecond peak lies elsewhere in the step they can weigh more than the "
+      "difference between the two figures.")
+    d()
+    d("**When tfswap's figure differs from Grappler's**: the accounting rules, one by one in the "
+      "section after next.")
+    d()
+    d("`--fit-accounting all` (the default) requires a plan to fit by all three, so that every plan "
+      "`tfswap rewrite` reports as fitting also fits by TensorFlow's own "
+      "`DeterminePeakMemoryUsage`; `tfswap`, `grappler-ns`, `grappler-us` or a comma-separated list "
+      "of them ask for those alone (`both` is `tfswap,grappler-ns` as before, with its 2% margin "
+      "for recomputations); whatever it asks, `rewrite` prints and reports (`--report`) all three "
+      "figures of the plan.")
     d()
     trows = []
     for r in rows:
@@ -473,45 +518,68 @@ def write(out, profiles, names, rows, scaled, r50, plot_rel, tfver, gpu, dev, co
                 v = vc[devname]
                 if v["peak_bytes_us"] == 0 and v["peak_bytes"] == 0:
                     continue
+                diff = "–"
+                if v["us_only_count"]:
+                    big = v["us_only"][0]
+                    diff = "%d tensors, %s; largest `%s` (%s)" % (v["us_only_count"], gib(v["us_only_bytes"]),
+                                                                  big["tensor"], gib(big["bytes"]))
                 trows.append([label, devname, "{:,}".format(v["peak_bytes_us"]), "{:,}".format(v["peak_bytes"]),
-                              pct(v["peak_bytes_us"], v["peak_bytes"])])
-    d("VirtualCluster on `%s`, peak bytes per device: `DeterminePeakMemoryUsage` (µs trace) and the "
-      "same rule on the ns trace (the figure compared below)." % PROFILE)
+                              pct(v["peak_bytes_us"], v["peak_bytes"]), diff])
+    d("VirtualCluster on `%s`, peak bytes per device (`tools/vcluster/vcluster.py`): "
+      "`DeterminePeakMemoryUsage` (µs trace) and the same rule on the ns trace, and the tensors "
+      "the µs peak counts that are not live together with the others at any nanosecond of its "
+      "microsecond. The checker re-implements GraphMemory's rule (`live_tensors`, `peak_of`) and "
+      "verifies on every graph and device that from the microsecond timestamps it gives exactly "
+      "`DeterminePeakMemoryUsage`'s number; it does for every graph below." % PROFILE)
     d()
-    d.table(["graph", "device", "DeterminePeakMemoryUsage", "GraphMemory rule, ns trace", "µs / ns"], trows)
+    d.table(["graph", "device", "DeterminePeakMemoryUsage", "GraphMemory rule, ns trace", "µs / ns",
+             "counted only in µs"], trows)
 
     d("### Agreement")
     d()
     d("Peak bytes per device for one step (`--fetch %s`) on `%s`. *VirtualCluster*: "
-      "`tools/vcluster/vcluster.py`, nanosecond trace. *tfswap, Grappler's rules*: `tfswap simulate "
-      "--grappler` (the accounting rules listed in the next section switched to Grappler's). "
-      "*tfswap*: `tfswap simulate` with its own accounting, the prediction users get. Rewritten "
-      "graphs are `tfswap rewrite --strategy lms-fixed` (LMS's default thresholds). The test `TestVirtualClusterAgreement` "
-      "(`go test ./cost`) requires the Grappler-rules column to be within 10%% of VirtualCluster's "
-      "on the compute device for every fixture, original and rewritten." % (FETCH, PROFILE))
+      "`tools/vcluster/vcluster.py`, nanosecond and microsecond readings of its trace. *tfswap, "
+      "Grappler's rules*: `tfswap simulate --grappler` (the accounting rules listed in the next "
+      "section switched to Grappler's), its nanosecond and microsecond peaks. *tfswap*: `tfswap "
+      "simulate` with its own accounting, the prediction users get. Rewritten graphs are `tfswap "
+      "rewrite --strategy lms-fixed` (LMS's default thresholds). The test `TestVirtualClusterAgreement` (`go test ./cost`; "
+      "`TFSWAP_VCLUSTER_LARGE=1` adds the large models) requires, for every graph below, original "
+      "and rewritten, and for a vDNN plan of each (whose waits make GPU ops wait for host "
+      "swap-outs) and, on the fixtures, a plan recomputing every candidate, every op of the "
+      "simulation to run on the device, from the nanosecond and to the nanosecond, with the "
+      "output shapes that the VirtualCluster's trace records, and both peaks of every device to "
+      "be the VirtualCluster's to the byte." % (FETCH, PROFILE))
     d()
     arows = []
-    worst = 0.0
+    worst = 0
+    cost_diff = 0
     for r in rows:
         for which, label in (("orig", r["name"]), ("swap", r["name"] + " (rewritten)")):
             vc = r[which]["vc"]["devices"]
             for devname in sorted(vc, key=lambda n: (not n.endswith("GPU:0"), n)):
                 v = vc[devname]["peak_bytes"]
+                vu = vc[devname]["peak_bytes_us"]
                 g = dev(r[which]["grappler"], devname)
                 t = dev(r[which]["tfswap"], devname)
-                if v == 0 and g is None:
+                if v == 0 and vu == 0 and g is None:
                     continue
                 gb = g["peak_bytes"] if g else 0
+                gu = g.get("peak_bytes_us", 0) if g else 0
                 tb = t["peak_bytes"] if t else 0
-                if devname.endswith("GPU:0") and v:
-                    worst = max(worst, abs(gb - v) / v)
-                arows.append([label, devname, "{:,}".format(v), "{:,}".format(gb), pct2(gb, v), "{:,}".format(tb), pct(tb, v)])
-    d.table(["graph", "device", "VirtualCluster", "tfswap, Grappler's rules", "diff", "tfswap", "diff"], arows)
-    d("With Grappler's rules, the largest difference on a GPU is %.2f%%: the two simulators agree on "
-      "which nodes run, where, in what order, how large every tensor is and when it is freed. "
-      "Host-side differences of a few bytes are 4-byte control messages whose `_Recv` falls on the "
-      "other side of the peak instant. The difference between the last two columns is the "
-      "difference between the two accountings, explained next." % (100 * worst))
+                worst = max(worst, abs(gb - v), abs(gu - vu))
+                arows.append([label, devname, "{:,}".format(v), "{:,}".format(gb), "{:,}".format(vu), "{:,}".format(gu),
+                              "{:,}".format(tb), pct(tb, v)])
+            # MeasureCosts reports its cost estimate in whole microseconds.
+            cost_diff = max(cost_diff, abs(r[which]["grappler"]["step_time_ns"] // 1000 * 1000 -
+                                           round(r[which]["vc"]["cost_estimate_s"] * 1e9)))
+    d.table(["graph", "device", "VirtualCluster ns", "tfswap, Grappler's rules, ns", "VirtualCluster µs",
+             "tfswap, Grappler's rules, µs", "tfswap", "diff from VC ns"], arows)
+    d("With Grappler's rules the largest difference of any peak on any device is %d bytes, and "
+      "the simulated step, truncated to the microsecond as `Cluster.MeasureCosts` reports its "
+      "cost estimate, differs from that estimate by %d ns: the two "
+      "simulators agree on which nodes run, where, in what order, at which nanosecond, how large "
+      "every tensor is and when it is freed. The difference between the last columns and the "
+      "others is the difference between the accountings, explained next." % (worst, cost_diff))
     d()
 
     d("### Where tfswap's accounting differs from Grappler's, and why")
@@ -564,10 +632,17 @@ def write(out, profiles, names, rows, scaled, r50, plot_rel, tfver, gpu, dev, co
       "tfswap frees first.")
     d("9. **tie-by-name.** Grappler breaks ties between ops ready at the same time by name, tfswap by "
       "topological (graph) order. The order changes which tensors meet at the peak.")
+    d("10. **grappler-times.** Ops take the times `OpLevelCostEstimator` gives them (see above; "
+      "`cost/grappler_time.go`, whose elementwise costs `tools/vcluster/cwise_costs.py` measures "
+      "from the VirtualCluster), with the shapes Grappler's inference gives them "
+      "(`cost/grappler_shapes.go`), instead of tfswap's roofline times. On one device the order "
+      "of the ops, and so the nanosecond peak, hardly depends on the times; the microsecond peak "
+      "does, since it depends on which ops share a microsecond.")
     d()
     d("Switching the rules back one at a time, starting from Grappler's (the first column, equal to "
-      "VirtualCluster's figure above) and ending at tfswap's, shows what each contributes on the "
-      "compute device (`tfswap simulate --conventions`, peak bytes on `%s`, `--fetch %s`):" % (PROFILE, FETCH))
+      "VirtualCluster's nanosecond figure above) and ending at tfswap's, shows what each contributes "
+      "on the compute device (`tfswap simulate --conventions`, nanosecond peak bytes on `%s`, "
+      "`--fetch %s`):" % (PROFILE, FETCH))
     d()
     head = ["graph", "Grappler's rules"] + ["− " + r for r in ABLATION]
     ab = []
@@ -590,14 +665,16 @@ def write(out, profiles, names, rows, scaled, r50, plot_rel, tfver, gpu, dev, co
 
     d("### Time")
     d()
-    d("VirtualCluster's cost estimate (`Cluster.MeasureCosts`) and tfswap's step time for the "
-      "unrewritten graphs, same device:")
+    d("VirtualCluster's cost estimate (`Cluster.MeasureCosts`), the step time of `tfswap simulate "
+      "--grappler` (Grappler's op times) and tfswap's own step time for the unrewritten graphs, "
+      "same device:")
     d()
     trow = []
     for r in rows:
-        trow.append([r["name"], ms(r["orig"]["vc"]["cost_estimate_s"] * 1e9), ms(r["orig"]["tfswap"]["step_time_ns"]),
+        trow.append([r["name"], ms(r["orig"]["vc"]["cost_estimate_s"] * 1e9), ms(r["orig"]["grappler"]["step_time_ns"]),
+                     ms(r["orig"]["tfswap"]["step_time_ns"]),
                      "%.1f" % (r["orig"]["tfswap"]["step_time_ns"] / max(1.0, r["orig"]["vc"]["cost_estimate_s"] * 1e9))])
-    d.table(["graph", "VirtualCluster", "tfswap", "ratio"], trow)
+    d.table(["graph", "VirtualCluster", "tfswap, Grappler's rules", "tfswap", "ratio"], trow)
     d("Grappler's `OpLevelCostEstimator` adds an op's compute time and memory time "
       "(`compute_memory_overlap_` is false) and adds no launch overhead; tfswap takes the larger of "
       "the two and adds the profile's launch latency (5 µs) to every kernel. On the small fixtures, "

@@ -3,7 +3,7 @@
 analytical simulator, Grappler's VirtualCluster, on the same device.
 
     .venv/bin/python tools/vcluster/vcluster.py --device-file v100.json \
-        --fetch train testmodels/fixtures/resnet.pb /tmp/resnet.swap.pb [--json]
+        --fetch train testmodels/fixtures/resnet.pb /tmp/resnet.swap.pb [--budget 15GiB] [--json]
 
 The device file is tfswap's device profile format (`tfswap simulate --device NAME
 --dump-profile FILE` writes one). For each graph the checker builds a MetaGraphDef
@@ -23,8 +23,12 @@ the host CPU:0, and reports per device:
     (NodeExecStats.all_start_nanos / op_end_rel_nanos, which the
     VirtualScheduler also fills in). The checker verifies that the
     re-implementation reproduces peak_bytes_us exactly from the microsecond
-    timestamps, and fails otherwise;
-  * the tensors live at that peak;
+    timestamps, and fails otherwise. peak_bytes_us is never below peak_bytes;
+  * the tensors live at each peak, and those that make the difference: the
+    tensors the microsecond peak counts that are not live together with the
+    others at any nanosecond of that microsecond (us_only: released or
+    allocated within the same microsecond as the rest);
+  * with --budget, whether each GPU's two peaks are within it;
   * cost_estimate_s: Cluster.MeasureCosts' run time (the VirtualScheduler's
     critical path with OpLevelCostEstimator's per-op costs).
 
@@ -32,9 +36,14 @@ The GPU is built so that Grappler's OpLevelCostEstimator sees the profile's
 FP32 peak and memory bandwidth: num_cores = SMs, architecture = the compute
 capability's major number, frequency chosen so that num_cores x frequency x
 cores-per-SM(architecture, Grappler's table: 128 below 6, else 64) x 2 equals
-fp32_flops, bandwidth = mem_bytes_per_s in KB/s, memory_size = memory_bytes.
-The CPU gets num_cores = 1 and frequency = host_flops in MHz (Grappler's CPU
-rate is num_cores x frequency), bandwidth = host_mem_bytes_per_s in KB/s.
+fp32_flops, bandwidth = mem_bytes_per_s in KB/s. Its memory_size is not the
+profile's memory but CHECKER_MEMORY (2^62 bytes): the VirtualCluster refuses a
+graph whose scheduler-estimated peak reaches memory_size (virtual_cluster.cc
+Run returns RESOURCE_EXHAUSTED, and MeasureCosts raises it), so the checker
+gives the device room for any graph and compares peaks with the budget
+afterwards. The CPU gets num_cores = 1 and frequency = host_flops in MHz
+(Grappler's CPU rate is num_cores x frequency), bandwidth = host_mem_bytes_per_s
+in KB/s.
 """
 
 import argparse
@@ -46,6 +55,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 GPU_NAME = "/job:localhost/replica:0/task:0/device:GPU:%d"
 CPU_NAME = "/job:localhost/replica:0/task:0/device:CPU:0"
+# The checker's devices' memory_size: large enough that no graph's peak reaches it.
+CHECKER_MEMORY = 1 << 62
 
 
 def grappler_cores_per_sm(arch_major):
@@ -73,7 +84,8 @@ def load_profile(path):
     return p
 
 
-def gpu_properties(p):
+def gpu_properties(p, memory_size=None):
+    """Grappler's GPU for profile p; memory_size defaults to the profile's memory."""
     from tensorflow.core.protobuf import device_properties_pb2 as dp
     major = int(p["compute_capability"].split(".")[0])
     cores = grappler_cores_per_sm(major)
@@ -82,7 +94,7 @@ def gpu_properties(p):
         type="GPU", vendor="NVIDIA", model=p["name"],
         frequency=int(round(freq_mhz)), num_cores=int(p["sms"]),
         environment={"architecture": str(major)},
-        memory_size=int(p["memory_bytes"]),
+        memory_size=int(p["memory_bytes"] if memory_size is None else memory_size),
         bandwidth=int(round(p["mem_bytes_per_s"] / 1e3)))
 
 
@@ -112,24 +124,24 @@ def gpu_indices(graph_def):
     return sorted(idx)
 
 
-def infer_from_trace(graph_def, step_stats, nanos):
-    """GraphMemory::InferFromTrace (tensorflow/core/grappler/costs/graph_memory.cc).
+def live_tensors(graph_def, step_stats):
+    """GraphMemory::InferFromTrace's live tensors (tensorflow/core/grappler/costs/graph_memory.cc).
 
     Every output of every op in the trace is a live tensor on the op's device,
     of its allocated_bytes, allocated at the op's start and freed 1 ns after the
     end of the op or of its last consumer in the original graph (data inputs
     only, whatever device the consumer ran on), whichever is later. Ops the
     scheduler added (_Send/_Recv) are not in the graph, so nothing extends
-    their outputs. Peaks are taken between distinct timestamps. With nanos
-    False the timestamps are the trace's microseconds (as GraphMemory reads
-    them); with nanos True its nanoseconds.
+    their outputs. Each tensor gets both clocks: the trace's nanoseconds
+    (all_start_nanos, op_end_rel_nanos) and its microseconds (all_start_micros,
+    op_end_rel_micros, which GraphMemory reads), the latter in ns as GraphMemory
+    compares them (micros x 1000, release at micros x 1000 + 1).
 
-    Returns {device: (peak, [(node, port, bytes, alloc, dealloc), ...])}.
+    Returns {device: [(node, port, bytes, alloc_ns, dealloc_ns, alloc_us, dealloc_us)]}.
     """
     def times(ns):
-        if nanos:
-            return ns.all_start_nanos, ns.all_start_nanos + ns.op_end_rel_nanos + 1
-        return (ns.all_start_micros * 1000,
+        return (ns.all_start_nanos, ns.all_start_nanos + ns.op_end_rel_nanos + 1,
+                ns.all_start_micros * 1000,
                 (ns.all_start_micros + ns.op_end_rel_micros) * 1000 + 1)
 
     placement = {}
@@ -137,22 +149,22 @@ def infer_from_trace(graph_def, step_stats, nanos):
         for ns in ds.node_stats:
             placement[ns.node_name] = ds.device
     nodes = {n.name: n for n in graph_def.node}
-    live = {}  # (node, port) -> [device, bytes, alloc, dealloc]
+    live = {}  # (node, port) -> [device, bytes, alloc_ns, dealloc_ns, alloc_us, dealloc_us]
 
     def find_or_create(name, port, device):
         t = live.get((name, port))
         if t is None:
-            t = live[(name, port)] = [device, 0, 0, 0]
+            t = live[(name, port)] = [device, 0, 0, 0, 0, 0]
         return t
 
     for ds in step_stats.dev_stats:
         for ns in ds.node_stats:
-            start, end = times(ns)
+            a_ns, d_ns, a_us, d_us = times(ns)
             for i, out in enumerate(ns.output):
                 t = find_or_create(ns.node_name, i, ds.device)
                 t[1] = out.tensor_description.allocation_description.allocated_bytes
-                t[2] = start
-                t[3] = max(t[3], end)
+                t[2], t[4] = a_ns, a_us
+                t[3], t[5] = max(t[3], d_ns), max(t[5], d_us)
             node = nodes.get(ns.node_name)
             if node is None:
                 continue
@@ -164,33 +176,61 @@ def infer_from_trace(graph_def, step_stats, nanos):
                     continue
                 name, _, port = inp.partition(":")
                 t = find_or_create(name, int(port or 0), placement.get(name, ""))
-                t[3] = max(t[3], end)
+                t[3], t[5] = max(t[3], d_ns), max(t[5], d_us)
     per_device = {}
-    for key, (dev, size, alloc, dealloc) in live.items():
-        per_device.setdefault(dev, []).append((key[0], key[1], size, alloc, dealloc))
-    result = {}
-    for dev, tensors in per_device.items():
-        events = []
-        for idx, (_, _, size, alloc, dealloc) in enumerate(tensors):
-            events.append((alloc, True, idx))
-            events.append((dealloc, False, idx))
-        events.sort(key=lambda e: e[0])
-        peak, cur, live_now, live_at_peak = 0, 0, set(), set()
-        for k, (ts, is_alloc, idx) in enumerate(events):
-            if is_alloc:
-                cur += tensors[idx][2]
-                live_now.add(idx)
-            else:
-                cur -= tensors[idx][2]
-                live_now.discard(idx)
-            if k + 1 == len(events) or ts != events[k + 1][0]:
-                if cur > peak:
-                    peak, live_at_peak = cur, set(live_now)
-        result[dev] = (peak, [tensors[i] for i in live_at_peak])
-    return result
+    for key, (dev, size, a_ns, d_ns, a_us, d_us) in live.items():
+        per_device.setdefault(dev, []).append((key[0], key[1], size, a_ns, d_ns, a_us, d_us))
+    return per_device
 
 
-def check_graph(path, fetch, profile, top):
+def peak_of(tensors, clock):
+    """GraphMemory's peak over tensors by one clock ("ns" or "us"): allocations and
+    releases sorted by time, the peak taken between distinct timestamps.
+
+    Returns (peak, time of the peak, indices of the tensors live then).
+    """
+    a, d = (3, 4) if clock == "ns" else (5, 6)
+    events = []
+    for idx, t in enumerate(tensors):
+        events.append((t[a], True, idx))
+        events.append((t[d], False, idx))
+    events.sort(key=lambda e: e[0])
+    peak, at, cur, live_now, live_at_peak = 0, 0, 0, set(), set()
+    for k, (ts, is_alloc, idx) in enumerate(events):
+        if is_alloc:
+            cur += tensors[idx][2]
+            live_now.add(idx)
+        else:
+            cur -= tensors[idx][2]
+            live_now.discard(idx)
+        if k + 1 == len(events) or ts != events[k + 1][0]:
+            if cur > peak:
+                peak, at, live_at_peak = cur, ts, set(live_now)
+    return peak, at, live_at_peak
+
+
+def microsecond_only(tensors, at_us, live_us):
+    """The tensors the microsecond peak (at at_us, in ns) counts that are not live
+    together with the most of the others at any nanosecond of that microsecond: the
+    difference the microsecond clock makes at its peak. Returns (indices, the
+    nanosecond within the microsecond where the others are live together)."""
+    window = [at_us] + sorted({tensors[i][3] for i in live_us if at_us <= tensors[i][3] < at_us + 1000})
+    best, best_t, best_set = -1, at_us, set()
+    for t in window:
+        s = {i for i in live_us if tensors[i][3] <= t < tensors[i][4]}
+        b = sum(tensors[i][2] for i in s)
+        if b > best:
+            best, best_t, best_set = b, t, s
+    return set(live_us) - best_set, best_t
+
+
+def describe(tensors, idx, top):
+    rows = sorted((tensors[i] for i in idx), key=lambda x: (-x[2], x[0], x[1]))
+    return [{"tensor": "%s:%d" % (n, port), "bytes": int(b), "alloc_ns": int(a), "dealloc_ns": int(d)}
+            for (n, port, b, a, d, _, _) in rows[:top]]
+
+
+def check_graph(path, fetch, profile, top, budget=None, trace=False):
     import tensorflow as tf
     from tensorflow.core.protobuf import device_properties_pb2 as dp
     from tensorflow.core.protobuf import meta_graph_pb2
@@ -205,7 +245,7 @@ def check_graph(path, fetch, profile, top):
     for name in fetch:
         mg.collection_def["train_op"].node_list.value.append(name)
     it = gitem.Item(mg)
-    devices = [dp.NamedDevice(name=GPU_NAME % i, properties=gpu_properties(profile))
+    devices = [dp.NamedDevice(name=GPU_NAME % i, properties=gpu_properties(profile, CHECKER_MEMORY))
                for i in gpu_indices(gd)]
     devices.append(dp.NamedDevice(name=CPU_NAME, properties=cpu_properties(profile)))
     c = gcluster.Cluster(devices=devices, disable_timeline=False)
@@ -214,29 +254,72 @@ def check_graph(path, fetch, profile, top):
         _, run_time, step_stats = c.MeasureCosts(it)
     finally:
         c.Shutdown()
-    mine_us = infer_from_trace(gd, step_stats, nanos=False)
-    mine_ns = infer_from_trace(gd, step_stats, nanos=True)
+    tensors = live_tensors(gd, step_stats)
     out = {"path": path, "fetch": list(fetch), "nodes": len(gd.node),
            "cost_estimate_s": run_time, "devices": {}}
-    for dev, (peak_us, _) in sorted(peaks_us.items()):
-        peak_us = max(int(peak_us), 0)
-        check_us = mine_us.get(dev, (0, []))[0]
-        if check_us != peak_us:
+    for dev, (peak_tf, _) in sorted(peaks_us.items()):
+        peak_tf = max(int(peak_tf), 0)
+        ts = tensors.get(dev, [])
+        peak_us, at_us, live_us = peak_of(ts, "us")
+        if peak_us != peak_tf:
             raise SystemExit("%s: %s: the re-implemented GraphMemory rule gives %d bytes from "
                              "the microsecond trace, DeterminePeakMemoryUsage %d: the checker "
-                             "no longer matches TensorFlow %s" % (path, dev, check_us, peak_us,
-                                                                  __import__("tensorflow").__version__))
-        peak, live = mine_ns.get(dev, (0, []))
-        live = sorted(live, key=lambda x: (-x[2], x[0], x[1]))
-        out["devices"][short(dev)] = {
+                             "no longer matches TensorFlow %s" % (path, dev, peak_us, peak_tf,
+                                                                  tf.__version__))
+        peak, at, live = peak_of(ts, "ns")
+        diff, diff_at = microsecond_only(ts, at_us, live_us) if live_us else (set(), at_us)
+        d = {
             "peak_bytes": int(peak),
-            "peak_bytes_us": peak_us,
+            "peak_time_ns": int(at),
             "live_count": len(live),
-            "live": [{"tensor": "%s:%d" % (n, port), "bytes": int(b),
-                      "alloc_ns": int(a), "dealloc_ns": int(d)}
-                     for (n, port, b, a, d) in live[:top]],
+            "live": describe(ts, live, top),
+            "peak_bytes_us": peak_tf,
+            "peak_time_us_ns": int(at_us),
+            "live_us_count": len(live_us),
+            "live_us": describe(ts, live_us, top),
+            "us_only_bytes": int(sum(ts[i][2] for i in diff)),
+            "us_only_count": len(diff),
+            "us_only_others_at_ns": int(diff_at),
+            "us_only": describe(ts, diff, top),
         }
+        if budget is not None and "GPU" in dev.upper():
+            d["budget"] = int(budget)
+            d["fits_ns"] = peak <= budget
+            d["fits_us"] = peak_tf <= budget
+        out["devices"][short(dev)] = d
+    if trace:
+        def shape(o):
+            sh = o.tensor_description.shape
+            return None if sh.unknown_rank else [int(d.size) for d in sh.dim]
+        out["trace"] = [[short(ds.device), ns.node_name, ns.timeline_label, int(ns.all_start_nanos),
+                         int(ns.all_start_nanos + ns.op_end_rel_nanos), [shape(o) for o in ns.output]]
+                        for ds in step_stats.dev_stats for ns in ds.node_stats]
     return out
+
+
+UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
+         "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+
+
+def parse_bytes(s):
+    """A byte count: 123, 15GiB, 1.5GB (binary and decimal units)."""
+    t = s.strip().lower()
+    num = t.rstrip("kmgtib")
+    try:
+        value = float(num)
+        unit = UNITS[t[len(num):]]
+    except (ValueError, KeyError):
+        raise argparse.ArgumentTypeError("not a byte count: %r (want e.g. 15GiB)" % s)
+    if value < 0:
+        raise argparse.ArgumentTypeError("negative byte count: %r" % s)
+    return int(value * unit)
+
+
+def human(b):
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(b) >= size:
+            return "%.2f %s" % (b / size, unit)
+    return "%d B" % b
 
 
 def main(argv=None):
@@ -248,6 +331,11 @@ def main(argv=None):
                          "default: train")
     ap.add_argument("--top", type=int, default=10,
                     help="how many live tensors at the peak to list")
+    ap.add_argument("--budget", type=parse_bytes,
+                    help="compare each GPU's peaks with this budget (bytes, or 15GiB, ...)")
+    ap.add_argument("--trace", action="store_true",
+                    help="with --json, add every op's device, start and end (ns) and its "
+                         "outputs' shapes as Grappler inferred them")
     ap.add_argument("--json", action="store_true", help="print JSON")
     ap.add_argument("graphs", nargs="+")
     args = ap.parse_args(argv)
@@ -255,18 +343,38 @@ def main(argv=None):
     fetch = args.fetch or ["train"]
     import tensorflow as tf
     result = {"tensorflow_version": tf.__version__, "profile": profile["name"],
-              "graphs": [check_graph(g, fetch, profile, args.top) for g in args.graphs]}
+              "graphs": [check_graph(g, fetch, profile, args.top, args.budget, args.trace)
+                         for g in args.graphs]}
     if args.json:
         json.dump(result, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
     print("VirtualCluster (TensorFlow %s), device profile %s" % (tf.__version__, profile["name"]))
+    over = False
     for g in result["graphs"]:
         print("%s: cost estimate %.3f ms" % (g["path"], g["cost_estimate_s"] * 1e3))
         for dev, d in g["devices"].items():
-            print("  %-16s peak %12d bytes (%d tensors live); DeterminePeakMemoryUsage %d"
-                  % (dev, d["peak_bytes"], d["live_count"], d["peak_bytes_us"]))
-    return 0
+            print("  %-16s peak %s (%d bytes, ns trace, %d tensors live); DeterminePeakMemoryUsage "
+                  "%s (%d bytes, us trace, %d tensors)"
+                  % (dev, human(d["peak_bytes"]), d["peak_bytes"], d["live_count"],
+                     human(d["peak_bytes_us"]), d["peak_bytes_us"], d["live_us_count"]))
+            if d["us_only_count"]:
+                big = d["us_only"][0]
+                print("  %-16s   the us peak at %.3f us counts %s more in %d tensors not live with the "
+                      "others at %d ns, largest %s (%s, live %d..%d ns)"
+                      % ("", d["peak_time_us_ns"] / 1e3, human(d["us_only_bytes"]), d["us_only_count"],
+                         d["us_only_others_at_ns"], big["tensor"], human(big["bytes"]),
+                         big["alloc_ns"], big["dealloc_ns"] - 1))
+            if "budget" in d:
+                for clock in ("ns", "us"):
+                    peak = d["peak_bytes" if clock == "ns" else "peak_bytes_us"]
+                    if peak > d["budget"]:
+                        over = True
+                print("  %-16s   budget %s: %s by the ns trace, %s by DeterminePeakMemoryUsage"
+                      % ("", human(d["budget"]),
+                         "fits" if d["fits_ns"] else "over by " + human(d["peak_bytes"] - d["budget"]),
+                         "fits" if d["fits_us"] else "over by " + human(d["peak_bytes_us"] - d["budget"])))
+    return 1 if over else 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,169 @@
+package cost
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	apb "github.com/wamuir/graft/tensorflow/core/framework/attr_value_go_proto"
+	tpb "github.com/wamuir/graft/tensorflow/core/framework/types_go_proto"
+)
+
+var int32T = tpb.DataType_DT_INT32
+
+// TestGrapplerOpTimes works out Grappler's times by hand for a few ops on the unit profile's
+// GPU (1.024 GOP/s, 1 GB/s: see TestSimulateChainGrapplerConventions).
+func TestGrapplerOpTimes(t *testing.T) {
+	b := newBuilder()
+	b.op("x", "Placeholder", "", []int64{8, 4, 4, 2})
+	b.op("w", "Placeholder", "", []int64{3, 3, 2, 16})
+	b.node("conv", "Conv2D", "", [][]int64{{8, 2, 2, 16}}, map[string]*apb.AttrValue{
+		"strides": intsAttr(1, 2, 2, 1), "padding": sAttr("SAME")}, "x", "w")
+	b.op("a", "Placeholder", "", []int64{32, 64})
+	b.op("bm", "Placeholder", "", []int64{128, 64})
+	b.node("mm", "MatMul", "", [][]int64{{32, 128}}, map[string]*apb.AttrValue{"transpose_b": bAttr(true)}, "a", "bm")
+	b.node("pool", "MaxPool", "", [][]int64{{8, 2, 2, 2}}, map[string]*apb.AttrValue{
+		"ksize": intsAttr(1, 3, 3, 1), "strides": intsAttr(1, 2, 2, 1), "padding": sAttr("SAME")}, "x")
+	b.op("exp", "Exp", "", []int64{32, 64}, "a")
+	b.op("unknown", "L2Loss", "", []int64{}, "a")
+	b.op("id", "Identity", "", []int64{32, 64}, "a")
+	b.op("train", "NoOp", "", nil, "^conv", "^mm", "^pool", "^exp", "^unknown", "^id")
+	g := b.graph(t)
+	p := unitProfile()
+	s, err := NewShapes(g, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		node string
+		want int64
+	}{
+		// Conv2D: 8 x 2 x 2 (output) x 3 x 3 (kernel) x 2 x 16 (channels) x 2 = 18432
+		// operations (18000 ns) + (1024 + 1152 + 2048 bytes) (4224 ns).
+		{"conv", 18000 + 4224},
+		// MatMul 32 x 128 x 64 x 2 = 524288 operations (512000 ns) + 8192 + 32768 + 16384 bytes.
+		{"mm", 512000 + 57344},
+		// MaxPool: 8 x 2 x 2 x 2 outputs x (9 - 1) comparisons = 512 (500 ns) + 1024 + 256 bytes.
+		{"pool", 500 + 1280},
+		// Exp: 2048 elements x 34 (Eigen's cost) = 69632 operations (68000 ns) + 16384 bytes.
+		{"exp", 68000 + 16384},
+		// No rule: its bytes alone (a scalar output counts one element).
+		{"unknown", 8192 + 4},
+		{"id", 1},
+		{"train", 0},
+	} {
+		got, unmodelled := GrapplerOpTime(g.Node(c.node), s, p, true)
+		if got != c.want || unmodelled {
+			t.Errorf("%s: %d ns (unmodelled %v), want %d", c.node, got, unmodelled, c.want)
+		}
+	}
+	// On the host (1 GOP/s, 1 GB/s) Exp takes 69632 + 16384 ns.
+	if got, _ := GrapplerOpTime(g.Node("exp"), s, p, false); got != 69632+16384 {
+		t.Errorf("Exp on the host: %d ns, want %d", got, 69632+16384)
+	}
+}
+
+// TestGrapplerShapesTranspose: a Transpose whose permutation is computed gets unknown
+// dimensions in Grappler's view; with a constant permutation it keeps them.
+func TestGrapplerShapesTranspose(t *testing.T) {
+	b := newBuilder()
+	b.op("x", "Placeholder", "", []int64{2, 3, 4})
+	b.node("perm", "Const", "", [][]int64{{3}}, map[string]*apb.AttrValue{"dtype": tAttr(int32T)})
+	b.node("inv", "InvertPermutation", "", [][]int64{{3}}, map[string]*apb.AttrValue{"T": tAttr(int32T)}, "perm")
+	b.node("t1", "Transpose", "", [][]int64{{4, 2, 3}}, nil, "x", "inv")
+	b.op("y", "Neg", "", []int64{4, 2, 3}, "t1")
+	b.node("mm", "BatchMatMulV2", "", [][]int64{{4, 2, 2}}, map[string]*apb.AttrValue{"adj_y": bAttr(true)}, "y", "y")
+	g := b.graph(t)
+	s, err := NewShapes(g, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := GrapplerShapes(g, s)
+	// Every dimension of t1 is unknown, and so are those of y, which keeps t1's; the matrix
+	// product's output is made of y's dimensions, merged with one another but known nowhere.
+	for _, c := range []struct {
+		node string
+		want []int64
+	}{{"t1", []int64{-1, -1, -1}}, {"y", []int64{-1, -1, -1}}, {"mm", []int64{-1, -1, -1}}, {"x", []int64{2, 3, 4}}} {
+		if got := gs.Out(g.Node(c.node), 0); !equalInts(got, c.want) {
+			t.Errorf("%s: %v, want %v", c.node, got, c.want)
+		}
+	}
+	if got := s.Out(g.Node("t1"), 0); !equalInts(got, []int64{4, 2, 3}) {
+		t.Errorf("the recorded shapes changed: %v", got)
+	}
+}
+
+func equalInts(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestGrapplerEigenCosts checks grapplerEigenCost, and the costs the op-specific rules use,
+// against the VirtualCluster of the project's TensorFlow (tools/vcluster/cwise_costs.py).
+func TestGrapplerEigenCosts(t *testing.T) {
+	py := os.Getenv("TFSWAP_PYTHON")
+	if py == "" {
+		py, _ = filepath.Abs("../.venv/bin/python")
+	}
+	if _, err := os.Stat(py); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("the project venv (.venv/bin/python, or $TFSWAP_PYTHON) is missing; run scripts/setup.sh")
+		}
+		t.Skip("no project venv: run scripts/setup.sh to check Grappler's elementwise costs")
+	}
+	cmd := exec.Command(py, "../tools/vcluster/cwise_costs.py")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("cwise_costs.py: %v\n%s", err, stderr.String())
+	}
+	var res struct {
+		Costs map[string]int64 `json:"costs"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil || len(res.Costs) == 0 {
+		t.Fatalf("cwise_costs.py output: %v\n%s", err, out)
+	}
+	m := res.Costs
+	// Ops the script cannot build (quantized types) are the sums of measured costs that
+	// op_level_cost_estimator.cc composes them of.
+	derived := map[string]int64{
+		"Dequantize": m["Mul"], "QuantizeV2": m["Mul"] + m["Maximum"] + m["Minimum"] + m["Round"],
+		"QuantizeAndDequantizeV2": m["Mul"] + m["Maximum"] + m["Minimum"] + m["Round"] + m["Mul"],
+		"QuantizeAndDequantizeV4": m["Mul"] + m["Maximum"] + m["Minimum"] + m["Round"] + m["Mul"],
+		"QuantizedSigmoid":        m["Sigmoid"], "QuantizedBiasAdd": m["Add"], "QuantizedAdd": m["Add"],
+		"QuantizedMul": m["Mul"],
+	}
+	for op, want := range m {
+		derived[op] = want
+	}
+	for op, got := range grapplerEigenCost {
+		want, ok := derived[op]
+		if !ok {
+			t.Errorf("%s: no measurement", op)
+			continue
+		}
+		if got != want {
+			t.Errorf("%s: cost %d, the VirtualCluster's %d", op, got, want)
+		}
+	}
+	for op := range m {
+		if _, ok := grapplerEigenCost[op]; !ok {
+			t.Errorf("%s: measured but missing from grapplerEigenCost", op)
+		}
+	}
+	if eigenExp != m["Exp"] || eigenInverse != m["Inv"] || eigenRsqrt != m["Rsqrt"] {
+		t.Errorf("eigenExp %d, eigenInverse %d, eigenRsqrt %d; measured %d, %d, %d", eigenExp, eigenInverse, eigenRsqrt, m["Exp"], m["Inv"], m["Rsqrt"])
+	}
+}
