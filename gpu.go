@@ -72,7 +72,7 @@ func chooseTarget(o *Options) (target, error) {
 		}
 		t.deviceReason = "--device"
 	default:
-		list, unlisted := o.VisibleGPUs, "no GPU list given (Options.VisibleGPUs)"
+		list, unlisted := o.VisibleGPUs, "no GPU list given: Options.VisibleGPUs is nil"
 		if o.Budget != 0 || len(o.DeviceBudgets) > 0 {
 			// A budget names the memory: asking TensorFlow would start CUDA for nothing,
 			// and beside a process that holds the GPU it would report what that process

@@ -168,8 +168,11 @@ func (m *Model) Write(path string, opts WriteOptions) error {
 	if err != nil {
 		return err
 	}
-	if path == "" {
+	switch path {
+	case "":
 		return &Error{Kind: ErrRefusedOutput, Err: &graphdef.OutputError{Path: path, Msg: "no output path given"}}
+	case "-":
+		return &Error{Kind: ErrRefusedOutput, Err: &graphdef.OutputError{Path: path, Msg: "is standard output, not a file: write the bytes of Marshal there"}}
 	}
 	if !opts.InPlace && m.path != "-" && graphdef.SamePath(path, m.inputPath()) {
 		return &Error{Kind: ErrRefusedOutput, Err: &graphdef.OutputError{Path: path,

@@ -145,6 +145,9 @@ func TestErrorKinds(t *testing.T) {
 	if now, _ := os.ReadFile(in); bytes.Equal(now, orig) || !bytes.Equal(now, marshal(t, res.Model)) {
 		t.Error("in place: the input was not replaced by the rewrite")
 	}
+	if err := res.Model.Write("-", WriteOptions{}); kindOf(t, err) != ErrRefusedOutput {
+		t.Errorf("write to -: %v", err)
+	}
 	if err := res.Model.Write(dir, WriteOptions{}); kindOf(t, err) != ErrRefusedOutput {
 		t.Errorf("write to a directory: %v", err)
 	}
@@ -260,8 +263,10 @@ func TestVisibleGPUs(t *testing.T) {
 func TestPlanIsDeterministic(t *testing.T) {
 	var outs [][]byte
 	var texts []string
+	m := load(t, "resnet")
+	before := marshal(t, m)
 	for i := 0; i < 2; i++ {
-		r, err := Plan(load(t, "resnet"), Options{Budget: 6 << 20, Fetch: []string{"train"}, Explain: true})
+		r, err := Plan(m, Options{Budget: 6 << 20, Fetch: []string{"train"}, Explain: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -277,6 +282,9 @@ func TestPlanIsDeterministic(t *testing.T) {
 	}
 	if !bytes.Equal(outs[0], outs[1]) || texts[0] != texts[1] {
 		t.Error("two plans of the same graph differ")
+	}
+	if !bytes.Equal(marshal(t, m), before) || bytes.Equal(outs[0], before) {
+		t.Error("Plan changed its input model, or returned it unchanged")
 	}
 	if !strings.Contains(texts[0], "\nexplanation:\n") || !strings.Contains(texts[0], "\nswapped ") {
 		t.Errorf("no explanation:\n%s", texts[0])

@@ -43,6 +43,9 @@ type Device struct {
 // with the configuration cfg. In a build without the "tensorflow" tag it returns an error
 // matching tfswap.ErrNoRuntime.
 func Open(m *tfswap.Model, cfg Config) (*Session, error) {
+	if m == nil {
+		return nil, errors.New("session: no model given")
+	}
 	data, err := m.Marshal(tfswap.FormatPB)
 	if err != nil {
 		return nil, err
