@@ -3,8 +3,9 @@
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 GO ?= go
-# Packages that must build without cgo: the pure rewriter and its CLI.
-PURE_PKGS := ./graphdef/... ./rewrite/... ./triggers/... ./cost/... ./cmd/... ./internal/... ./profiling/... ./tune/... ./gpucheck/...
+# Packages that must build without cgo: the pure rewriter, its Go facade (the module's root
+# package and session/, whose sessions need the tag) and its CLI.
+PURE_PKGS := . ./graphdef/... ./rewrite/... ./triggers/... ./cost/... ./cmd/... ./internal/... ./profiling/... ./tune/... ./gpucheck/... ./session/...
 TFENV := source ./.tfenv &&
 
 .PHONY: setup demo test test-go test-pure test-python bench bench-quick fixtures clean gpu-check

@@ -21,6 +21,7 @@ const (
 	KindUnknown
 )
 
+// String returns the kind's name: "kernel", "no-kernel" or "unknown".
 func (k OpKind) String() string {
 	switch k {
 	case KindKernel:

@@ -11,6 +11,7 @@ type Error struct {
 	Err  error // an underlying error, or nil
 }
 
+// Error returns "FILE: node \"NODE\": MSG: ERR", leaving out the parts that are empty.
 func (e *Error) Error() string {
 	s := ""
 	if e.File != "" {
@@ -29,6 +30,7 @@ func (e *Error) Error() string {
 	return s
 }
 
+// Unwrap returns the underlying error.
 func (e *Error) Unwrap() error { return e.Err }
 
 func errorf(file, node, format string, args ...any) *Error {

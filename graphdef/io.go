@@ -34,6 +34,7 @@ const (
 	FormatSavedModel
 )
 
+// String returns the format's name as ParseFormat reads it: "pb", "pbtxt", "savedmodel" or "auto".
 func (f Format) String() string {
 	switch f {
 	case FormatPB:

@@ -19,6 +19,7 @@ type OutputError struct {
 	Msg  string
 }
 
+// Error returns "PATH: MSG".
 func (e *OutputError) Error() string { return e.Path + ": " + e.Msg }
 
 func refuse(path, format string, args ...any) *OutputError {

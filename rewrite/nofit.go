@@ -66,6 +66,8 @@ func (e *NoFitError) requires(acc string) bool {
 	return false
 }
 
+// Error says which device does not fit by how much, what is live at the lowest peak, and
+// what would have to change, on several lines.
 func (e *NoFitError) Error() string {
 	b := units.FormatBytes
 	var w strings.Builder

@@ -20,6 +20,7 @@ const (
 	GateDevice
 )
 
+// String returns "host" or "device".
 func (g Gate) String() string {
 	if g == GateDevice {
 		return "device"

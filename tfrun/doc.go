@@ -1,5 +1,7 @@
-// Package tfrun runs TensorFlow graphs through the TensorFlow C API, for tests that check
-// tfswap's rewrites on the real runtime.
+// Package tfrun runs TensorFlow graphs through the TensorFlow C API, for tfswap's own
+// commands and for the tests that check its rewrites on the real runtime. Go programs that
+// train a rewritten graph use package session (github.com/tfswap/tfswap/session), which is
+// built on this one.
 //
 // The session layer (Session, Train, TraceStep) needs cgo and the TensorFlow C library and is
 // built only with the build tag "tensorflow":

@@ -245,6 +245,7 @@ type Violation struct {
 // the trigger wait for the swap-out.
 func (v Violation) Gating() bool { return v.Check != CheckD2H }
 
+// String describes the violation in one line.
 func (v Violation) String() string {
 	return fmt.Sprintf("%s (swap-in %s): %s: %s", v.Tensor, v.SwapIn, v.Check, v.Detail)
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tfswap/tfswap"
 	"github.com/tfswap/tfswap/tfrun"
 )
 
@@ -25,9 +26,16 @@ func TestGPUsOfRuntime(t *testing.T) {
 	if err != nil || len(gpus) != 1 || gpus[0].MemoryBytes != 15000000000 || gpus[0].ComputeCapability != "7.0" {
 		t.Fatalf("got %+v, %v", gpus, err)
 	}
-	tgt, err := defaultTarget(func() ([]tfrun.GPU, error) { return gpusOfRuntime(ok) }, "")
-	if err != nil || tgt.source != "runtime" || tgt.budget != 15000000000 || tgt.profile.Name != "v100-16gb" {
-		t.Errorf("target %+v, %v", tgt, err)
+	m, err := tfswap.Load("../../testmodels/fixtures/cnn.pb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := tfswap.Plan(m, tfswap.Options{VisibleGPUs: facadeGPUs(func() ([]tfrun.GPU, error) { return gpusOfRuntime(ok) }, "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := res.Report.Prediction; p.DeviceSource != tfswap.DeviceRuntime || p.Budget != 15000000000 || p.Device != "v100-16gb" {
+		t.Errorf("planned for %s (%s) at %d", p.Device, p.DeviceSource, p.Budget)
 	}
 	bad := filepath.Join(dir, "bad")
 	if err := os.WriteFile(bad, []byte("#!/bin/sh\necho 'F tensorflow: no CUDA' >&2\nexit 3\n"), 0o755); err != nil {

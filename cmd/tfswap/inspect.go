@@ -24,7 +24,7 @@ func init() {
 }
 
 func inspectAction(c *cli.Context) error {
-	opts, err := lmsOptions(c)
+	opts, err := lmsRewriteOptions(c)
 	if err != nil {
 		return err
 	}

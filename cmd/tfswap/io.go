@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/tfswap/tfswap"
 	"github.com/tfswap/tfswap/graphdef"
 	"github.com/urfave/cli/v2"
 )
@@ -20,8 +21,20 @@ func modelFlags() []cli.Flag {
 	}
 }
 
-// loadModel reads the model named by the command's single argument ("-" is stdin).
+// loadModel reads the model named by the command's single argument ("-" is stdin), as
+// loadFacadeModel does, in the graphdef package's form.
 func loadModel(c *cli.Context, stdin io.Reader) (*graphdef.Model, string, error) {
+	m, in, err := loadFacadeModel(c, stdin)
+	if err != nil {
+		return nil, "", err
+	}
+	return m.Graph(), in, nil
+}
+
+// loadFacadeModel reads the model named by the command's single argument ("-" is stdin)
+// with tfswap.LoadWithOptions or tfswap.Read, which refuse an empty input and a graph
+// without nodes.
+func loadFacadeModel(c *cli.Context, stdin io.Reader) (*tfswap.Model, string, error) {
 	if c.NArg() != 1 {
 		return nil, "", usagef("%s takes exactly one model argument (.pb, .pbtxt, SavedModel directory, or - for stdin); got %d", c.Command.Name, c.NArg())
 	}
@@ -30,28 +43,17 @@ func loadModel(c *cli.Context, stdin io.Reader) (*graphdef.Model, string, error)
 	if err != nil {
 		return nil, "", usagef("--format: %v", err)
 	}
+	opts := tfswap.LoadOptions{Format: format, Tags: c.StringSlice("tags")}
+	var m *tfswap.Model
 	if path == "-" {
-		if format == graphdef.FormatSavedModel {
-			return nil, "", usagef("a SavedModel cannot be read from stdin")
-		}
-		if format == graphdef.FormatAuto {
-			format = graphdef.FormatPB
-		}
-		data, err := io.ReadAll(stdin)
-		if err != nil {
-			return nil, "", fmt.Errorf("<stdin>: cannot read: %v", err)
-		}
-		m, err := graphdef.Parse(data, format, "<stdin>")
-		if err != nil {
-			return nil, "", err
-		}
-		return m, path, checkNodes(m)
+		m, err = tfswap.Read(stdin, opts)
+	} else {
+		m, err = tfswap.LoadWithOptions(path, opts)
 	}
-	m, err := graphdef.Load(path, graphdef.LoadOptions{Format: format, Tags: c.StringSlice("tags")})
 	if err != nil {
 		return nil, "", err
 	}
-	return m, path, checkNodes(m)
+	return m, path, nil
 }
 
 // checkNodes refuses a graph without nodes: there is nothing to rewrite or simulate, and it
@@ -61,38 +63,6 @@ func checkNodes(m *graphdef.Model) error {
 		return &graphdef.Error{File: m.Source, Msg: "the graph has no nodes"}
 	}
 	return nil
-}
-
-// graphFileExts are the extensions of GraphDef files (FormatOf).
-var graphFileExts = map[string]bool{".pb": true, ".pbtxt": true, ".pbtx": true, ".txt": true, ".prototxt": true}
-
-// outputFormat returns the format model m is written to out in: the --output-format given
-// (explicit), else a binary GraphDef on stdout ("-"), a SavedModel for a SavedModel, the format
-// of out's name for a GraphDef. A SavedModel
-// whose output is named like a GraphDef file (out.pb) is refused, since it would be written as
-// a directory of that name: the user says which is meant.
-func outputFormat(m *graphdef.Model, out string, explicit graphdef.Format) (graphdef.Format, error) {
-	if explicit == graphdef.FormatSavedModel && m.Format != graphdef.FormatSavedModel {
-		return 0, usagef("--output-format savedmodel: %s is not a SavedModel; a SavedModel is written only from one", m.Source)
-	}
-	switch {
-	case explicit != graphdef.FormatAuto:
-		return explicit, nil
-	case out == "-":
-		return graphdef.FormatPB, nil
-	case m.Format != graphdef.FormatSavedModel:
-		if f := graphdef.FormatOf(out); f != graphdef.FormatSavedModel {
-			return f, nil
-		}
-		// A GraphDef is written as a file, whatever the output's name: a directory there is
-		// refused as one.
-		return graphdef.FormatPB, nil
-	}
-	if graphFileExts[strings.ToLower(filepath.Ext(out))] && filepath.Base(out) != "saved_model.pb" {
-		return 0, usagef("%s is a SavedModel, which is written as a directory, but the output %s is named like a GraphDef file: "+
-			"give --output-format pb (or pbtxt) to write only the graph, or a directory name for the SavedModel", m.Source, out)
-	}
-	return graphdef.FormatSavedModel, nil
 }
 
 // pathArg is a file or directory a command reads or writes, with the option that names it.

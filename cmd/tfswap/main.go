@@ -5,6 +5,9 @@
 // Exit status: 0 on success; 1 when the input is bad (unreadable, empty or invalid graph, a
 // plan that cannot be made); 2 on a usage error (unknown command or flag, bad or empty option
 // value, a refused output path); 3 on an internal error (a bug in tfswap, a recovered panic).
+// The rewrite command is built on the tfswap package (the module's root), whose error kinds
+// map to them: ErrBadInput, ErrNoFit and ErrWriteFailed to 1, ErrBadOptions and
+// ErrRefusedOutput to 2, ErrInternal to 3.
 //
 // Outputs are written by graphdef.WriteFileAtomic's rules: a regular file or a new path
 // atomically (temporary file and rename in the same directory), through a symbolic link to
@@ -28,6 +31,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/tfswap/tfswap"
 	"github.com/tfswap/tfswap/graphdef"
 	"github.com/urfave/cli/v2"
 )
@@ -180,23 +184,36 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 		fmt.Fprintf(stderr, "tfswap: unknown command %q (commands: %s)\n(see 'tfswap --help')\n", name, strings.Join(commandNames(app), ", "))
 		return exitUsage
 	}
-	return exitStatus(app.Run(interspersed(app, args)), stderr)
+	return exitStatus(app.Run(interspersed(app, args)), stderr, verbose)
 }
 
-// exitStatus prints err, if any, and returns the exit status it calls for.
-func exitStatus(err error, stderr io.Writer) int {
+// exitStatus prints err, if any, and returns the exit status it calls for; verbose prints
+// the stack of a panic the tfswap package recovered.
+func exitStatus(err error, stderr io.Writer, verbose bool) int {
 	if err == nil {
 		return exitOK
 	}
 	var ue usageError
-	if errors.As(err, &ue) {
+	if errors.As(err, &ue) || errors.Is(err, tfswap.ErrBadOptions) {
 		fmt.Fprintf(stderr, "tfswap: %v\n(see 'tfswap --help' or 'tfswap COMMAND --help')\n", err)
 		return exitUsage
 	}
 	var oe *graphdef.OutputError
-	if errors.As(err, &oe) {
+	if errors.As(err, &oe) || errors.Is(err, tfswap.ErrRefusedOutput) {
 		fmt.Fprintf(stderr, "tfswap: %v\n", err)
 		return exitUsage
+	}
+	var tie *tfswap.InternalError
+	if errors.As(err, &tie) {
+		switch {
+		case tie.Stack != nil && verbose:
+			fmt.Fprintf(stderr, "tfswap: internal error: %v (please report it, with this stack)\n%s", tie.Value, tie.Stack)
+		case tie.Stack != nil:
+			fmt.Fprintf(stderr, "tfswap: internal error: %v (please report; -v for the stack)\n", tie.Value)
+		default:
+			fmt.Fprintf(stderr, "tfswap: %v (please report)\n", err)
+		}
+		return exitInternal
 	}
 	var ie internalError
 	if errors.As(err, &ie) {

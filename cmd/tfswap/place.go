@@ -28,16 +28,17 @@ func init() {
 			if err != nil || dev.Type == "" {
 				return usagef("--device: want a device such as /device:GPU:0, got %q", c.String("device"))
 			}
-			m, in, err := loadModel(c, c.App.Reader)
+			fm, in, err := loadFacadeModel(c, c.App.Reader)
 			if err != nil {
 				return err
 			}
+			m := fm.Graph()
 			out := c.String("output")
 			format, err := graphdef.ParseFormat(c.String("output-format"))
 			if err != nil {
 				return usagef("--output-format: %v", err)
 			}
-			if format, err = outputFormat(m, out, format); err != nil {
+			if format, err = fm.OutputFormat(out, format); err != nil {
 				return err
 			}
 			if err := checkPaths([]pathArg{modelArg(m, in)}, []pathArg{{opt: "-o", path: out, dir: format == graphdef.FormatSavedModel, stdout: true}}); err != nil {

@@ -100,7 +100,7 @@ type compared struct {
 }
 
 func tuneAction(c *cli.Context) error {
-	opts, err := lmsOptions(c)
+	opts, err := lmsRewriteOptions(c)
 	if err != nil {
 		return err
 	}
@@ -136,10 +136,11 @@ func tuneAction(c *cli.Context) error {
 			return usagef("--place: want a device such as %s, got %q", emulatedGPU, place)
 		}
 	}
-	m, in, err := loadModel(c, c.App.Reader)
+	fm, in, err := loadFacadeModel(c, c.App.Reader)
 	if err != nil {
 		return err
 	}
+	m := fm.Graph()
 	out := c.String("output")
 	switch {
 	case out == "" && in == "-":
@@ -147,7 +148,7 @@ func tuneAction(c *cli.Context) error {
 	case out == "":
 		out = defaultOutput(in)
 	}
-	outFormat, err := outputFormat(m, out, graphdef.FormatAuto)
+	outFormat, err := fm.OutputFormat(out, graphdef.FormatAuto)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,67 @@
+package tfswap
+
+import (
+	"runtime/debug"
+
+	"github.com/tfswap/tfswap/cost"
+	"github.com/tfswap/tfswap/rewrite"
+)
+
+// Result is a planned rewrite: the rewritten model and the report.
+type Result struct {
+	// Model is the rewritten model. When nothing was changed (Report.Prediction.Unchanged)
+	// it is the model given to Plan, written back byte for byte.
+	Model *Model
+	// Report says what was swapped and recomputed and what the simulator predicts.
+	Report *Report
+}
+
+// Plan plans m's swaps (and recomputations) for a device and budget with a strategy, as
+// opts say, rewrites the graph, checks the rewrite's invariants and predicts its peak memory
+// and step time. With the zero Options it does what tfswap rewrite does with no options:
+// the "auto" strategy for DefaultDevice at its default budget (or the GPU opts.VisibleGPUs
+// lists). A graph that already fits is returned unchanged. The same model and options give
+// the same plan and byte-identical output. m is not changed.
+//
+// When no plan keeps every compute device within its budget, the error is a *NoFitError
+// (errors.Is(err, ErrNoFit)) saying what is live at the lowest peak any plan reached; fixed
+// LMS thresholds (strategy "lms-fixed") are the exception: their rewrite does not depend on
+// the budget and is returned with its prediction and a warning. Other errors match
+// ErrBadOptions, ErrBadInput or ErrInternal (a panic inside planning is recovered and
+// returned as an *InternalError).
+func Plan(m *Model, opts Options) (res *Result, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			res, err = nil, &InternalError{Value: v, Stack: debug.Stack()}
+		}
+	}()
+	if m == nil {
+		return nil, badOptions("no model given")
+	}
+	ro, po, err := opts.rewriteOptions()
+	if err != nil {
+		return nil, err
+	}
+	t, err := chooseTarget(&opts)
+	if err != nil {
+		return nil, err
+	}
+	po.Profile = t.profile
+	po.Budget = t.budget
+	if opts.MeasuredProfile != "" {
+		ms, err := cost.LoadMeasured(opts.MeasuredProfile)
+		if err != nil {
+			return nil, &Error{Kind: ErrBadInput, Err: err}
+		}
+		po.Sim.Measured = ms
+	}
+	planned, err := rewrite.RewriteWithPlanner(m.gm, ro, po)
+	if err != nil {
+		return nil, classify(err)
+	}
+	out := m
+	if !planned.Unchanged() {
+		out = &Model{gm: planned.Result.Model, path: m.path}
+	}
+	return &Result{Model: out, Report: reportOf(planned, t, opts.Explain)}, nil
+}
