@@ -129,8 +129,9 @@ func TestProfileCNN(t *testing.T) {
 		t.Errorf("device %q, iterations %d", m.Device.Name, m.Iterations)
 	}
 
-	// A second profile of the same graph: the same nodes, and total and step times within a
-	// factor of 5 of the first (wide: CI machines are shared and a step's wall time can double under load).
+	// A second profile of the same graph profiles the same nodes. How its times compare with
+	// the first is logged, not checked: wall times on a shared machine are not a unit test's
+	// business (bench/ measures speed).
 	r2 := profileFixture(t, fx, gd, g, cfg)
 	if len(r2.Nodes) != len(r.Nodes) {
 		t.Errorf("second profile has %d nodes, the first %d", len(r2.Nodes), len(r.Nodes))
@@ -141,12 +142,6 @@ func TestProfileCNN(t *testing.T) {
 			s += st.Median
 		}
 		return float64(s)
-	}
-	if q := sum(r2) / sum(r); q < 1.0/5 || q > 5 {
-		t.Errorf("summed op time: second/first = %.2f, outside [1/5, 5]", q)
-	}
-	if q := float64(medianDuration(r2.StepWall())) / float64(medianDuration(r.StepWall())); q < 1.0/5 || q > 5 {
-		t.Errorf("median step time: second/first = %.2f, outside [1/5, 5]", q)
 	}
 	t.Logf("CNN: %d of %d nodes ran; median step %s and %s; summed op time %.0fus and %.0fus",
 		len(ran), len(g.Nodes), medianDuration(r.StepWall()), medianDuration(r2.StepWall()), sum(r)/1e3, sum(r2)/1e3)
