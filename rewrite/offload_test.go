@@ -150,9 +150,9 @@ func TestVerifyOffloadCatches(t *testing.T) {
 		return nil
 	}
 	cases := []struct {
-		name  string
+		name   string
 		break_ func(*OffloadResult)
-		want  string
+		want   string
 	}{
 		{"ungated copy", func(r *OffloadResult) { c := nodeOf(r, r.Copies[0].Node); c.Input = c.Input[:1] }, "one control input"},
 		{"copy on the device", func(r *OffloadResult) { nodeOf(r, r.Copies[0].Node).Device = "/device:GPU:0" }, "not on the host"},
