@@ -69,6 +69,8 @@ type PlanOptions struct {
 	// Recompute says where recomputation may replace swaps (RecomputeModes; "" means
 	// "auto": the auto strategy weighs it against swapping alone).
 	Recompute string
+	// Offload says which variables live on the host (OffloadModes; "" means none).
+	Offload OffloadMode
 }
 
 // FitAccountings are the names PlanOptions.FitAccounting accepts, alone or (the first three)
