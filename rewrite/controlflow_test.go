@@ -115,7 +115,7 @@ func TestCondBranchesNeverSwapped(t *testing.T) {
 // differ, and no plan touches a conditional branch.
 func TestControlFlowBudgetPlans(t *testing.T) {
 	prof, _ := cost.LookupProfile(DefaultDevice)
-	for _, name := range []string{"if_cnn", "fn_call"} {
+	for _, name := range []string{"cond_cnn", "if_cnn", "fn_call"} {
 		t.Run(name, func(t *testing.T) {
 			m, g := controlFlowModel(t, name)
 			var branch map[string]bool

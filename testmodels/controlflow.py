@@ -55,7 +55,7 @@ HW = 32
 WIDTH = 32
 
 
-def _stem(x, layers=4):
+def _stem(x, layers=8):
     """`layers` 3x3 convolutions to WIDTH channels at full resolution: activations outside
     the control flow that a planner can swap."""
     h = x
@@ -102,7 +102,7 @@ def _cond_cnn(rng, use_cond=True):
     logits = _head(_tail(h2), 10)
     loss = gk.softmax_ce_loss(logits, y)
     return loss, v1.train.GradientDescentOptimizer(0.05), _image_feeds(rng), (
-        "CNN (four 3x3 convolutions to 32 channels at 32x32, a block, two "
+        "CNN (eight 3x3 convolutions to 32 channels at 32x32, a block, two "
         "more convolutions, global pooling, dense) whose block is a v1 "
         "tf.cond (control flow v1) on the learning-phase placeholder "
         "'training' (True by default): the training branch is two 3x3 "
