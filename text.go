@@ -64,6 +64,23 @@ func (r *Report) writeSummary(w io.Writer, opts TextOptions) {
 		}
 		fmt.Fprintf(w, "  recomputed:      %d tensors (%s) by %d op copies, %s of compute in the unswapped step\n", len(r.Recomputes), units.FormatBytes(bytes), ops, cost.FormatDuration(ns))
 	}
+	if len(r.Offloaded) > 0 {
+		var bytes int64
+		nv := 0
+		for _, v := range r.Offloaded {
+			bytes += v.Bytes
+			nv += len(v.Variables)
+		}
+		fmt.Fprintf(w, "  offloaded:       %d variable groups (%d variables with their slots, %s) on the host, %d gated weight copies; %s\n",
+			len(r.Offloaded), nv, units.FormatBytes(bytes), r.OffloadCopies, r.Offloaded[0].Reason)
+		for i, v := range r.Offloaded {
+			if !opts.Verbose && i >= 5 {
+				fmt.Fprintf(w, "    ... %d more (-v lists all)\n", len(r.Offloaded)-i)
+				break
+			}
+			fmt.Fprintf(w, "    %-40s %10s  %d variables, %d copies, on %s\n", v.Name, units.FormatBytes(v.Bytes), len(v.Variables), v.Copies, v.Host)
+		}
+	}
 	fmt.Fprintf(w, "  bytes per step:  %s device-to-host, %s host-to-device\n", units.FormatBytes(r.BytesOut), units.FormatBytes(r.BytesIn))
 	unsized := 0
 	for _, s := range r.Skipped {
