@@ -665,6 +665,9 @@ func planKey(plan *Plan) string {
 		for _, g := range s.Groups {
 			b.WriteByte('[')
 			b.WriteString(strconv.Itoa(g.Trigger.Index))
+			if g.TriggerWaits {
+				b.WriteByte('!')
+			}
 			for _, u := range g.Uses {
 				b.WriteByte(' ')
 				b.WriteString(strconv.Itoa(u.Node.Index))
