@@ -78,6 +78,11 @@ func Analyze(g *graphdef.Graph, opts Options) *Analysis {
 	a.foldable = foldable(g)
 	a.conditional = a.reachFrom(func(n *graphdef.Node) bool { return n.Op == "Switch" || n.Op == "RefSwitch" },
 		func(n *graphdef.Node) bool { return n.Op == "Merge" || n.Op == "RefMerge" }, false)
+	// The branches of v1 conditionals as TensorFlow's executor decides them (dead-ness),
+	// which also covers what follows an inner conditional's Merge inside an outer branch.
+	for i, in := range g.InCondBranch() {
+		a.conditional[i] = a.conditional[i] || in
+	}
 	return a
 }
 
@@ -183,6 +188,11 @@ func (a *Analysis) Excluded(n *graphdef.Node) (bool, string) {
 	if a.InLoop(n) {
 		return true, "inside a while loop"
 	}
+	if a.Conditional(n) {
+		// A tensor of the branch not taken is dead: its swap-out would be dead, and so would
+		// every swap-in and wait hung on it.
+		return true, "inside a conditional branch"
+	}
 	return false, ""
 }
 
@@ -211,9 +221,11 @@ func (a *Analysis) TriggerEligible(n *graphdef.Node) bool {
 	return hasData // the gate reads a data output of the trigger
 }
 
-// ConsumerEligible reports whether use may be redirected to a swapped-in copy.
+// ConsumerEligible reports whether use may be redirected to a swapped-in copy: not inside a
+// while loop or a conditional branch (a swap-in read only by a branch would run, and hold
+// device memory, whichever side is taken).
 func (a *Analysis) ConsumerEligible(u graphdef.Use) bool {
-	return a.OnCompute(u.Node) && !notConsumers[u.Node.Op] && !a.InLoop(u.Node)
+	return a.OnCompute(u.Node) && !notConsumers[u.Node.Op] && !a.InLoop(u.Node) && !a.Conditional(u.Node)
 }
 
 // Candidate is a tensor that may be swapped: made on a compute device, of known size, by an

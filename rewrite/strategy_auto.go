@@ -151,7 +151,7 @@ func (pr *Problem) allGapCandidates() []*asCand {
 		if b.bytes < pr.Analysis.Opts.MinTensorBytes {
 			continue
 		}
-		for _, k := range b.splits() {
+		for _, k := range b.splitsFromProduction(pr.fast.xferTime(b.bytes, false)) {
 			if _, ok := redirects(b.tree, b.accesses[k].start, 1<<62); !ok {
 				continue
 			}
