@@ -52,8 +52,10 @@ type Options struct {
 	// graph's shapes (--batch-scale). Zero means 1.
 	BatchScale int
 	// Fetch are the nodes a training step runs, such as the training op (--fetch): planning
-	// simulates only their fan-in. Empty means every node of the graph, initialisers and
-	// reads outside the training step included.
+	// simulates only their fan-in. Empty means the training step graphdef.DefaultFetch finds
+	// (the sinks whose fan-in holds the variable updates, initialisers and reads outside the
+	// step left out), or every node of the graph when it finds none; Report.Prediction says
+	// which.
 	Fetch []string
 	// MeasuredProfile is a measured op profile (written by tfswap profile) whose per-node
 	// times replace the estimates (--measured).

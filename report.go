@@ -178,8 +178,12 @@ type Prediction struct {
 	// budget, or a step-time overhead above 50%.
 	Warnings []string `json:"warnings,omitempty"`
 	// Fetch are the nodes whose fan-in was simulated as the step (empty: every node) and
-	// SimulatedNodes how many nodes ran in the simulated step.
+	// SimulatedNodes how many nodes ran in the simulated step. FetchFound is true when no
+	// fetch was given and Fetch is the training step tfswap found (graphdef.DefaultFetch);
+	// FetchReason says how Fetch was chosen.
 	Fetch          []string `json:"fetch"`
+	FetchFound     bool     `json:"fetch_found"`
+	FetchReason    string   `json:"fetch_reason"`
 	SimulatedNodes int      `json:"simulated_nodes"`
 	// Explanation is the plan's reasoning for every swap candidate; it is not nil when
 	// Options.Explain asked for it.

@@ -132,6 +132,7 @@ func (p *Prediction) writeText(w io.Writer) {
 	fmt.Fprintf(w, "  device:          %s: %s\n", p.Device, p.DeviceReason)
 	fmt.Fprintf(w, "  budget:          %s per GPU: %s\n", units.FormatBytes(p.Budget), p.BudgetReason)
 	fmt.Fprintf(w, "  strategy:        %s%s\n", p.Strategy, from)
+	fmt.Fprintf(w, "  fetch:           %s\n", graphdef.Fetch{Nodes: p.Fetch, Found: p.FetchFound, Reason: p.fetchReason()})
 	fmt.Fprintf(w, "  simulated step:  %s\n", p.simulatedStep())
 	for _, d := range p.Devices {
 		fits := ""
@@ -170,11 +171,22 @@ func (p *Prediction) writeText(w io.Writer) {
 	}
 }
 
+// fetchReason is p.FetchReason, or "--fetch" for a prediction built without one.
+func (p *Prediction) fetchReason() string {
+	if p.FetchReason == "" {
+		if len(p.Fetch) > 0 {
+			return "--fetch"
+		}
+		return "no --fetch given"
+	}
+	return p.FetchReason
+}
+
 // simulatedStep says which step a plan was simulated for: the fan-in of the fetches, or every
 // node of the graph when no fetch was given.
 func (p *Prediction) simulatedStep() string {
 	if len(p.Fetch) == 0 {
-		return fmt.Sprintf("every node of the graph (%d nodes; no --fetch given, so initialisers and reads outside the training step count as part of it: give --fetch with the training op)", p.SimulatedNodes)
+		return fmt.Sprintf("every node of the graph (%d nodes; no training step found and no --fetch given, so initialisers and reads outside the training step count as part of it: give --fetch with the training op)", p.SimulatedNodes)
 	}
 	return fmt.Sprintf("the fan-in of %s (%d nodes)", strings.Join(p.Fetch, ", "), p.SimulatedNodes)
 }

@@ -118,7 +118,7 @@ func planFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "device-budget", Usage: "DEVICE=SIZE: the budget of one GPU, e.g. /device:GPU:1=10GiB (repeatable)"},
 		&cli.StringSliceFlag{Name: "shared-link", Usage: "DEVICE+DEVICE+...: GPUs that share one host link, a PCIe switch, e.g. /device:GPU:0+/device:GPU:1 (repeatable, one group each)"},
 		&cli.IntFlag{Name: "batch-scale", Value: 1, Usage: "plan as if the batch dimension were this many times larger (the graph's shapes are kept)"},
-		&cli.StringSliceFlag{Name: "fetch", Usage: "node a training step runs (repeatable, e.g. --fetch train); planning simulates only its fan-in (default: every node)"},
+		&cli.StringSliceFlag{Name: "fetch", Usage: "node a training step runs (repeatable, e.g. --fetch train); planning simulates only its fan-in (default: the training step found, the sinks whose fan-in holds the variable updates)"},
 		&cli.StringFlag{Name: "measured", Usage: "measured op profile whose per-node times replace the estimates when planning"},
 		&cli.BoolFlag{Name: "no-tf32", Usage: "plan with float32 matrix products at the FP32 rate even where TF32 tensor cores exist"},
 		&cli.IntFlag{Name: "bo-iterations", Usage: "autoswap: weight vectors the Bayesian optimisation tries after the four plain scores (default 12; -1: none)"},
