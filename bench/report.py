@@ -925,7 +925,8 @@ def section_scale(out, path):
                "Conv2D, Relu and AddV2 with their backward half, 512 KiB activations). %s, on "
                "%s, commit %s, %s. `rewrite --budget` plans with the default strategy for "
                "`%s` at half the graph's simulated unswapped peak; `rewrite, lms-fixed` is the "
-               "rewrite without planning. Each cell is wall time / peak resident memory; "
+               "rewrite without planning. Each cell is CPU time (user and system; the machine was "
+               "shared, so wall times, in the JSON, are longer) / peak resident memory; "
                "\\> T s: stopped after T seconds; - not run." % (
                    meta["how"][0].upper() + meta["how"][1:], meta.get("cpu") or meta.get("machine"),
                    meta["commit"][:10], meta["date"], meta["device"]))
@@ -943,7 +944,8 @@ def section_scale(out, path):
             elif r.get("status"):
                 cells.append("failed (exit %d)" % r["status"])
             else:
-                cells.append("%.1f s / %.2f GB" % (r["seconds"], r["rss"] / 1e9))
+                secs = r.get("cpu_seconds", r["seconds"])
+                cells.append("%.1f s / %.2f GB" % (secs, r["rss"] / 1e9))
         out.append("| %s | %.0f MB | %s |" % ("{:,}".format(row.get("nodes", row["nodes_asked"])),
                                              row["graph_bytes"] / 1e6, " | ".join(cells)))
     out.append("")

@@ -17,7 +17,8 @@ under `/usr/bin/time -v` (wall time and peak resident memory):
   strategy) with B half the unswapped simulated peak, the graph's tensors needing swapping or
   recomputation to fit. Only up to --plan-max nodes.
 
-A run that takes longer than --timeout seconds is stopped and recorded as such. The results go
+The machine may be shared: the figure reported is the CPU time (user and system) of the one
+core, with the wall time kept in the results. A run that takes longer than --timeout seconds is stopped and recorded as such. The results go
 to docs/bench/scale.json (the measurements, the machine and the commit) and, with --report, to
 the "Planning at scale" section of docs/BENCHMARKS.md (bench/report.py writes the same section
 when it regenerates the file).
@@ -61,11 +62,15 @@ def timed(cmd, cpu, timeout):
         return {"seconds": None, "rss": None, "status": None, "timeout": timeout}, ""
     wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (\S+)", p.stderr)
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", p.stderr)
+    user = re.search(r"User time \(seconds\): ([\d.]+)", p.stderr)
+    system = re.search(r"System time \(seconds\): ([\d.]+)", p.stderr)
+    cpu = float(user.group(1)) + float(system.group(1)) if user and system else None
     secs = None
     if wall:
         parts = [float(x) for x in wall.group(1).split(":")]
         secs = sum(x * 60 ** i for i, x in enumerate(reversed(parts)))
     out = {"seconds": round(secs, 2) if secs is not None else None,
+           "cpu_seconds": round(cpu, 2) if cpu is not None else None,
            "rss": int(rss.group(1)) * 1024 if rss else None, "status": p.returncode}
     if p.returncode != 0:
         out["error"] = p.stderr.strip().splitlines()[-30:-23] if p.stderr else []
@@ -139,9 +144,9 @@ def main(argv=None):
     data = {"meta": {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
                      "commit": git_commit(), "machine": platform.machine(),
                      "cpu": cpu_name(), "device": DEVICE, "timeout": args.timeout,
-                     "how": "measured on CPU: each command alone on one core (taskset, "
-                            "GOMAXPROCS=1), /usr/bin/time -v's wall time and maximum "
-                            "resident set size"},
+                     "how": "measured on CPU: each command on one core (taskset, GOMAXPROCS=1), "
+                            "/usr/bin/time -v's user and system time and maximum resident "
+                            "set size"},
             "rows": rows}
     os.makedirs(os.path.dirname(args.results), exist_ok=True)
     tmp = args.results + ".tmp"
