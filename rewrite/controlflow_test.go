@@ -115,7 +115,7 @@ func TestCondBranchesNeverSwapped(t *testing.T) {
 // differ, and no plan touches a conditional branch.
 func TestControlFlowBudgetPlans(t *testing.T) {
 	prof, _ := cost.LookupProfile(DefaultDevice)
-	for _, name := range []string{"if_cnn", "fn_call"} {
+	for _, name := range []string{"cond_cnn", "if_cnn", "fn_call"} {
 		t.Run(name, func(t *testing.T) {
 			m, g := controlFlowModel(t, name)
 			var branch map[string]bool
@@ -175,4 +175,35 @@ func TestControlFlowBudgetPlans(t *testing.T) {
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line
+}
+
+// TestLoopGraphSwapsOutsideTheLoop: in a v1 while-loop RNN, what follows the loop's Exit is
+// no conditional branch (the loop's Switches are not conditionals): LMS with low thresholds
+// swaps the input projection's activation, made before the loop and read again by its
+// gradient after the loop's backward pass, and nothing inside the loop.
+func TestLoopGraphSwapsOutsideTheLoop(t *testing.T) {
+	m, g := controlFlowModel(t, "rnn_v1")
+	res, err := Rewrite(m, Options{SwapoutThreshold: 3, SwapinAhead: 1, MinTensorBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, _ := Options{}.withDefaults()
+	a := Analyze(g, opts)
+	found := false
+	for _, s := range res.Swaps {
+		found = found || s.Tensor == "Tanh:0"
+		if a.InLoop(g.Node(s.Producer)) {
+			t.Errorf("swapped %s, made inside the loop", s.Tensor)
+		}
+		for _, in := range s.SwapIns {
+			for _, c := range in.Consumers {
+				if a.InLoop(g.Node(c)) {
+					t.Errorf("swap-in %s is consumed inside the loop by %s", in.Node, c)
+				}
+			}
+		}
+	}
+	if !found {
+		t.Errorf("Tanh:0 (the input projection) was not swapped; swaps: %v", res.Swaps)
+	}
 }

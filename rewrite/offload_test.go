@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tfswap/tfswap/cost"
 	"github.com/tfswap/tfswap/graphdef"
 	npb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
 	"google.golang.org/protobuf/proto"
@@ -190,4 +191,43 @@ func TestParseOffloadMode(t *testing.T) {
 	if _, err := ParseOffloadMode("some"); err == nil {
 		t.Error("mode some accepted")
 	}
+}
+
+// TestPlanOffload plans the resnet fixture's training step with variables offloaded: "all"
+// moves every group and the prediction's baseline is the original graph; "auto" moves
+// nothing when the graph fits, and at a budget swapping alone cannot reach (no plan of
+// "none" fits) it offloads and fits.
+func TestPlanOffload(t *testing.T) {
+	m := loadFixtureModel(t, "resnet")
+	fetch := cost.Options{Fetch: []string{"train"}}
+	all, err := RewriteWithPlanner(m, Options{}, PlanOptions{Budget: 1 << 40, Offload: OffloadAll, Sim: fetch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all.Offload == nil || len(all.Offload.Variables) != 57 || all.Unchanged() {
+		t.Fatalf("offload all: %+v", all.Offload)
+	}
+	if all.Base.Devices[0].Peak <= all.Eval.Devices[0].Peak {
+		t.Errorf("offloading every variable did not lower the peak: %d, original %d", all.Eval.Devices[0].Peak, all.Base.Devices[0].Peak)
+	}
+	none, err := RewriteWithPlanner(m, Options{}, PlanOptions{Budget: 1 << 40, Offload: OffloadAuto, Sim: fetch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if none.Offload != nil || !none.Unchanged() {
+		t.Errorf("auto offloaded a graph that fits: %+v", none.Offload)
+	}
+	const tight = 3200 << 10
+	if _, err := RewriteWithPlanner(m, Options{}, PlanOptions{Budget: tight, Sim: fetch}); err == nil {
+		t.Fatal("swapping alone fits 3200 KiB: the budget no longer tests the offload")
+	}
+	auto, err := RewriteWithPlanner(m, Options{}, PlanOptions{Budget: tight, Offload: OffloadAuto, Sim: fetch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if auto.Offload == nil || len(auto.Offload.Variables) == 0 || !auto.Eval.Fits {
+		t.Fatalf("auto at 3200 KiB: offload %+v, fits %v", auto.Offload, auto.Eval.Fits)
+	}
+	t.Logf("auto: %d groups offloaded (%s), peak %d, step %d ns (original %d ns)", len(auto.Offload.Variables), auto.Offload.Variables[0].Reason,
+		auto.Eval.Devices[0].Peak, auto.Eval.StepTime, auto.Base.StepTime)
 }

@@ -68,13 +68,17 @@ type Planned struct {
 	Accountings []string
 	// Explanation is the reasoning per tensor (PlanOptions.Explain), in producer order.
 	Explanation []TensorExplanation
+	// Offload is the variable offload the plan was made on (PlanOptions.Offload), or nil.
+	// Base is then the simulation of the original graph (nothing offloaded, nothing
+	// swapped), and Eval's overhead is against it.
+	Offload *OffloadResult `json:",omitempty"`
 }
 
-// Unchanged reports whether the rewrite changed nothing: no swap, no wait, no
-// recomputation (the graph fits its budget as it is, or fixed thresholds found nothing to
-// swap).
+// Unchanged reports whether the rewrite changed nothing: no variable offloaded, no swap, no
+// wait, no recomputation (the graph fits its budget as it is, or fixed thresholds found
+// nothing to swap).
 func (p *Planned) Unchanged() bool {
-	return len(p.Swaps) == 0 && len(p.Waits) == 0 && len(p.Recomputes) == 0
+	return len(p.Swaps) == 0 && len(p.Waits) == 0 && len(p.Recomputes) == 0 && (p.Offload == nil || len(p.Offload.Variables) == 0)
 }
 
 // RewriteWithPlanner validates model, plans its swaps for the budget with the strategy in
@@ -91,6 +95,19 @@ func RewriteWithPlanner(model *graphdef.Model, opts Options, po PlanOptions) (*P
 	if err != nil {
 		return nil, err
 	}
+	mode, err := ParseOffloadMode(string(po.Offload))
+	if err != nil {
+		return nil, err
+	}
+	if mode != OffloadNone {
+		return planOffloaded(model, g, opts, po, mode)
+	}
+	return planPrepared(model, g, opts, po)
+}
+
+// planPrepared is RewriteWithPlanner on a model prepare has checked (g is its graph, opts
+// has its defaults).
+func planPrepared(model *graphdef.Model, g *graphdef.Graph, opts Options, po PlanOptions) (*Planned, error) {
 	planner, err := LookupStrategy(po.Strategy)
 	if err != nil {
 		return nil, err

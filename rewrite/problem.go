@@ -69,6 +69,8 @@ type PlanOptions struct {
 	// Recompute says where recomputation may replace swaps (RecomputeModes; "" means
 	// "auto": the auto strategy weighs it against swapping alone).
 	Recompute string
+	// Offload says which variables live on the host (OffloadModes; "" means none).
+	Offload OffloadMode
 }
 
 // FitAccountings are the names PlanOptions.FitAccounting accepts, alone or (the first three)
@@ -663,6 +665,9 @@ func planKey(plan *Plan) string {
 		for _, g := range s.Groups {
 			b.WriteByte('[')
 			b.WriteString(strconv.Itoa(g.Trigger.Index))
+			if g.TriggerWaits {
+				b.WriteByte('!')
+			}
 			for _, u := range g.Uses {
 				b.WriteByte(' ')
 				b.WriteString(strconv.Itoa(u.Node.Index))
@@ -774,5 +779,22 @@ func relabelCompute(a *Analysis, g *graphdef.Graph) {
 			d.Type = "GPU"
 			g.Nodes[i].Device = d
 		}
+	}
+}
+
+// release drops what only planning needs (the indices of the unswapped step, the fast
+// model, the cache of evaluated plans and the unswapped step's timeline), so that a large
+// graph's planning memory is garbage before its rewrite is built and written. The problem
+// must not plan or evaluate afterwards; Base and the evaluations handed out stay valid,
+// without Base's timeline.
+func (pr *Problem) release() {
+	pr.timing, pr.buffers, pr.bufOf, pr.fast, pr.seqs, pr.lms, pr.memos, pr.cache = nil, nil, nil, nil, nil, nil, nil, nil
+	pr.best, pr.lowest = nil, nil
+	if pr.Base != nil && pr.Base.Result != nil {
+		r := *pr.Base.Result
+		r.Timeline = nil
+		b := *pr.Base
+		b.Result = &r
+		pr.Base = &b
 	}
 }

@@ -84,7 +84,16 @@ if [ ! -f "$stamp" ] || ! cmp -s "$req" "$stamp"; then
   fi
   echo "setup: installing $(grep -v '^#' "$req" | xargs) into .venv"
   .venv/bin/python -m pip install --disable-pip-version-check -q --upgrade pip >/dev/null
-  .venv/bin/python -m pip install --disable-pip-version-check -q -r "$req"
+  # Lines marked "# no-deps" are installed with --no-deps (tf-keras: its requirements would
+  # pull the package tensorflow over tensorflow-cpu).
+  grep -v '#[[:space:]]*no-deps' "$req" > .venv/.tfswap-requirements.deps
+  .venv/bin/python -m pip install --disable-pip-version-check -q -r .venv/.tfswap-requirements.deps
+  rm -f .venv/.tfswap-requirements.deps
+  nodeps="$(grep '#[[:space:]]*no-deps' "$req" | sed 's/#.*//' | xargs)"
+  if [ -n "$nodeps" ]; then
+    # shellcheck disable=SC2086
+    .venv/bin/python -m pip install --disable-pip-version-check -q --no-deps $nodeps
+  fi
   cp "$req" "$stamp"
 fi
 

@@ -3,17 +3,39 @@
 package tfrun
 
 import (
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/tfswap/tfswap/graphdef"
 	"github.com/tfswap/tfswap/rewrite"
 )
 
-// offloadFixture offloads every variable of a fixture placed on the compute device of the
-// two-device emulation and checks the result with rewrite.VerifyOffload.
+// offloadModels are the models the offload runtime tests train: the fixtures, and the
+// GPT-style decoder and the Transformer encoder of testmodels/large.py at their tiny sizes
+// (testmodels/fixtures/large, made with large.py --feeds).
+var offloadModels = append(append([]string(nil), fixtureNames...), "large/gpt-tiny", "large/transformer-tiny")
+
+// offloadFixture offloads every variable of a model of offloadModels placed on the compute
+// device of the two-device emulation and checks the result with rewrite.VerifyOffload.
 func offloadFixture(t *testing.T, name string) (*Fixture, *graphdef.Model, *rewrite.OffloadResult) {
 	t.Helper()
-	fx, placed := placedFixture(t, name)
+	var fx *Fixture
+	var placed *graphdef.Model
+	if dir, base, ok := strings.Cut(name, "/"); ok {
+		var err error
+		fx, err = LoadFixture(filepath.Join(fixtureDir, dir, base+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := graphdef.Load(fx.GraphPath(), graphdef.LoadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		placed = PlaceAll(m, computeDevice)
+	} else {
+		fx, placed = placedFixture(t, name)
+	}
 	res, err := rewrite.OffloadVariables(placed, rewrite.Options{ComputeDevice: computeDevice}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +80,7 @@ func copiesAsSwaps(res *rewrite.OffloadResult) []Swap {
 // or not) to be bit-identical.
 func TestOffloadEquivalence(t *testing.T) {
 	cfg := TwoDeviceConfigBytes()
-	for _, name := range fixtureNames {
+	for _, name := range offloadModels {
 		t.Run(name, func(t *testing.T) {
 			fx, placed, res := offloadFixture(t, name)
 			origModel, fxAll := withAllVariableReads(t, placed, fx)
@@ -86,7 +108,7 @@ func TestOffloadEquivalence(t *testing.T) {
 // device before its trigger had finished, and that the variables and their updates ran on
 // the host.
 func TestOffloadTiming(t *testing.T) {
-	for _, name := range fixtureNames {
+	for _, name := range offloadModels {
 		t.Run(name, func(t *testing.T) {
 			fx, _, res := offloadFixture(t, name)
 			swaps := copiesAsSwaps(res)
