@@ -74,7 +74,7 @@ func (r *Report) writeSummary(w io.Writer, opts TextOptions) {
 		fmt.Fprintf(w, "  offloaded:       %d variable groups (%d variables with their slots, %s) on the host, %d gated weight copies; %s\n",
 			len(r.Offloaded), nv, units.FormatBytes(bytes), r.OffloadCopies, r.Offloaded[0].Reason)
 		for i, v := range r.Offloaded {
-			if !opts.Verbose && i >= 5 {
+			if !opts.Verbose && r.Prediction.Explanation == nil && i >= 5 {
 				fmt.Fprintf(w, "    ... %d more (-v lists all)\n", len(r.Offloaded)-i)
 				break
 			}

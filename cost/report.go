@@ -9,11 +9,15 @@ import (
 // Report is the JSON form of a Result (tfswap simulate --json). Times are nanoseconds,
 // sizes bytes.
 type Report struct {
-	Profile        string         `json:"profile"`
-	Conventions    string         `json:"conventions"`
-	Fetch          []string       `json:"fetch,omitempty"`
-	BatchScale     int            `json:"batch_scale"`
-	Simulated      int            `json:"simulated_nodes"`
+	Profile     string   `json:"profile"`
+	Conventions string   `json:"conventions"`
+	Fetch       []string `json:"fetch,omitempty"`
+	BatchScale  int      `json:"batch_scale"`
+	Simulated   int      `json:"simulated_nodes"`
+	// UntakenNodes and CostedCalls are Result's: nodes of conditional branches not taken,
+	// function calls costed from their bodies.
+	UntakenNodes   int            `json:"untaken_branch_nodes,omitempty"`
+	CostedCalls    int            `json:"calls_costed_from_bodies,omitempty"`
 	StepTimeNS     int64          `json:"step_time_ns"`
 	Devices        []DeviceReport `json:"devices"`
 	D2H            TransferStats  `json:"d2h"`
@@ -147,6 +151,7 @@ func ReportOf(r *Result) *Report {
 	rep := &Report{
 		Profile: r.Profile.Name, Conventions: ConventionsName(r.Options.Conventions), Fetch: r.Options.Fetch,
 		BatchScale: r.Options.BatchScale, Simulated: r.Simulated, StepTimeNS: r.StepTime,
+		UntakenNodes: r.UntakenNodes, CostedCalls: r.CostedCalls,
 		D2H: r.D2H, H2D: r.H2D, UnknownOps: r.UnknownOps, UnsizedTensors: r.UnsizedTensors,
 		GrapplerUnmodelled: r.GrapplerUnmodelled,
 		MeasuredNodes:      r.MeasuredNodes, MeasuredScaled: r.MeasuredScaled, MeasuredScale: r.MeasuredScale,

@@ -651,7 +651,10 @@ class TFSwapOptimizer : public tensorflow::grappler::CustomGraphOptimizer {
     } else {
       VLOG(1) << kName << ": graph " << item.id << ": " << added << " swap nodes added";
     }
-    if (added == 0) return Unchanged("nothing to swap");
+    // A rewrite may add nothing and only move nodes: --offload places variables and their
+    // updates on the host, in every graph a session runs (the initialiser's too), so that
+    // each run finds the variables' resources on the device that holds them.
+    if (added == 0 && !DevicesMoved(item.graph, out)) return Unchanged("nothing to swap");
     RestoreShapes(unannotated, &out);
     *out.mutable_library() = item.graph.library();
     *out.mutable_versions() = item.graph.versions();
@@ -708,6 +711,17 @@ class TFSwapOptimizer : public tensorflow::grappler::CustomGraphOptimizer {
   // CheckRewrite returns why out is not a tfswap rewrite of the item's graph, or "": every
   // node of the input (the fetch, feed and preserved nodes among them) must still be there,
   // and every added node must be a tfswap swap node.
+  // DevicesMoved reports whether a node of in has another device in out.
+  static bool DevicesMoved(const GraphDef& in, const GraphDef& out) {
+    std::unordered_map<std::string, const NodeDef*> by_name;
+    for (const NodeDef& n : out.node()) by_name[n.name()] = &n;
+    for (const NodeDef& n : in.node()) {
+      auto it = by_name.find(n.name());
+      if (it != by_name.end() && it->second->device() != n.device()) return true;
+    }
+    return false;
+  }
+
   static std::string CheckRewrite(const tensorflow::grappler::GrapplerItem& item,
                                   const GraphDef& out) {
     std::unordered_map<std::string, const NodeDef*> by_name;

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tfswap/tfswap/cost"
 	"github.com/tfswap/tfswap/graphdef"
+	"google.golang.org/protobuf/proto"
 )
 
 // controlFlowModel loads a graph of testmodels/controlflow (testmodels/controlflow.py).
@@ -112,7 +113,7 @@ func TestCondBranchesNeverSwapped(t *testing.T) {
 // TestControlFlowBudgetPlans: on the conditional CNN (v1 and v2) and the graph calling a
 // tf.function, the auto planner's plans at 90% and 70% of the unswapped peak either fit the
 // budget or end in a no-fit diagnosis that names what is live, the two budgets' outcomes
-// differ, and no plan touches a conditional branch.
+// differ, no plan touches a conditional branch, and the function library is left as it was.
 func TestControlFlowBudgetPlans(t *testing.T) {
 	prof, _ := cost.LookupProfile(DefaultDevice)
 	for _, name := range []string{"cond_cnn", "if_cnn", "fn_call"} {
@@ -163,6 +164,10 @@ func TestControlFlowBudgetPlans(t *testing.T) {
 					if branch != nil {
 						checkNothingInBranches(t, p.Result, branch)
 					}
+					// Function bodies are never rewritten: the library comes out unchanged.
+					if !proto.Equal(p.Model.Graph.GetLibrary(), m.Graph.GetLibrary()) {
+						t.Errorf("%d%%: the function library changed", pct)
+					}
 				}
 			}
 			if outcomes[0] == outcomes[1] {
@@ -175,4 +180,35 @@ func TestControlFlowBudgetPlans(t *testing.T) {
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line
+}
+
+// TestLoopGraphSwapsOutsideTheLoop: in a v1 while-loop RNN, what follows the loop's Exit is
+// no conditional branch (the loop's Switches are not conditionals): LMS with low thresholds
+// swaps the input projection's activation, made before the loop and read again by its
+// gradient after the loop's backward pass, and nothing inside the loop.
+func TestLoopGraphSwapsOutsideTheLoop(t *testing.T) {
+	m, g := controlFlowModel(t, "rnn_v1")
+	res, err := Rewrite(m, Options{SwapoutThreshold: 3, SwapinAhead: 1, MinTensorBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, _ := Options{}.withDefaults()
+	a := Analyze(g, opts)
+	found := false
+	for _, s := range res.Swaps {
+		found = found || s.Tensor == "Tanh:0"
+		if a.InLoop(g.Node(s.Producer)) {
+			t.Errorf("swapped %s, made inside the loop", s.Tensor)
+		}
+		for _, in := range s.SwapIns {
+			for _, c := range in.Consumers {
+				if a.InLoop(g.Node(c)) {
+					t.Errorf("swap-in %s is consumed inside the loop by %s", in.Node, c)
+				}
+			}
+		}
+	}
+	if !found {
+		t.Errorf("Tanh:0 (the input projection) was not swapped; swaps: %v", res.Swaps)
+	}
 }

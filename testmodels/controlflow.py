@@ -21,7 +21,10 @@ must not: conditionals, while loops and calls of library functions.
     .venv/bin/python testmodels/controlflow.py --only cond_cnn --out /tmp/cf
 
 Every random initializer is seeded through the graph-level seed, so
-regenerating gives byte-identical files.
+regenerating every graph gives byte-identical files. (TensorFlow numbers the
+library functions of tf.function and control flow v2 with a process-wide
+counter, so --only gives the graphs with functions other function names than a
+full run.)
 """
 
 import argparse
@@ -135,7 +138,12 @@ def _rnn(rng, v2):
     y = v1.placeholder(tf.int32, [BATCH], name="labels")
     wx = gk.variable("rnn/wx", [feat, hidden], gk.glorot_init())
     wh = gk.variable("rnn/wh", [hidden, hidden], gk.glorot_init())
-    xs = tf.transpose(x, [1, 0, 2], name="time_major")
+    # An input projection outside the loop: its activation is read again by its gradient,
+    # after the loop's backward pass, so a rewrite has something outside the loop to swap.
+    w_in = gk.variable("rnn/w_in", [feat, feat], gk.glorot_init())
+    xp = tf.reshape(tf.tanh(tf.matmul(tf.reshape(x, [BATCH * steps, feat]), w_in)),
+                    [BATCH, steps, feat], name="projected")
+    xs = tf.transpose(xp, [1, 0, 2], name="time_major")
     if v2:
         v1.enable_control_flow_v2()
     try:
@@ -160,7 +168,8 @@ def _rnn(rng, v2):
         "labels": rng.integers(0, classes, size=(BATCH,)).astype(np.int32),
     }
     return loss, v1.train.GradientDescentOptimizer(0.1), feeds, (
-        "Elman RNN, hidden 32, 8 steps of 16 features, as a %s while loop "
+        "Elman RNN, hidden 32, 8 steps of 16 features (after a tanh input "
+        "projection outside the loop), as a %s while loop "
         "reading a TensorArray (what dynamic_rnn builds); SGD lr 0.1, batch 8."
         % ("control-flow-v2 (While op)" if v2 else "v1 (Enter/Merge/Switch/Exit)"))
 

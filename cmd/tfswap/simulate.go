@@ -385,6 +385,12 @@ func printSimulation(w io.Writer, in string, p *cost.Profile, opts cost.Options,
 			}
 			fmt.Fprintf(w, "  %s: %d node(s) without a cost rule, timed by their bytes only: %s\n", label, n, strings.Join(parts, ", "))
 		}
+		if r.UntakenNodes > 0 {
+			fmt.Fprintf(w, "  %s: %d node(s) of conditional branches not taken (each conditional runs its larger branch; --conventions both-branches runs both)\n", label, r.UntakenNodes)
+		}
+		if r.CostedCalls > 0 {
+			fmt.Fprintf(w, "  %s: %d function call(s) costed from their bodies (--conventions calls-by-bytes times them by their bytes)\n", label, r.CostedCalls)
+		}
 		if r.UnsizedTensors > 0 {
 			how := "counted as 0 bytes"
 			if opts.Conventions.UnknownDimsAsOne {

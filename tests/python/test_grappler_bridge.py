@@ -520,6 +520,20 @@ def test_default_plan_leaves_fitting_graph_alone(bridge, tfswap_binary, baseline
     assert result["digest"] == baseline.digest()
 
 
+def test_offload_trains_bit_identically(bridge, tfswap_binary, baseline, tmp_path):
+    """With offload=all the bridge passes --offload all: every session run's graph (the
+    initialisation, the training steps, the final reads) has the same variables on the host,
+    so they find their resources there; training is bit-identical, the variables run on the
+    host and the weights reach the device through gated copies."""
+    params = {"compute_device": "/device:CPU:1", "offload": "all", "tfswap_binary": tfswap_binary, "verbose": 1}
+    result, log = run_worker({"params": params}, tmp_path)
+    assert WARNING.findall(log) == [], log[-3000:]
+    assert result["digest"] == baseline.digest()
+    assert any("weight_in" in n for n in result["swap_nodes"]), result["swap_nodes"]
+    variables = [v["name"] for v in sidecar()["variables"]]
+    assert set(variables) <= set(result["host_variables"]), result["host_variables"]
+
+
 # --------------------------------------------------------------------------------------------
 # Worker (child process) entry point
 
@@ -529,8 +543,10 @@ def worker(spec):
     graph = spec.get("graph")
     gd = fixture_graph(graph) if graph else fixture_graph()
     run = train(gd, session_config(spec["params"]))
-    swaps = [n.name for n in Partitions(run.metadata).swap_nodes()]
-    print("BRIDGE-RESULT " + json.dumps({"digest": run.digest(), "swap_nodes": swaps}), flush=True)
+    parts = Partitions(run.metadata)
+    swaps = [n.name for n in parts.swap_nodes()]
+    host_vars = sorted(n.name for n in parts.nodes.values() if n.op == "VarHandleOp" and n.device == HOST)
+    print("BRIDGE-RESULT " + json.dumps({"digest": run.digest(), "swap_nodes": swaps, "host_variables": host_vars}), flush=True)
 
 
 if __name__ == "__main__":
