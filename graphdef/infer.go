@@ -78,6 +78,10 @@ func (s ShapeStats) Warning() string {
 	return msg
 }
 
+// skipInferShare is the share of unknown sizes up to which InferShapes does not infer
+// (without a batch to give).
+const skipInferShare = 0.01
+
 // tensorflowInfer is TensorFlow-backed inference (InferShapesTensorFlow), set in a build with
 // the TensorFlow runtime (-tags tensorflow); nil otherwise. It returns the shapes of every
 // node's outputs by node name (nil for an unknown rank, -1 for unknown dimensions).
@@ -90,7 +94,8 @@ func HaveTensorFlowInference() bool { return tensorflowInfer != nil }
 // (TensorFlow's shape functions when the binary has the runtime, else tfswap's own for the
 // ops it knows) and, for each node whose outputs become better known, sets the node's
 // _output_shapes attr. Known dimensions in the graph are kept; inference only fills unknown
-// ones. It returns how completely sizes are known afterwards.
+// ones. Without opts.Batch, a graph with at most 1% of its sizes unknown is left as it is.
+// It returns how completely sizes are known afterwards.
 //
 // The attrs are set on the loaded NodeDef messages in place, deliberately: Model.Marshal
 // writes a node still holding its loaded message with its original bytes, so the shapes
@@ -113,7 +118,9 @@ func InferShapes(m *Model, opts InferOptions) (ShapeStats, error) {
 			engine = EngineTensorFlow
 		}
 	}
-	if before.Unknown == 0 && opts.Batch == 0 {
+	if before.UnknownShare() <= skipInferShare && opts.Batch == 0 {
+		// Nothing to gain (a graph written with shapes, where TensorFlow's own shape
+		// functions left a few outputs unknown, such as FusedBatchNormV3's reserve space).
 		before.Engine = ""
 		return before, nil
 	}

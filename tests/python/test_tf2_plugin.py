@@ -12,6 +12,7 @@ weight must be bit-identical, over three steps, to the same training without the
 Run:  .venv/bin/python -m pytest -q tests/python/test_tf2_plugin.py
 """
 
+import glob
 import hashlib
 import json
 import os
@@ -20,6 +21,7 @@ import re
 import stat
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -171,6 +173,62 @@ def train_mirrored(tf, np):
     return losses, [np.asarray(w) for w in model.get_weights()]
 
 
+def kernel_events(logdir):
+    """Reads the profiler's trace: "node:op" -> sorted [(start ns, end ns)], one per run."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    files = sorted(glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True))
+    assert files, "the profiler wrote no trace under %s" % logdir
+    space = xplane_pb2.XSpace()
+    space.ParseFromString(pathlib.Path(files[-1]).read_bytes())
+    out = {}
+    for plane in space.planes:
+        for line in plane.lines:
+            for e in line.events:
+                name = plane.event_metadata[e.metadata_id].name
+                start = line.timestamp_ns + e.offset_ps // 1000
+                out.setdefault(name, []).append((start, start + e.duration_ps // 1000))
+    for v in out.values():
+        v.sort()
+    return out
+
+
+def timing_probe(md, logdir):
+    """The timing probe of the v1 bridge's tests, on the function graphs: every swap-in
+    (host-side Identity) starts only after its gate and the gate's trigger have finished on
+    the device, in every step. Returns (swap-ins checked, violations)."""
+    sys.path.insert(0, str(ROOT / "tests" / "python"))
+    from test_grappler_bridge import Partitions
+
+    events = kernel_events(logdir)
+
+    def runs(node):
+        return events.get("%s:%s" % (node.name, node.op), [])
+
+    checked, violations = 0, []
+    for fg in md.function_graphs:
+        if not any("_tfswap_role" in n.attr for pg in fg.partition_graphs for n in pg.node):
+            continue
+        p = Partitions(type("MD", (), {"partition_graphs": fg.partition_graphs})())
+        for n in p.swap_nodes("swap_in"):
+            ctrl = [i for i in n.input if i.startswith("^")]
+            assert len(ctrl) == 1, (n.name, ctrl)
+            gate = p.origin(ctrl[0])
+            chain = [gate]
+            if gate.attr["_tfswap_role"].s == b"gate":
+                chain.append(p.origin([i for i in gate.input if not i.startswith("^")][0]))
+            mine = runs(n)
+            assert mine, "no kernel event for swap-in %s" % n.name
+            for t in chain:
+                theirs = runs(t)
+                assert len(theirs) == len(mine), (n.name, t.name, len(mine), len(theirs))
+                for (start, _), (_, end) in zip(mine, theirs):
+                    if start < end:
+                        violations.append("%s started %d ns before %s finished" % (n.name, end - start, t.name))
+            checked += 1
+    return [checked, violations]
+
+
 def worker(spec):
     tf = _setup_tf()
     import numpy as np
@@ -191,6 +249,12 @@ def worker(spec):
         if run.get("name"):
             print("tfswap-test: run %s" % run["name"], file=sys.stderr, flush=True)
         context.enable_run_metadata()
+        if spec.get("probe"):
+            # Every kernel traced (host_tracer_level 3 includes inexpensive ops such as
+            # Identity), with its start and duration, per step.
+            logdir = tempfile.mkdtemp(prefix="tfswap-probe-")
+            tf.profiler.experimental.start(
+                logdir, options=tf.profiler.experimental.ProfilerOptions(host_tracer_level=3))
         kind = spec["kind"]
         if kind in ("cnn", "transformer"):
             losses, weights = train_keras(kind, tf, np)
@@ -202,6 +266,10 @@ def worker(spec):
             raise SystemExit("unknown kind " + kind)
         md = context.export_run_metadata()
         context.disable_run_metadata()
+        probe = None
+        if spec.get("probe"):
+            tf.profiler.experimental.stop()
+            probe = timing_probe(md, logdir)
         swaps = []
         for fg in md.function_graphs:
             for pg in fg.partition_graphs:
@@ -218,6 +286,7 @@ def worker(spec):
             "weights": h.hexdigest(),
             "swaps": swaps,
             "plans": tfswap.plan_summary() if spec.get("plugin") else [],
+            "probe": probe,
         })
     print("TF2-RESULT " + json.dumps(results), flush=True)
 
@@ -288,10 +357,13 @@ def check_identical(result, base):
 
 @pytest.mark.parametrize("kind", ["cnn", "transformer", "loop"])
 def test_training_swaps_and_is_bit_identical(kind, built):
-    result, log = run_worker({"kind": kind, "plugin": True})
+    result, log = run_worker({"kind": kind, "plugin": True, "probe": True})
     result = result[0]
     check_swapped(result, log)
     check_identical(result, baseline(kind))
+    # The timing probe: no swap-in (and so no copy back to the device) before its gate.
+    checked, violations = result["probe"]
+    assert checked >= 1 and violations == [], violations
     if kind == "loop":
         # The loop trains on one batch: the loss went down, the step really trained.
         first, last = (float.fromhex(result["losses"][i]) for i in (0, -1))
