@@ -923,6 +923,76 @@ def compact(data):
     return strip(data)
 
 
+SCALE_TITLE = "## Planning at scale"
+SCALE_CMDS = [("inspect", "inspect"), ("simulate", "simulate"),
+              ("rewrite", "rewrite, lms-fixed"), ("plan", "rewrite --budget (auto)")]
+
+
+def section_scale(out, path):
+    """The growth curve of bench/scale.py (docs/bench/scale.json), when it exists."""
+    if not os.path.exists(path):
+        return
+    with open(path) as f:
+        data = json.load(f)
+    meta = data["meta"]
+    out.append(SCALE_TITLE)
+    out.append("")
+    out.append("tfswap's own time and memory on synthetic training graphs of growing size "
+               "(`bench/scale.py`, issue 14; graphs from `testmodels/synth`: residual blocks of "
+               "Conv2D, Relu and AddV2 with their backward half, 512 KiB activations). %s, on "
+               "%s, commit %s, %s. `rewrite --budget` plans with the default strategy for "
+               "`%s` at half the graph's simulated unswapped peak; `rewrite, lms-fixed` is the "
+               "rewrite without planning. Each cell is CPU time (user and system; the machine was "
+               "shared, so wall times, in the JSON, are longer) / peak resident memory; "
+               "\\> T s: stopped after T seconds; - not run." % (
+                   meta["how"][0].upper() + meta["how"][1:], meta.get("cpu") or meta.get("machine"),
+                   meta["commit"][:10], meta["date"], meta["device"]))
+    out.append("")
+    out.append("| nodes | graph | " + " | ".join(label for _, label in SCALE_CMDS) + " |")
+    out.append("| ---: | ---: |" + " ---: |" * len(SCALE_CMDS))
+    for row in data["rows"]:
+        cells = []
+        for c, _ in SCALE_CMDS:
+            r = row.get(c)
+            if r is None:
+                cells.append("-")
+            elif r.get("timeout"):
+                cells.append("\\> %d s" % r["timeout"])
+            elif r.get("status"):
+                cells.append("failed (exit %d)" % r["status"])
+            else:
+                secs = r.get("cpu_seconds", r["seconds"])
+                cells.append("%.1f s / %.2f GB" % (secs, r["rss"] / 1e9))
+        out.append("| %s | %.0f MB | %s |" % ("{:,}".format(row.get("nodes", row["nodes_asked"])),
+                                             row["graph_bytes"] / 1e6, " | ".join(cells)))
+    out.append("")
+    out.append("Targets (issue 14): `rewrite --budget` of 100k nodes under 60 s; a 1M-node "
+               "rewrite under 30 s and 4 GB.")
+    out.append("")
+
+
+def update_scale_section(docs, path):
+    """Replaces (or appends) the scale section of docs/BENCHMARKS.md with path's results."""
+    md = os.path.join(docs, "BENCHMARKS.md")
+    with open(md) as f:
+        text = f.read()
+    sec = []
+    section_scale(sec, path)
+    new = "\n".join(sec)
+    i = text.find(SCALE_TITLE + "\n")
+    if i < 0:
+        text = text.rstrip() + "\n\n" + new
+    else:
+        j = text.find("\n## ", i + len(SCALE_TITLE))
+        text = text[:i] + new + ("\n" + text[j + 1:] if j >= 0 else "")
+    text = text.rstrip() + "\n"
+    tmp = md + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, md)
+    print("wrote the scale section of", md)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--results", default=os.path.join(ROOT, "out", "bench", "results.json"))
@@ -945,6 +1015,7 @@ def main(argv=None):
     section_offload(body, args.docs)
     section_papers(res, body, zero)
     section_points(res, body)
+    section_scale(body, os.path.join(args.docs, "bench", "scale.json"))
     summary = []
     section_summary(res, summary, targets, zero)
     text = "\n".join(head + summary + body).rstrip() + "\n"

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tfswap/tfswap/cost"
 	"github.com/tfswap/tfswap/graphdef"
+	"google.golang.org/protobuf/proto"
 )
 
 // controlFlowModel loads a graph of testmodels/controlflow (testmodels/controlflow.py).
@@ -112,7 +113,7 @@ func TestCondBranchesNeverSwapped(t *testing.T) {
 // TestControlFlowBudgetPlans: on the conditional CNN (v1 and v2) and the graph calling a
 // tf.function, the auto planner's plans at 90% and 70% of the unswapped peak either fit the
 // budget or end in a no-fit diagnosis that names what is live, the two budgets' outcomes
-// differ, and no plan touches a conditional branch.
+// differ, no plan touches a conditional branch, and the function library is left as it was.
 func TestControlFlowBudgetPlans(t *testing.T) {
 	prof, _ := cost.LookupProfile(DefaultDevice)
 	for _, name := range []string{"cond_cnn", "if_cnn", "fn_call"} {
@@ -162,6 +163,10 @@ func TestControlFlowBudgetPlans(t *testing.T) {
 					t.Logf("%d%%: %s, overhead %+.1f%%", pct, outcomes[len(outcomes)-1], 100*p.Eval.Overhead)
 					if branch != nil {
 						checkNothingInBranches(t, p.Result, branch)
+					}
+					// Function bodies are never rewritten: the library comes out unchanged.
+					if !proto.Equal(p.Model.Graph.GetLibrary(), m.Graph.GetLibrary()) {
+						t.Errorf("%d%%: the function library changed", pct)
 					}
 				}
 			}
