@@ -73,7 +73,7 @@ func (s ShapeStats) Warning() string {
 	}
 	msg += "; they count as 0 bytes, so peaks, swaps and plans undercount. Fixes: write the graph with shapes (as_graph_def(add_shapes=True)); give the batch of an unknown batch dimension with --batch N"
 	if s.Engine != EngineTensorFlow {
-		msg += "; infer shapes with TensorFlow's shape functions through the TensorFlow-backed binary (tfswap-runtime, built by make setup)"
+		msg += "; run the command with tfswap-runtime (the TensorFlow-backed binary make setup builds next to tfswap), which infers shapes with TensorFlow's own shape functions"
 	}
 	return msg
 }

@@ -92,3 +92,24 @@ except RuntimeError as e:
     lines = out.stdout.splitlines()
     assert int(lines[0]) > 10
     assert lines[1].startswith("ERROR tfswap rewrite failed (exit status 2)") and "strategy" in lines[1]
+
+
+def test_profile_for_gpu_names():
+    """enable() plans for the built-in profile that names the GPU TensorFlow sees."""
+    sys.path.insert(0, str(ROOT / "python"))
+    import tfswap
+
+    cases = {
+        "Tesla V100-SXM2-16GB": "v100-16gb",
+        "Tesla V100-PCIE-32GB": "v100-32gb",
+        "NVIDIA A100-SXM4-80GB": "a100-80gb",
+        "NVIDIA A100-SXM4-40GB": "a100-40gb",
+        "NVIDIA H100 80GB HBM3": "h100",
+        "NVIDIA GH200 480GB": "gh200",
+        "NVIDIA GeForce GTX 1080 Ti": "gtx1080ti",
+        "GeForce GTX TITAN X": "titanx",
+        "NVIDIA GeForce RTX 3090": None,
+        "": None,
+    }
+    for name, want in cases.items():
+        assert tfswap.profile_for(name) == want, name
