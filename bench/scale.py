@@ -102,6 +102,8 @@ def main(argv=None):
     ap.add_argument("--cpu", type=int, default=1, help="the core the runs are pinned to")
     ap.add_argument("--out", default=os.path.join(ROOT, "out", "bench", "scale"))
     ap.add_argument("--results", default=os.path.join(ROOT, "docs", "bench", "scale.json"))
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the rows of the results file for sizes and commands not run")
     ap.add_argument("--report", action="store_true",
                     help="then write the scale section of docs/BENCHMARKS.md")
     args = ap.parse_args(argv)
@@ -148,6 +150,13 @@ def main(argv=None):
                             "/usr/bin/time -v's user and system time and maximum resident "
                             "set size"},
             "rows": rows}
+    if args.merge and os.path.exists(args.results):
+        with open(args.results) as f:
+            old = {r["nodes_asked"]: r for r in json.load(f)["rows"]}
+        for r in rows:
+            prev = old.get(r["nodes_asked"], {})
+            old[r["nodes_asked"]] = dict(prev, **r)
+        data["rows"] = [old[k] for k in sorted(old)]
     os.makedirs(os.path.dirname(args.results), exist_ok=True)
     tmp = args.results + ".tmp"
     with open(tmp, "w") as f:
