@@ -8,7 +8,7 @@ GO ?= go
 PURE_PKGS := . ./graphdef/... ./rewrite/... ./triggers/... ./cost/... ./cmd/... ./internal/... ./profiling/... ./tune/... ./gpucheck/... ./session/...
 TFENV := source ./.tfenv &&
 
-.PHONY: setup demo test test-go test-pure test-python bench bench-quick fixtures clean gpu-check
+.PHONY: setup demo test test-go test-pure test-python bench bench-quick fixtures zoo zoo-check clean gpu-check
 
 # setup installs the GPU runtime (requirements-gpu.txt) on a machine with an NVIDIA GPU, the
 # CPU one otherwise; `make setup GPU=1` or `GPU=0` decides instead.
@@ -56,6 +56,15 @@ gpu-check: setup
 
 fixtures:
 	.venv/bin/python testmodels/gen.py
+
+# zoo regenerates testmodels/zoo/ (user-style Keras and TF2 graphs, testmodels/README.md), the
+# committed graphs and the two too large to commit; zoo-check regenerates the committed ones
+# and compares them byte for byte.
+zoo: setup
+	.venv/bin/python testmodels/zoo.py --all
+
+zoo-check: setup
+	.venv/bin/python testmodels/zoo.py --check
 
 clean:
 	rm -rf bin out

@@ -52,8 +52,10 @@ type Options struct {
 	// graph's shapes (--batch-scale). Zero means 1.
 	BatchScale int
 	// Fetch are the nodes a training step runs, such as the training op (--fetch): planning
-	// simulates only their fan-in. Empty means every node of the graph, initialisers and
-	// reads outside the training step included.
+	// simulates only their fan-in. Empty means the training step graphdef.DefaultFetch finds
+	// (the sinks whose fan-in holds the variable updates, initialisers and reads outside the
+	// step left out), or every node of the graph when it finds none; Report.Prediction says
+	// which.
 	Fetch []string
 	// MeasuredProfile is a measured op profile (written by tfswap profile) whose per-node
 	// times replace the estimates (--measured).
@@ -72,6 +74,10 @@ type Options struct {
 	// output instead of a swapped-in one (--recompute): "auto" (the auto strategy weighs it
 	// against swapping alone), "off" or "max". Empty means "auto".
 	Recompute string
+	// Offload says which variables, with their optimizer slots, live in host memory
+	// (--offload): "none" (the default), "all", or "auto" (the planner moves the largest
+	// groups where swapping alone does not fit or slows the step). Empty means "none".
+	Offload string
 	// Explain records the plan's reasoning for every swap candidate in the report
 	// (Prediction.Explanation; --explain).
 	Explain bool
@@ -209,6 +215,9 @@ func (o *Options) rewriteOptions() (rewrite.Options, rewrite.PlanOptions, error)
 	check(!o.OneSwapInPerConsumer || o.SwapinGroupBy == 0, "give either SwapinGroupBy or OneSwapInPerConsumer, not both")
 	check(o.MinTensorBytes >= 0, "MinTensorBytes must not be negative, not %d (NoMinTensorBytes swaps tensors of any size)", o.MinTensorBytes)
 	check(!o.NoMinTensorBytes || o.MinTensorBytes == 0, "give either MinTensorBytes or NoMinTensorBytes, not both")
+	if _, perr := rewrite.ParseOffloadMode(o.Offload); perr != nil {
+		check(false, "Offload: %v", perr)
+	}
 	check(o.Recompute == "" || slices.Contains(rewrite.RecomputeModes, o.Recompute), "Recompute: want one of %s, got %q", strings.Join(rewrite.RecomputeModes, ", "), o.Recompute)
 	if err != nil {
 		return ro, po, err
@@ -236,7 +245,7 @@ func (o *Options) rewriteOptions() (rewrite.Options, rewrite.PlanOptions, error)
 		return ro, po, &Error{Kind: ErrBadOptions, Err: err}
 	}
 	po = rewrite.PlanOptions{Strategy: s, Budget: o.Budget, Explain: o.Explain, BOIterations: o.BOIterations, Window: o.Window,
-		FitAccounting: o.FitAccounting, Recompute: o.Recompute}
+		FitAccounting: o.FitAccounting, Recompute: o.Recompute, Offload: rewrite.OffloadMode(o.Offload)}
 	if o.NoBayesianOptimisation {
 		po.BOIterations = -1
 	}

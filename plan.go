@@ -4,6 +4,7 @@ import (
 	"runtime/debug"
 
 	"github.com/tfswap/tfswap/cost"
+	"github.com/tfswap/tfswap/graphdef"
 	"github.com/tfswap/tfswap/rewrite"
 )
 
@@ -46,6 +47,11 @@ func Plan(m *Model, opts Options) (res *Result, err error) {
 	if err != nil {
 		return nil, err
 	}
+	fetch, err := resolveFetch(m, opts.Fetch)
+	if err != nil {
+		return nil, err
+	}
+	po.Sim.Fetch = clone(fetch.Nodes)
 	po.Profile = t.profile
 	po.Budget = t.budget
 	if opts.MeasuredProfile != "" {
@@ -63,5 +69,20 @@ func Plan(m *Model, opts Options) (res *Result, err error) {
 	if !planned.Unchanged() {
 		out = &Model{gm: planned.Result.Model, path: m.path}
 	}
-	return &Result{Model: out, Report: reportOf(planned, t, opts.Explain)}, nil
+	rep := reportOf(planned, t, opts.Explain)
+	rep.Prediction.FetchFound, rep.Prediction.FetchReason = fetch.Found, fetch.Reason
+	return &Result{Model: out, Report: rep}, nil
+}
+
+// resolveFetch returns the step Plan simulates: the fetch given, or, when none is, the
+// training step graphdef.DefaultFetch finds in m.
+func resolveFetch(m *Model, given []string) (graphdef.Fetch, error) {
+	if len(given) > 0 {
+		return graphdef.UserFetch(nil, given), nil
+	}
+	g, err := graphdef.NewGraph(m.gm.Graph, m.gm.Source)
+	if err != nil {
+		return graphdef.Fetch{}, classify(err)
+	}
+	return graphdef.DefaultFetch(g), nil
 }

@@ -2,6 +2,7 @@ package tfswap
 
 import (
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/tfswap/tfswap/cost"
@@ -26,8 +27,27 @@ type Report struct {
 	Waits []Wait `json:"waits,omitempty"`
 	// Recomputes are the tensors whose later readers read a recomputed copy.
 	Recomputes []Recompute `json:"recomputes,omitempty"`
+	// Offloaded are the variable groups kept in host memory (Options.Offload), largest
+	// first, and OffloadCopies the number of gated copies of their reads to the device.
+	Offloaded     []OffloadedVariable `json:"offloaded,omitempty"`
+	OffloadCopies int                 `json:"offload_copies,omitempty"`
 	// Prediction is what the simulator predicts for the rewritten graph on the device.
 	Prediction Prediction `json:"plan"`
+}
+
+// OffloadedVariable is a variable kept in host memory with its optimizer slots: they, the
+// ops on their handles and their update run on the host; its reads are copied to the device
+// through gated copies, and its gradient is copied to the host as it is produced.
+type OffloadedVariable struct {
+	// Name is the variable and Variables it with its slots.
+	Name      string
+	Variables []string
+	// Bytes is the size of the variables, Host where they live, Copies the gated copies of
+	// their reads, and Reason why they were moved.
+	Bytes  int64
+	Host   string
+	Copies int
+	Reason string
 }
 
 // Swap is one swapped tensor: it is copied to the host after its producer runs, and back
@@ -158,8 +178,12 @@ type Prediction struct {
 	// budget, or a step-time overhead above 50%.
 	Warnings []string `json:"warnings,omitempty"`
 	// Fetch are the nodes whose fan-in was simulated as the step (empty: every node) and
-	// SimulatedNodes how many nodes ran in the simulated step.
+	// SimulatedNodes how many nodes ran in the simulated step. FetchFound is true when no
+	// fetch was given and Fetch is the training step tfswap found (graphdef.DefaultFetch);
+	// FetchReason says how Fetch was chosen.
 	Fetch          []string `json:"fetch"`
+	FetchFound     bool     `json:"fetch_found"`
+	FetchReason    string   `json:"fetch_reason"`
 	SimulatedNodes int      `json:"simulated_nodes"`
 	// Explanation is the plan's reasoning for every swap candidate; it is not nil when
 	// Options.Explain asked for it.
@@ -288,6 +312,17 @@ func reportOf(p *rewrite.Planned, t target, explain bool) *Report {
 			c.Also = append(c.Also, RecomputeServed{Tensor: a.Tensor, Bytes: a.Bytes, Consumers: clone(a.Consumers)})
 		}
 		rep.Recomputes = append(rep.Recomputes, c)
+	}
+	if p.Offload != nil {
+		copies := map[string]int{}
+		for _, c := range p.Offload.Copies {
+			copies[c.Variable]++
+		}
+		rep.OffloadCopies = len(p.Offload.Copies)
+		for _, v := range p.Offload.Variables {
+			rep.Offloaded = append(rep.Offloaded, OffloadedVariable{Name: v.Name, Variables: clone(v.Variables), Bytes: v.Bytes, Host: v.Host, Copies: copies[v.Name], Reason: v.Reason})
+		}
+		sort.SliceStable(rep.Offloaded, func(i, j int) bool { return rep.Offloaded[i].Bytes > rep.Offloaded[j].Bytes })
 	}
 	rep.Prediction = predictionOf(p, t, explain)
 	return rep

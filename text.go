@@ -64,6 +64,23 @@ func (r *Report) writeSummary(w io.Writer, opts TextOptions) {
 		}
 		fmt.Fprintf(w, "  recomputed:      %d tensors (%s) by %d op copies, %s of compute in the unswapped step\n", len(r.Recomputes), units.FormatBytes(bytes), ops, cost.FormatDuration(ns))
 	}
+	if len(r.Offloaded) > 0 {
+		var bytes int64
+		nv := 0
+		for _, v := range r.Offloaded {
+			bytes += v.Bytes
+			nv += len(v.Variables)
+		}
+		fmt.Fprintf(w, "  offloaded:       %d variable groups (%d variables with their slots, %s) on the host, %d gated weight copies; %s\n",
+			len(r.Offloaded), nv, units.FormatBytes(bytes), r.OffloadCopies, r.Offloaded[0].Reason)
+		for i, v := range r.Offloaded {
+			if !opts.Verbose && r.Prediction.Explanation == nil && i >= 5 {
+				fmt.Fprintf(w, "    ... %d more (-v lists all)\n", len(r.Offloaded)-i)
+				break
+			}
+			fmt.Fprintf(w, "    %-40s %10s  %d variables, %d copies, on %s\n", v.Name, units.FormatBytes(v.Bytes), len(v.Variables), v.Copies, v.Host)
+		}
+	}
 	fmt.Fprintf(w, "  bytes per step:  %s device-to-host, %s host-to-device\n", units.FormatBytes(r.BytesOut), units.FormatBytes(r.BytesIn))
 	unsized := 0
 	for _, s := range r.Skipped {
@@ -115,6 +132,7 @@ func (p *Prediction) writeText(w io.Writer) {
 	fmt.Fprintf(w, "  device:          %s: %s\n", p.Device, p.DeviceReason)
 	fmt.Fprintf(w, "  budget:          %s per GPU: %s\n", units.FormatBytes(p.Budget), p.BudgetReason)
 	fmt.Fprintf(w, "  strategy:        %s%s\n", p.Strategy, from)
+	fmt.Fprintf(w, "  fetch:           %s\n", graphdef.Fetch{Nodes: p.Fetch, Found: p.FetchFound, Reason: p.fetchReason()})
 	fmt.Fprintf(w, "  simulated step:  %s\n", p.simulatedStep())
 	for _, d := range p.Devices {
 		fits := ""
@@ -153,11 +171,22 @@ func (p *Prediction) writeText(w io.Writer) {
 	}
 }
 
+// fetchReason is p.FetchReason, or "--fetch" for a prediction built without one.
+func (p *Prediction) fetchReason() string {
+	if p.FetchReason == "" {
+		if len(p.Fetch) > 0 {
+			return "--fetch"
+		}
+		return "no --fetch given"
+	}
+	return p.FetchReason
+}
+
 // simulatedStep says which step a plan was simulated for: the fan-in of the fetches, or every
 // node of the graph when no fetch was given.
 func (p *Prediction) simulatedStep() string {
 	if len(p.Fetch) == 0 {
-		return fmt.Sprintf("every node of the graph (%d nodes; no --fetch given, so initialisers and reads outside the training step count as part of it: give --fetch with the training op)", p.SimulatedNodes)
+		return fmt.Sprintf("every node of the graph (%d nodes; no training step found and no --fetch given, so initialisers and reads outside the training step count as part of it: give --fetch with the training op)", p.SimulatedNodes)
 	}
 	return fmt.Sprintf("the fan-in of %s (%d nodes)", strings.Join(p.Fetch, ", "), p.SimulatedNodes)
 }

@@ -9,11 +9,15 @@ import (
 // Report is the JSON form of a Result (tfswap simulate --json). Times are nanoseconds,
 // sizes bytes.
 type Report struct {
-	Profile        string         `json:"profile"`
-	Conventions    string         `json:"conventions"`
-	Fetch          []string       `json:"fetch,omitempty"`
-	BatchScale     int            `json:"batch_scale"`
-	Simulated      int            `json:"simulated_nodes"`
+	Profile     string   `json:"profile"`
+	Conventions string   `json:"conventions"`
+	Fetch       []string `json:"fetch,omitempty"`
+	BatchScale  int      `json:"batch_scale"`
+	Simulated   int      `json:"simulated_nodes"`
+	// UntakenNodes and CostedCalls are Result's: nodes of conditional branches not taken,
+	// function calls costed from their bodies.
+	UntakenNodes   int            `json:"untaken_branch_nodes,omitempty"`
+	CostedCalls    int            `json:"calls_costed_from_bodies,omitempty"`
 	StepTimeNS     int64          `json:"step_time_ns"`
 	Devices        []DeviceReport `json:"devices"`
 	D2H            TransferStats  `json:"d2h"`
@@ -135,6 +139,10 @@ func ConventionRules() []ConventionRule {
 			func(c Conventions) bool { return c.TieByName }, func(c *Conventions, v bool) { c.TieByName = v }},
 		{"grappler-times", "ops take the time Grappler's OpLevelCostEstimator gives them",
 			func(c Conventions) bool { return c.GrapplerTimes }, func(c *Conventions, v bool) { c.GrapplerTimes = v }},
+		{"both-branches", "(not one of Grappler's rules) both branches of every conditional run, and an If costs both its branch functions",
+			func(c Conventions) bool { return c.BothBranches }, func(c *Conventions, v bool) { c.BothBranches = v }},
+		{"calls-by-bytes", "(not one of Grappler's rules) function calls are timed by their bytes only, not costed from their bodies",
+			func(c Conventions) bool { return c.CallsByBytes }, func(c *Conventions, v bool) { c.CallsByBytes = v }},
 	}
 }
 
@@ -143,6 +151,7 @@ func ReportOf(r *Result) *Report {
 	rep := &Report{
 		Profile: r.Profile.Name, Conventions: ConventionsName(r.Options.Conventions), Fetch: r.Options.Fetch,
 		BatchScale: r.Options.BatchScale, Simulated: r.Simulated, StepTimeNS: r.StepTime,
+		UntakenNodes: r.UntakenNodes, CostedCalls: r.CostedCalls,
 		D2H: r.D2H, H2D: r.H2D, UnknownOps: r.UnknownOps, UnsizedTensors: r.UnsizedTensors,
 		GrapplerUnmodelled: r.GrapplerUnmodelled,
 		MeasuredNodes:      r.MeasuredNodes, MeasuredScaled: r.MeasuredScaled, MeasuredScale: r.MeasuredScale,

@@ -66,6 +66,18 @@ type Conventions struct {
 	// inference gives them (GrapplerShapes). Otherwise ops take tfswap's estimates (OpTime)
 	// and tensors the shapes the graph records.
 	GrapplerTimes bool
+	// BothBranches: both branches of every v1 conditional (Switch/Merge) run, and a
+	// conditional call (If, StatelessIf) costs both its branch functions, as if every side
+	// were taken (what Grappler's VirtualScheduler does with Switch and Merge). Otherwise a
+	// step runs the larger branch of each conditional only (see untakenBranches), and an If
+	// costs its larger branch function. Not one of Grappler's rules: an opt-in what-if.
+	BothBranches bool
+	// CallsByBytes: function calls (PartitionedCall, StatefulPartitionedCall, If, While, ...)
+	// are timed by the bytes they read and write, as ops without a cost rule are, and hold no
+	// memory of their own. Otherwise they are costed from their bodies in the graph's function
+	// library (see calls.go). Not one of Grappler's rules: the behaviour before bodies were
+	// costed, on request.
+	CallsByBytes bool
 }
 
 // GrapplerConventions returns the accounting rules of Grappler's VirtualCluster.
@@ -114,6 +126,9 @@ type Options struct {
 	// share one host link, a PCIe switch: each group's transfers queue on common copy
 	// engines (see sharedlink.go).
 	SharedLinks [][]string
+
+	// callDepth is how deep in function calls a simulation of a body is (calls.go).
+	callDepth int
 }
 
 // LiveTensor is a buffer live at a device's peak.
@@ -221,8 +236,15 @@ type Result struct {
 	Devices []*DeviceResult
 	// StepTime is when the last op or transfer finished (ns).
 	StepTime int64
-	// Simulated is the number of nodes simulated (the fetch fan-in, or all).
+	// Simulated is the number of nodes simulated (the fetch fan-in, or all, less the
+	// branches of conditionals not taken).
 	Simulated int
+	// UntakenNodes counts the nodes of the fetch fan-in left out as the smaller branch of a
+	// v1 conditional (Conventions.BothBranches unset).
+	UntakenNodes int
+	// CostedCalls counts the function calls (PartitionedCall, If, While, ...) costed from
+	// their bodies in the graph's function library.
+	CostedCalls int
 	// UnknownOps counts the simulated nodes, by op type, that no rule estimates (timed by
 	// their bytes alone) or whose shapes were unknown.
 	UnknownOps map[string]int
@@ -409,6 +431,7 @@ type sim struct {
 	seq      int64
 	deferred []int32 // releases waiting for DelayedFree
 	tl       *Timeline
+	bodies   map[string]callCost // function bodies costed (calls.go), by function and device
 }
 
 // Simulate replays one step of g on devices described by p. See docs/SIMULATOR.md for the
@@ -439,7 +462,7 @@ func Simulate(g *graphdef.Graph, p *Profile, opts Options) (*Result, error) {
 		shp = GrapplerShapes(g, shp)
 	}
 	s := &sim{g: g, p: p, opts: opts, conv: opts.Conventions, shp: shp, xmap: map[xkey]int32{}, renames: map[int32][]rename{},
-		chanIdx: map[[2]int32]int32{}, sendTie: map[xkey]int32{}, recvTie: map[xkey]int32{}}
+		chanIdx: map[[2]int32]int32{}, sendTie: map[xkey]int32{}, recvTie: map[xkey]int32{}, bodies: map[string]callCost{}}
 	s.res = &Result{Profile: p, Options: opts, UnknownOps: map[string]int{}, Shapes: shp}
 	if opts.Timeline {
 		s.tl = &Timeline{}
@@ -531,6 +554,24 @@ func (s *sim) setup() error {
 	if err != nil {
 		return err
 	}
+	if !s.conv.BothBranches {
+		// A conditional runs one branch: the smaller ones are not simulated.
+		size := func(n *graphdef.Node) int64 {
+			var b int64
+			for port := 0; port < numOutputs(n); port++ {
+				b += s.tensorBytes(n, port)
+			}
+			return b
+		}
+		if untaken := untakenBranches(g, incl, size); untaken != nil {
+			for i, u := range untaken {
+				if u && incl[i] {
+					incl[i] = false
+					s.res.UntakenNodes++
+				}
+			}
+		}
+	}
 	s.incl = incl
 	nn := len(g.Nodes)
 	s.dev = make([]int32, nn)
@@ -595,11 +636,19 @@ func (s *sim) setup() error {
 		s.res.Simulated++
 		onHost := !s.devs[s.dev[n.Index]].gpu
 		e := EstimateOp(n, s.shp)
-		if e.Kind == KindUnknown {
+		call, isCall := s.callCostOf(n, onHost)
+		if e.Kind == KindUnknown && !isCall {
 			s.res.UnknownOps[n.Op]++
+		}
+		if isCall {
+			s.res.CostedCalls++
 		}
 		m, same, ok := s.opts.Measured.lookupAny(n, s.devs[s.dev[n.Index]].name, profileName)
 		switch {
+		case isCall && !(ok && same):
+			// A function call costs what its body does (calls.go); the memory its body
+			// holds while it runs is counted as the call's workspace.
+			s.dur[n.Index] = max(MinOpTime, call.time)
 		case s.conv.GrapplerTimes:
 			t, unmodelled := GrapplerOpTime(n, s.shp, s.p, !onHost)
 			s.dur[n.Index] = t
@@ -624,6 +673,9 @@ func (s *sim) setup() error {
 		if !s.conv.NoWorkspace && !onHost {
 			s.wsz[n.Index] = e.Workspace
 		}
+		if isCall {
+			s.wsz[n.Index] = call.transient
+		}
 		for port := 0; port < numOutputs(n); port++ {
 			t := graphdef.Tensor{Node: n, Port: port}
 			if dt, ok := t.DataType(); ok && (graphdef.IsHandle(dt) || graphdef.IsRef(dt)) {
@@ -633,13 +685,14 @@ func (s *sim) setup() error {
 				s.res.UnsizedTensors++
 			}
 		}
+		// Inputs from a branch not taken never arrive (a Merge waits for the branch taken).
 		for _, in := range n.Inputs {
-			if !isBackEdgeSource(in.Node) {
+			if !isBackEdgeSource(in.Node) && incl[in.Node.Index] {
 				s.pend[n.Index]++
 			}
 		}
 		for _, c := range n.ControlInputs {
-			if !isBackEdgeSource(c) {
+			if !isBackEdgeSource(c) && incl[c.Index] {
 				s.pend[n.Index]++
 			}
 		}

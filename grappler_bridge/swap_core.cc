@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -432,6 +433,36 @@ Tensor ParseInput(const std::string& s) {
   return t;
 }
 
+// IsCPU reports whether a device name names a CPU ("/device:CPU:0", "/job:a/cpu:0").
+bool IsCPU(const std::string& device) {
+  std::string d = device;
+  std::transform(d.begin(), d.end(), d.begin(), [](unsigned char c) { return tolower(c); });
+  size_t at = d.rfind('/');
+  std::string last = at == std::string::npos ? d : d.substr(at + 1);
+  return last.rfind("cpu:", 0) == 0 || last.rfind("device:cpu:", 0) == 0;
+}
+
+// DevicesMoved reports whether a node of in has another device in out.
+bool DevicesMoved(const GraphDef& in, const GraphDef& out) {
+  std::unordered_map<std::string, const NodeDef*> by_name;
+  for (const NodeDef& n : out.node()) by_name[n.name()] = &n;
+  for (const NodeDef& n : in.node()) {
+    auto it = by_name.find(n.name());
+    if (it != by_name.end() && it->second->device() != n.device()) return true;
+  }
+  return false;
+}
+
+// Offloads reports whether flags ask tfswap to move variables to the host (--offload all or
+// auto).
+bool Offloads(const std::vector<std::string>& flags) {
+  bool on = false;
+  for (const std::string& f : flags) {
+    if (f.rfind("--offload=", 0) == 0) on = f != "--offload=none" && f != "--offload=";
+  }
+  return on;
+}
+
 std::string Role(const NodeDef& n) {
   auto it = n.attr().find(kRoleAttr);
   return it == n.attr().end() ? "" : it->second.s();
@@ -440,7 +471,8 @@ std::string Role(const NodeDef& n) {
 // Checker holds the two graphs of a CheckRewrite.
 class Checker {
  public:
-  Checker(const GraphDef& in, const GraphDef& out) : in_(in), out_(out) {}
+  Checker(const GraphDef& in, const GraphDef& out, bool offload)
+      : in_(in), out_(out), offload_(offload) {}
 
   std::string Run(const std::vector<std::string>& keep) {
     for (const NodeDef& n : in_.node()) orig_[n.name()] = &n;
@@ -468,15 +500,12 @@ class Checker {
         }
       }
     }
-    for (const NodeDef& n : in_.node()) {
-      std::string bad = Original(n);
-      if (!bad.empty()) return bad;
-    }
     for (const NodeDef& n : out_.node()) {
       if (orig_.count(n.name())) continue;
       std::string role = Role(n);
       if (n.name().rfind(kScope, 0) != 0 ||
-          (role != "swap_out" && role != "swap_in" && role != "gate" && role != "recompute")) {
+          (role != "swap_out" && role != "swap_in" && role != "gate" && role != "recompute" &&
+           role != "weight_in")) {
         return absl::StrCat("added node ", n.name(), " is not a tfswap node");
       }
       if (role == "recompute") {
@@ -485,6 +514,10 @@ class Checker {
       } else if (n.op() != "Identity" || DataInputs(n).size() != 1) {
         return absl::StrCat("tfswap node ", n.name(), " is not an Identity of one tensor");
       }
+    }
+    for (const NodeDef& n : in_.node()) {
+      std::string bad = Original(n);
+      if (!bad.empty()) return bad;
     }
     for (const std::string& k : keep) {
       if (k.empty()) continue;
@@ -528,7 +561,9 @@ class Checker {
     if (it == by_name_.end()) return absl::StrCat("node ", n.name(), " is missing");
     const NodeDef& m = *it->second;
     if (m.op() != n.op()) return absl::StrCat("node ", n.name(), " changed its op");
-    if (m.device() != n.device()) return absl::StrCat("node ", n.name(), " changed its device");
+    if (m.device() != n.device() && !(offload_ && IsCPU(m.device()))) {
+      return absl::StrCat("node ", n.name(), " changed its device");
+    }
     std::string bad = SameAttrs(n, m, {});
     if (!bad.empty()) return absl::StrCat("node ", n.name(), " ", bad);
     std::vector<Tensor> want = DataInputs(n), got = DataInputs(m);
@@ -563,7 +598,7 @@ class Checker {
     const NodeDef& n = *it->second;
     std::string role = Role(n);
     if (n.name().rfind(kScope, 0) != 0) return false;
-    if (role == "swap_out" || role == "swap_in" || role == "gate") {
+    if (role == "swap_out" || role == "swap_in" || role == "gate" || role == "weight_in") {
       std::vector<Tensor> in = DataInputs(n);
       return n.op() == "Identity" && got.port == 0 && in.size() == 1 &&
              Carries(in[0], want, depth + 1);
@@ -617,6 +652,7 @@ class Checker {
 
   const GraphDef& in_;
   const GraphDef& out_;
+  const bool offload_;
   std::unordered_map<std::string, const NodeDef*> orig_, by_name_;
   std::unordered_map<std::string, std::pair<const NodeDef*, std::string>> copies_;
 };
@@ -710,8 +746,8 @@ bool IsRewritten(const GraphDef& g) {
 }
 
 std::string CheckRewrite(const GraphDef& in, const GraphDef& out,
-                         const std::vector<std::string>& keep) {
-  return Checker(in, out).Run(keep);
+                         const std::vector<std::string>& keep, bool offload) {
+  return Checker(in, out, offload).Run(keep);
 }
 
 Result RunSwap(const std::string& graph, const std::vector<std::string>& fetch,
@@ -835,7 +871,8 @@ Result RunSwap(const std::string& graph, const std::vector<std::string>& fetch,
   }
   std::vector<std::string> keep = fetch;
   keep.insert(keep.end(), preserve.begin(), preserve.end());
-  std::string bad = CheckRewrite(in, out, keep);
+  const bool offload = Offloads(cfg.flags);
+  std::string bad = CheckRewrite(in, out, keep, offload);
   if (!bad.empty()) {
     Warn(&r, "not-rewrite",
          absl::StrCat(what, " runs unchanged: tfswap's output is not a rewrite of its input (",
@@ -843,7 +880,12 @@ Result RunSwap(const std::string& graph, const std::vector<std::string>& fetch,
     return Unchanged(r, "not a rewrite");
   }
   r.added_nodes = out.node_size() - in.node_size();
-  if (r.added_nodes == 0) return Unchanged(r, "nothing to swap");
+  // An offload may add nothing and only move nodes: --offload places variables and their
+  // updates on the host, in every graph a session runs (the initialiser's too), so that each
+  // run finds the variables' resources on the device that holds them.
+  if (r.added_nodes == 0 && !(offload && DevicesMoved(in, out))) {
+    return Unchanged(r, "nothing to swap");
+  }
   r.rewritten = true;
   r.graph = std::move(c.out);
   return r;
@@ -852,7 +894,7 @@ Result RunSwap(const std::string& graph, const std::vector<std::string>& fetch,
 }  // namespace tfswap_core
 
 extern "C" int tfswap_check_rewrite(const char* in, size_t in_len, const char* out,
-                                    size_t out_len, const char* keep, char* why,
+                                    size_t out_len, const char* keep, int offload, char* why,
                                     size_t why_len) {
   tensorflow::GraphDef a, b;
   std::string msg;
@@ -873,7 +915,7 @@ extern "C" int tfswap_check_rewrite(const char* in, size_t in_len, const char* o
         start = end + 1;
       }
     }
-    msg = tfswap_core::CheckRewrite(a, b, k);
+    msg = tfswap_core::CheckRewrite(a, b, k, offload != 0);
     rc = msg.empty() ? 1 : 0;
   }
   if (why != nullptr && why_len > 0) {

@@ -84,8 +84,8 @@ struct Warning {
 
 // Result is what RunSwap returns.
 struct Result {
-  // rewritten is true when graph holds a checked rewrite with at least one node added; false
-  // means: run the input unchanged.
+  // rewritten is true when graph holds a checked rewrite that adds a node (or, with
+  // --offload, moves one); false means: run the input unchanged.
   bool rewritten = false;
   std::string graph;  // the serialized rewritten GraphDef, when rewritten
   int added_nodes = 0;
@@ -115,9 +115,11 @@ Result RunSwap(const std::string& graph, const std::vector<std::string>& fetch,
 // carry their input) and recompute copies (same op, device and attrs as the node they copy,
 // inputs that carry the same tensors); every node added is such a tfswap node (named under
 // "tfswap/" with a _tfswap_role attr); every input of every node names a node of out; every
-// fetch and preserved node is still there.
+// fetch and preserved node is still there. With offload (tfswap's --offload all or auto), an
+// original node may also move to a CPU device (the host), and host copies of variable reads
+// (role weight_in, Identities) carry their input too.
 std::string CheckRewrite(const tensorflow::GraphDef& in, const tensorflow::GraphDef& out,
-                         const std::vector<std::string>& keep);
+                         const std::vector<std::string>& keep, bool offload);
 
 // IsRewritten reports whether g already holds tfswap's nodes (a _tfswap_role attr).
 bool IsRewritten(const tensorflow::GraphDef& g);
@@ -131,11 +133,11 @@ bool FirstTime(const std::string& kind);
 extern "C" {
 // tfswap_check_rewrite checks, for tests and other languages, that the serialized GraphDef
 // out is a tfswap rewrite of the serialized GraphDef in (tfswap_core::CheckRewrite; keep is a
-// newline-separated list of fetched or preserved names, or NULL). It returns 1 when it is, 0
-// when it is not (with the reason in why, NUL-terminated and cut to why_len bytes), -1 when
-// either buffer is not a GraphDef.
+// newline-separated list of fetched or preserved names, or NULL; offload non-zero allows
+// tfswap's variable offload). It returns 1 when it is, 0 when it is not (with the reason in
+// why, NUL-terminated and cut to why_len bytes), -1 when either buffer is not a GraphDef.
 int tfswap_check_rewrite(const char* in, size_t in_len, const char* out, size_t out_len,
-                         const char* keep, char* why, size_t why_len);
+                         const char* keep, int offload, char* why, size_t why_len);
 }
 
 #endif  // TFSWAP_GRAPPLER_BRIDGE_SWAP_CORE_H_

@@ -52,6 +52,7 @@ type Analysis struct {
 	hostSpec      graphdef.Device // zero when the host is derived per producer
 	inLoop        []bool
 	conditional   []bool
+	inBranch      []bool
 	foldable      []bool
 	excludedOps   map[string]bool
 }
@@ -78,6 +79,13 @@ func Analyze(g *graphdef.Graph, opts Options) *Analysis {
 	a.foldable = foldable(g)
 	a.conditional = a.reachFrom(func(n *graphdef.Node) bool { return n.Op == "Switch" || n.Op == "RefSwitch" },
 		func(n *graphdef.Node) bool { return n.Op == "Merge" || n.Op == "RefMerge" }, false)
+	// The branches of v1 conditionals as TensorFlow's executor decides them (dead-ness),
+	// which also covers what follows an inner conditional's Merge inside an outer branch, and
+	// leaves out what follows a while loop's Exit (downstream of the loop's Switch, above).
+	a.inBranch = g.InCondBranch()
+	for i, in := range a.inBranch {
+		a.conditional[i] = a.conditional[i] || in
+	}
 	return a
 }
 
@@ -158,6 +166,10 @@ func (a *Analysis) InLoop(n *graphdef.Node) bool { return a.inLoop[n.Index] }
 // Conditional reports whether n may be dead: it is downstream of a Switch before its Merge.
 func (a *Analysis) Conditional(n *graphdef.Node) bool { return a.conditional[n.Index] }
 
+// InBranch reports whether n is inside a branch of a v1 conditional (graphdef.Graph.Conds):
+// it runs only when the conditional's predicate has one value.
+func (a *Analysis) InBranch(n *graphdef.Node) bool { return a.inBranch[n.Index] }
+
 // Excluded reports whether n's outputs are never swapped, and why.
 func (a *Analysis) Excluded(n *graphdef.Node) (bool, string) {
 	if neverSwappedOps[n.Op] {
@@ -182,6 +194,11 @@ func (a *Analysis) Excluded(n *graphdef.Node) (bool, string) {
 	}
 	if a.InLoop(n) {
 		return true, "inside a while loop"
+	}
+	if a.InBranch(n) {
+		// A tensor of the branch not taken is dead: its swap-out would be dead, and so would
+		// every swap-in and wait hung on it.
+		return true, "inside a conditional branch"
 	}
 	return false, ""
 }
@@ -211,9 +228,11 @@ func (a *Analysis) TriggerEligible(n *graphdef.Node) bool {
 	return hasData // the gate reads a data output of the trigger
 }
 
-// ConsumerEligible reports whether use may be redirected to a swapped-in copy.
+// ConsumerEligible reports whether use may be redirected to a swapped-in copy: not inside a
+// while loop or a conditional branch (a swap-in read only by a branch would run, and hold
+// device memory, whichever side is taken).
 func (a *Analysis) ConsumerEligible(u graphdef.Use) bool {
-	return a.OnCompute(u.Node) && !notConsumers[u.Node.Op] && !a.InLoop(u.Node)
+	return a.OnCompute(u.Node) && !notConsumers[u.Node.Op] && !a.InLoop(u.Node) && !a.InBranch(u.Node)
 }
 
 // Candidate is a tensor that may be swapped: made on a compute device, of known size, by an

@@ -164,7 +164,7 @@ func Apply(model *graphdef.Model, a *Analysis, plan *Plan) (*Result, error) {
 				dev = a.Device(grp.Uses[0].Node)
 			}
 			gate := GateNodeName(grp.Trigger)
-			if !gates[gate] {
+			if !gates[gate] && g.Node(gate) == nil { // a gate the graph has (an offload's) is shared
 				gn, err := gateNode(grp.Trigger)
 				if err != nil {
 					return nil, fmt.Errorf("tensor %s: %v", t, err)

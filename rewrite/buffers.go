@@ -202,6 +202,21 @@ func (b *buffer) splits() []int {
 	return out
 }
 
+// splitsFromProduction returns splits() and, first, split 0 when the buffer waits between
+// its production and its first read for at least minWait ns (a gradient waiting for its
+// accumulation, a partial sum; minWait is the swap-out's copy time, under which the buffer
+// could not leave the device before it is read): the swap-out then reads the producer's
+// output itself and every read takes a swapped-in copy. Such a swap-in's trigger rarely
+// descends from the producer (the reader's other inputs come from sibling branches), so its
+// trigger waits for the swap-out (SwapInGroup.TriggerWaits).
+func (b *buffer) splitsFromProduction(minWait int64) []int {
+	out := b.splits()
+	if len(b.accesses) > 0 && b.accesses[0].start-b.prodEnd >= max(minWait, 1) {
+		out = append([]int{0}, out...)
+	}
+	return out
+}
+
 // largestGap returns the split with the longest gap, or -1.
 func (b *buffer) largestGap() int {
 	best, bestLen := -1, int64(0)

@@ -27,9 +27,11 @@ type pendingGroup struct {
 	reads []*access
 	uses  []graphdef.Use
 	due   int64 // earliest read's start (unswapped timing)
-	// trigger is chosen by a trigger rule; late says it is predicted to arrive late.
-	trigger *graphdef.Node
-	late    bool
+	// trigger is chosen by a trigger rule; late says it is predicted to arrive late;
+	// triggerWaits says the trigger waits for the swap-out (SwapInGroup.TriggerWaits).
+	trigger      *graphdef.Node
+	late         bool
+	triggerWaits bool
 	// target is when the rule wanted the copy released (for --explain), -1 when it does not
 	// reason in time.
 	target int64
@@ -106,7 +108,57 @@ func (pr *Problem) groupsOf(cs []*choice, rule triggerRule) ([]*pendingGroup, []
 			}
 		}
 	}
+	for _, g := range groups {
+		if g.trigger == nil && g.c.splits[g.ep] == 0 {
+			pr.siblingTrigger(g)
+		}
+	}
 	return groups, skipped
+}
+
+// siblingTrigger chooses the trigger of a swap-in of a buffer swapped out as soon as it is
+// made (split 0) when no op on the readers' ancestry descends from the producer: the latest
+// eligible op on the buffer's device that starts after the producer ends and ends early
+// enough for the copy back to arrive before the first read (in the unswapped step), else the
+// latest that ends before that read. The trigger waits for the swap-out
+// (SwapInGroup.TriggerWaits). Every edge this adds runs forward in the unswapped step's time
+// (producer, swap-out, trigger, gate, swap-in, reader), so it closes no cycle with the plan's
+// other edges, which do the same.
+func (pr *Problem) siblingTrigger(g *pendingGroup) {
+	tm := pr.timing
+	b := g.c.b
+	deadline := g.due - pr.fast.xferTime(b.bytes, true) - 2*pr.latency - pr.hostIdent
+	var best, fallback *graphdef.Node
+	for _, n := range tm.order[b.dev] {
+		s, e := tm.times.Start[n.Index], tm.times.End[n.Index]
+		if s < b.prodEnd || n == g.t.Node {
+			continue
+		}
+		if e > g.due {
+			break
+		}
+		if !pr.eligible(n) || e >= g.due {
+			continue
+		}
+		consumer := false
+		for _, u := range g.uses {
+			consumer = consumer || u.Node == n
+		}
+		if consumer {
+			continue
+		}
+		fallback = n
+		if e <= deadline {
+			best = n
+		}
+	}
+	if best == nil {
+		best = fallback
+		g.late = best != nil
+	}
+	if best != nil {
+		g.trigger, g.triggerWaits = best, true
+	}
 }
 
 // assemble makes a plan of the groups whose choice keep accepts (all when keep is nil): one
@@ -130,7 +182,7 @@ func assemble(groups []*pendingGroup, keep func(*choice) bool) (*Plan, []Skipped
 			byT[g.t] = ps
 			order = append(order, g.t)
 		}
-		ps.Groups = append(ps.Groups, SwapInGroup{Uses: g.uses, Trigger: g.trigger})
+		ps.Groups = append(ps.Groups, SwapInGroup{Uses: g.uses, Trigger: g.trigger, TriggerWaits: g.triggerWaits})
 	}
 	plan := &Plan{}
 	for _, t := range order {

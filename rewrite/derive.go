@@ -18,7 +18,7 @@ func orderWaits(plan *Plan) ([]Wait, error) {
 	for _, ps := range plan.Swaps {
 		swapped[ps.Tensor] = true
 	}
-	ws := append([]Wait(nil), plan.Waits...)
+	ws := append([]Wait(nil), planWaits(plan)...)
 	sort.SliceStable(ws, func(i, j int) bool {
 		if ws[i].Node.Index != ws[j].Node.Index {
 			return ws[i].Node.Index < ws[j].Node.Index

@@ -516,10 +516,10 @@ func (fm *fastModel) sweep(plan *Plan, throttle []int64) *fastResult {
 		}
 	}
 	waitsOf := map[int][]graphdef.Tensor{}
-	for _, w := range plan.Waits {
+	for _, w := range planWaits(plan) {
 		waitsOf[w.Node.Index] = append(waitsOf[w.Node.Index], w.After)
 	}
-	if throttle != nil || len(plan.Waits) > 0 {
+	if throttle != nil || len(waitsOf) > 0 {
 		for _, dev := range pr.gpuDevices() {
 			for _, n := range tm.order[dev] {
 				if throttle != nil || waitsOf[n.Index] != nil {

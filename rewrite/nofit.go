@@ -102,7 +102,7 @@ func (pr *Problem) lowestMemoryPlan() *Plan {
 	var cs []*choice
 	for _, b := range pr.buffers {
 		var ks []int
-		for _, k := range b.splits() {
+		for _, k := range b.splitsFromProduction(0) {
 			if _, ok := redirects(b.tree, b.accesses[k].start, 1<<62); ok {
 				ks = append(ks, k)
 			}

@@ -35,4 +35,29 @@ type PlannedSwap struct {
 type SwapInGroup struct {
 	Uses    []graphdef.Use
 	Trigger *graphdef.Node
+	// TriggerWaits makes the trigger wait for the swap-out (as a Wait would): Apply gives it
+	// a control input on the host-side swap-out Identity. A trigger that does not descend
+	// from the swapped tensor's producer (a sibling branch's op, as for a gradient swapped
+	// out as soon as it is made and read only by the sum that accumulates it) could
+	// otherwise run before the swap-out and release the copy back at once; the wait orders
+	// it after the swap-out, and holds the trigger until the tensor has left the device.
+	TriggerWaits bool
+}
+
+// planWaits returns the plan's waits and the waits of its triggers (SwapInGroup.TriggerWaits).
+func planWaits(plan *Plan) []Wait {
+	ws := plan.Waits
+	extra := false
+	for _, ps := range plan.Swaps {
+		for _, g := range ps.Groups {
+			if g.TriggerWaits {
+				if !extra {
+					ws = append([]Wait(nil), plan.Waits...)
+					extra = true
+				}
+				ws = append(ws, Wait{Node: g.Trigger, After: ps.Tensor})
+			}
+		}
+	}
+	return ws
 }

@@ -68,13 +68,17 @@ type Planned struct {
 	Accountings []string
 	// Explanation is the reasoning per tensor (PlanOptions.Explain), in producer order.
 	Explanation []TensorExplanation
+	// Offload is the variable offload the plan was made on (PlanOptions.Offload), or nil.
+	// Base is then the simulation of the original graph (nothing offloaded, nothing
+	// swapped), and Eval's overhead is against it.
+	Offload *OffloadResult `json:",omitempty"`
 }
 
-// Unchanged reports whether the rewrite changed nothing: no swap, no wait, no
-// recomputation (the graph fits its budget as it is, or fixed thresholds found nothing to
-// swap).
+// Unchanged reports whether the rewrite changed nothing: no variable offloaded, no swap, no
+// wait, no recomputation (the graph fits its budget as it is, or fixed thresholds found
+// nothing to swap).
 func (p *Planned) Unchanged() bool {
-	return len(p.Swaps) == 0 && len(p.Waits) == 0 && len(p.Recomputes) == 0
+	return len(p.Swaps) == 0 && len(p.Waits) == 0 && len(p.Recomputes) == 0 && (p.Offload == nil || len(p.Offload.Variables) == 0)
 }
 
 // RewriteWithPlanner validates model, plans its swaps for the budget with the strategy in
@@ -91,6 +95,19 @@ func RewriteWithPlanner(model *graphdef.Model, opts Options, po PlanOptions) (*P
 	if err != nil {
 		return nil, err
 	}
+	mode, err := ParseOffloadMode(string(po.Offload))
+	if err != nil {
+		return nil, err
+	}
+	if mode != OffloadNone {
+		return planOffloaded(model, g, opts, po, mode)
+	}
+	return planPrepared(model, g, opts, po)
+}
+
+// planPrepared is RewriteWithPlanner on a model prepare has checked (g is its graph, opts
+// has its defaults).
+func planPrepared(model *graphdef.Model, g *graphdef.Graph, opts Options, po PlanOptions) (*Planned, error) {
 	planner, err := LookupStrategy(po.Strategy)
 	if err != nil {
 		return nil, err
@@ -136,6 +153,21 @@ func RewriteWithPlanner(model *graphdef.Model, opts Options, po PlanOptions) (*P
 			}
 		}
 	}
+	// A plan found for a tighter budget fits this one too: auto plans again for tighter
+	// budgets and keeps such a plan when it is better (issue 14 item 3: auto monotone in the
+	// budget).
+	xpr := final.pr
+	if planner.Name() == "auto" {
+		rev, rpr, n, err := pr.planTighter(planner, final.ev)
+		if err != nil {
+			return nil, err
+		}
+		sims += n
+		if rev != nil {
+			final = &stage{model: model, a: a, pr: pr, ev: rev}
+			xpr = rpr
+		}
+	}
 	ev = final.ev
 	if ev == nil || !ev.Fits {
 		return nil, final.pr.noFit(planner.Name(), ev)
@@ -159,7 +191,7 @@ func RewriteWithPlanner(model *graphdef.Model, opts Options, po PlanOptions) (*P
 	out := &Planned{Result: res, Strategy: planner.Name(), Eval: ev, Base: pr.Base, Profile: pr.Profile, Budget: pr.Opts.Budget, Simulations: sims,
 		Accountings: final.pr.fit.names()}
 	if po.Explain {
-		out.Explanation = withRecomputes(final.pr.explain(ev), res.Recomputes, mode)
+		out.Explanation = withRecomputes(xpr.explain(ev), res.Recomputes, mode)
 	}
 	return out, nil
 }
@@ -172,6 +204,63 @@ type stage struct {
 	pr    *Problem
 	ev    *Evaluation
 	descs []Recompute
+}
+
+// TighterBudgets are the budgets, in thousandths of the budget asked for, at which the auto
+// strategy plans again (swapping only) once it has a plan: a plan that fits a tighter budget
+// fits the budget asked for, and the planner's search, being greedy, sometimes finds a
+// faster plan when the budget is tighter (ResNet-50 batch 280 on v100-16gb: +9.0% at 15.04
+// GiB, +5.8% at 13.55 GiB, a plan that also fits 15.04 GiB).
+var TighterBudgets = []int64{950, 900}
+
+// planTighter plans with planner (swapping only) for each of TighterBudgets and returns the
+// best plan found that beats cur, evaluated against pr's budgets, the problem that planned
+// it (for its explanation), and the simulations spent. It returns a nil evaluation when
+// the unswapped step fits, when cur fits without overhead, or when no tighter plan beats it.
+func (pr *Problem) planTighter(planner Planner, cur *Evaluation) (*Evaluation, *Problem, int, error) {
+	if pr.Base.Fits || (cur != nil && cur.Fits && cur.StepTime <= pr.Base.StepTime) {
+		return nil, nil, 0, nil
+	}
+	var best *Evaluation
+	var bestPr *Problem
+	sims := 0
+	for _, th := range TighterBudgets {
+		po := pr.Opts
+		po.Budget = pr.Opts.Budget * th / 1000
+		if len(pr.Opts.DeviceBudgets) > 0 {
+			po.DeviceBudgets = map[string]int64{}
+			for k, v := range pr.Opts.DeviceBudgets {
+				po.DeviceBudgets[k] = v * th / 1000
+			}
+		}
+		pr2, err := newProblem(pr.Model, pr.Analysis, po)
+		if err != nil {
+			return nil, nil, sims, err
+		}
+		pr2.strategy = planner.Name()
+		ev, err := planner.Plan(pr2)
+		sims += pr2.sims
+		if err != nil {
+			return nil, nil, sims, err
+		}
+		if ev == nil || !ev.Fits || len(ev.Plan.Swaps) == 0 {
+			continue
+		}
+		// Judged by this problem's budgets and accountings (the plan fits them: its peaks
+		// are within tighter budgets by the same accountings).
+		before := pr.sims
+		pr.strategy = ev.Strategy
+		e, err := pr.Evaluate(ev.Plan)
+		pr.strategy = planner.Name()
+		sims += pr.sims - before
+		if err != nil {
+			return nil, nil, sims, err
+		}
+		if e.Fits && better(e, cur) && better(e, best) {
+			best, bestPr = e, pr2
+		}
+	}
+	return best, bestPr, sims, nil
 }
 
 // recomputeMode checks PlanOptions.Recompute ("" means "auto").

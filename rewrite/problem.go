@@ -69,6 +69,8 @@ type PlanOptions struct {
 	// Recompute says where recomputation may replace swaps (RecomputeModes; "" means
 	// "auto": the auto strategy weighs it against swapping alone).
 	Recompute string
+	// Offload says which variables live on the host (OffloadModes; "" means none).
+	Offload OffloadMode
 }
 
 // FitAccountings are the names PlanOptions.FitAccounting accepts, alone or (the first three)
@@ -663,6 +665,9 @@ func planKey(plan *Plan) string {
 		for _, g := range s.Groups {
 			b.WriteByte('[')
 			b.WriteString(strconv.Itoa(g.Trigger.Index))
+			if g.TriggerWaits {
+				b.WriteByte('!')
+			}
 			for _, u := range g.Uses {
 				b.WriteByte(' ')
 				b.WriteString(strconv.Itoa(u.Node.Index))

@@ -87,6 +87,17 @@ func (p autoPlanner) Plan(pr *Problem) (*Evaluation, error) {
 		}
 		consider(lp)
 		if !best.Fits {
+			// The same plan with the ops held back where the fast model sees the device run
+			// ahead of its swap-outs (the forward pass of a batch several times the largest
+			// that fits makes tensors faster than the host link takes them away).
+			tp, _ := pr.throttled(lp.Plan, pr.targets())
+			tev, err := pr.Evaluate(tp)
+			if err != nil {
+				return nil, err
+			}
+			consider(tev)
+		}
+		if !best.Fits {
 			return best, nil
 		}
 	}
@@ -151,7 +162,7 @@ func (pr *Problem) allGapCandidates() []*asCand {
 		if b.bytes < pr.Analysis.Opts.MinTensorBytes {
 			continue
 		}
-		for _, k := range b.splits() {
+		for _, k := range b.splitsFromProduction(pr.fast.xferTime(b.bytes, false)) {
 			if _, ok := redirects(b.tree, b.accesses[k].start, 1<<62); !ok {
 				continue
 			}

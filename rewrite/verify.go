@@ -15,7 +15,8 @@ import (
 // Grappler to keep, the swap-out on the host; and each swap-in has exactly one control input,
 // its trigger's gate, and (with GateHost) sits on the host; the trigger is reachable from the
 // swapped tensor's producer in the original graph (else nothing orders the swap-in after the
-// swap-out, and the copy may be sent back before it was needed); control inputs added to
+// swap-out, and the copy may be sent back before it was needed), or waits for the swap-out
+// (a control input on it: SwapInGroup.TriggerWaits); control inputs added to
 // original nodes
 // (waits) name swap-outs; a recomputed copy is its original op with inputs carrying the
 // original's and one control input more, from a gate. It returns the first violation.
@@ -230,6 +231,15 @@ func (r *reachability) check(sw, gate *graphdef.Node) error {
 	if d == nil {
 		d = r.orig.Descendants(producer)
 		r.desc[producer.Index] = d
+	}
+	if trigger != producer && !d[trigger.Index] {
+		// A trigger off the producer's descent is ordered after the swap-out by waiting
+		// for it (SwapInGroup.TriggerWaits): it has a control input on this swap-out.
+		for _, c := range gate.Inputs[0].Node.ControlInputs {
+			if c == out {
+				return nil
+			}
+		}
 	}
 	if trigger == producer || !d[trigger.Index] {
 		return fmt.Errorf("swap-in %q is triggered by %q, which is not reachable from the producer %q: nothing orders the swap-in after the swap-out", sw.Name, trigger.Name, producer.Name)

@@ -11,6 +11,7 @@
 #            built with the TensorFlow runtime (-tags tensorflow), which tfswap runs for the
 #            commands that need it (train, profile, tune, gpu-check)
 #   grappler_bridge/libtfswap_grappler.so  the Grappler custom optimizer
+#   grappler_bridge/libtfswap_plugin.so    the TF2 graph-optimizer plugin (tfswap.enable())
 # Running it again only redoes what is missing or out of date.
 #   scripts/setup.sh --print-requirements   say which requirements file setup would install, and why
 #   scripts/setup.sh --gpu-libs             list the CUDA libraries the GPU wheel's packages install
@@ -84,7 +85,16 @@ if [ ! -f "$stamp" ] || ! cmp -s "$req" "$stamp"; then
   fi
   echo "setup: installing $(grep -v '^#' "$req" | xargs) into .venv"
   .venv/bin/python -m pip install --disable-pip-version-check -q --upgrade pip >/dev/null
-  .venv/bin/python -m pip install --disable-pip-version-check -q -r "$req"
+  # Lines marked "# no-deps" are installed with --no-deps (tf-keras: its requirements would
+  # pull the package tensorflow over tensorflow-cpu).
+  grep -v '#[[:space:]]*no-deps' "$req" > .venv/.tfswap-requirements.deps
+  .venv/bin/python -m pip install --disable-pip-version-check -q -r .venv/.tfswap-requirements.deps
+  rm -f .venv/.tfswap-requirements.deps
+  nodeps="$(grep '#[[:space:]]*no-deps' "$req" | sed 's/#.*//' | xargs)"
+  if [ -n "$nodeps" ]; then
+    # shellcheck disable=SC2086
+    .venv/bin/python -m pip install --disable-pip-version-check -q --no-deps $nodeps
+  fi
   cp "$req" "$stamp"
 fi
 
@@ -123,6 +133,9 @@ CGO_ENABLED=0 go build -o bin/tfswap ./cmd/tfswap
 go build -tags tensorflow -o bin/tfswap-runtime ./cmd/tfswap
 # The Grappler custom optimizer (grappler_bridge/libtfswap_grappler.so), against the wheel.
 ./grappler_bridge/build.sh
+# The TensorFlow 2 graph-optimizer plugin (grappler_bridge/libtfswap_plugin.so) that
+# python/tfswap's enable() loads.
+./grappler_bridge/build_plugin.sh
 if [ "$req" = requirements-gpu.txt ]; then
   n="$(TF_CPP_MIN_LOG_LEVEL=3 .venv/bin/python -c 'import tensorflow as tf; print(len(tf.config.list_physical_devices("GPU")))' 2>/dev/null | tail -n1)"
   echo "setup: TensorFlow sees ${n:-no} GPU(s)"

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Builds large training graphs (forward + gradients + optimizer updates) for
 tfswap benchmarks: ResNet-50, VGG-16, Inception-v3, U-Net, a BERT-base-sized
-Transformer encoder and a 2-layer LSTM language model.
+Transformer encoder, a 2-layer LSTM language model and GPT-style decoders
+from 124M to 6.7B parameters (--model gpt --gpt-size 1.5b).
 
     .venv/bin/python testmodels/large.py --model resnet50 --batch 32 --out R.pb
     .venv/bin/python testmodels/large.py --all [--out-dir testmodels/large]
@@ -393,6 +394,95 @@ def lstm_lm(net, batch, steps=35, vocab=10000, hidden=1024, layers=2,
     return loss, opt, [fx, fy], desc, {"clip_norm": 5.0}
 
 
+
+# ----------------------------------------------------------------------------
+# GPT-style decoder (Radford et al. 2019, GPT-2 structure)
+
+# name: (layers, hidden, heads, seq, vocab). GPT-2's four sizes (Radford et al.
+# 2019, Table 2: 117M as published, 124M counted with tied embeddings), GPT-3's
+# 2.7B and 6.7B (Brown et al. 2020, Table 2.1) at GPT-2's vocabulary and a
+# 1024-token context, and "tiny" for runtime tests on a CPU.
+GPT_SIZES = {
+    "tiny": (2, 64, 4, 16, 128),
+    "124m": (12, 768, 12, 1024, 50257),
+    "350m": (24, 1024, 16, 1024, 50257),
+    "774m": (36, 1280, 20, 1024, 50257),
+    "1.5b": (48, 1600, 25, 1024, 50257),
+    "2.7b": (32, 2560, 32, 1024, 50257),
+    "6.7b": (32, 4096, 32, 1024, 50257),
+}
+
+
+def gpt_params(size):
+    """Parameter count of a GPT size (tied embeddings, biases, LayerNorms)."""
+    layers, h, _, seq, vocab = GPT_SIZES[size]
+    per_layer = 4 * (h * h + h) + (h * 4 * h + 4 * h) + (4 * h * h + h) + 4 * h
+    return layers * per_layer + vocab * h + seq * h + 2 * h
+
+
+def gpt(net, batch, size="124m", drop=0.1):
+    layers, hidden, heads, seq, vocab = GPT_SIZES[size]
+    ids, fx = _feed("input", tf.int32, [batch, seq], vocab)
+    y, fy = _feed("labels", tf.int32, [batch, seq], vocab)
+    init = v1.truncated_normal_initializer(stddev=0.02)
+    # GPT-2 scales the residual projections' initialisation by 1/sqrt(2 L).
+    init_out = v1.truncated_normal_initializer(
+        stddev=0.02 / math.sqrt(2 * layers))
+    head_dim = hidden // heads
+    with v1.variable_scope("embeddings"):
+        table = gk.variable("word_embeddings", [vocab, hidden], init)
+        pos_table = gk.variable("position_embeddings", [seq, hidden], init)
+        e = net.embedding(ids, table) + net.use(pos_table)          # [B,S,H]
+        e = net.dropout(e, drop)
+    h = tf.reshape(e, [batch * seq, hidden])
+    # Causal mask, built by ops (the graph holds no [S,S] constant).
+    causal = tf.linalg.band_part(tf.ones([seq, seq], dtype=net.dtype), -1, 0)
+    neg = (1.0 - causal) * -1e4
+
+    def split_heads(t):
+        t = tf.reshape(t, [batch, seq, heads, head_dim])
+        return tf.transpose(t, [0, 2, 1, 3])                        # [B,A,S,D]
+
+    for layer in range(layers):
+        with v1.variable_scope("layer_%d" % layer):
+            with v1.variable_scope("attention"):
+                x = net.layer_norm(h, name="ln", eps=1e-5)
+                q = split_heads(net.dense(x, hidden, name="query", init=init))
+                k = split_heads(net.dense(x, hidden, name="key", init=init))
+                v = split_heads(net.dense(x, hidden, name="value", init=init))
+                scores = tf.matmul(q, k, transpose_b=True)          # [B,A,S,S]
+                scores = scores * (1.0 / math.sqrt(head_dim)) + neg
+                probs = net.dropout(tf.nn.softmax(scores), drop)
+                ctx = tf.matmul(probs, v)                           # [B,A,S,D]
+                ctx = tf.reshape(tf.transpose(ctx, [0, 2, 1, 3]),
+                                 [batch * seq, hidden])
+                a = net.dense(ctx, hidden, name="output", init=init_out)
+                h = h + net.dropout(a, drop)
+            with v1.variable_scope("ffn"):
+                x = net.layer_norm(h, name="ln", eps=1e-5)
+                f = net.gelu(net.dense(x, 4 * hidden, name="intermediate",
+                                       init=init))
+                f = net.dense(f, hidden, name="output", init=init_out)
+                h = h + net.dropout(f, drop)
+    h = net.layer_norm(h, name="final_ln", eps=1e-5)
+    logits = tf.matmul(h, net.use(table), transpose_b=True)         # tied
+    loss = gk.softmax_ce_loss(logits, tf.reshape(y, [batch * seq]))
+    opt = v1.train.AdamOptimizer(1e-4, beta1=0.9, beta2=0.95, epsilon=1e-8)
+    desc = ("GPT-style decoder, size %s (%d parameters; GPT-2 structure, "
+            "Radford et al. 2019): token ids [B,%d] -> word embedding gather "
+            "(vocab %d, hidden %d) + learned position embeddings, dropout "
+            "%.1f; %d pre-LN layers of %d-head causal self-attention (mask "
+            "built by ops) and FFN %d with tanh-GELU, residual dropout %.1f, "
+            "residual projections initialised at 0.02/sqrt(2L); final "
+            "LayerNorm; next-token softmax over the vocabulary at every "
+            "position, output weights tied to the word embeddings. Adam (lr "
+            "1e-4, betas 0.9/0.95). The graph holds no weight values (random "
+            "initialisers), so its file stays small at any size."
+            % (size, gpt_params(size), seq, vocab, hidden, drop, layers,
+               heads, 4 * hidden, drop))
+    return loss, opt, [fx, fy], desc, {}
+
+
 MODELS = {
     "resnet50": (resnet50, 32, dict(bn_momentum=0.9, bn_epsilon=1e-5)),
     "vgg16": (vgg16, 32, {}),
@@ -400,10 +490,20 @@ MODELS = {
     "unet": (unet, 8, {}),
     "transformer": (transformer, 16, {}),
     "lstm_lm": (lstm_lm, 20, {}),
+    "gpt": (gpt, 1, {}),
 }
 
 
-def build(model, batch, dtype="float32", seed=SEED, lstm_hidden=None):
+# Transformer sizes: BERT-base (the default) and "tiny" for runtime tests.
+TRANSFORMER_SIZES = {
+    "base": {},
+    "tiny": dict(seq=16, vocab=128, hidden=64, layers=2, heads=4, ffn=256,
+                 max_pred=4, max_pos=32),
+}
+
+
+def build(model, batch, dtype="float32", seed=SEED, lstm_hidden=None,
+          gpt_size="124m", transformer_size="base"):
     fn, _, net_kw = MODELS[model]
     graph = tf.Graph()
     with graph.as_default():
@@ -411,6 +511,11 @@ def build(model, batch, dtype="float32", seed=SEED, lstm_hidden=None):
         net = gk.Net(dtype=dtype, **net_kw)
         if model == "lstm_lm" and lstm_hidden:
             loss, opt, feeds, desc, fin = fn(net, batch, hidden=lstm_hidden)
+        elif model == "gpt":
+            loss, opt, feeds, desc, fin = fn(net, batch, size=gpt_size)
+        elif model == "transformer":
+            loss, opt, feeds, desc, fin = fn(
+                net, batch, **TRANSFORMER_SIZES[transformer_size])
         else:
             loss, opt, feeds, desc, fin = fn(net, batch)
         tvars, fetches = gk.finish_training_graph(graph, loss, opt, **fin)
@@ -419,7 +524,7 @@ def build(model, batch, dtype="float32", seed=SEED, lstm_hidden=None):
     if problems:
         raise RuntimeError("\n".join(problems[:20]))
     side = {
-        "name": model,
+        "name": output_name(model, gpt_size, transformer_size),
         "seed": seed,
         "batch": batch,
         "dtype": dtype,
@@ -441,6 +546,32 @@ def build(model, batch, dtype="float32", seed=SEED, lstm_hidden=None):
         "description": desc,
     }
     return graph, data, side
+
+
+def output_name(model, gpt_size="124m", transformer_size="base"):
+    """The file name (without .pb) and sidecar name of a built graph."""
+    if model == "gpt":
+        return "gpt-" + gpt_size
+    if model == "transformer" and transformer_size != "base":
+        return "transformer-" + transformer_size
+    return model
+
+
+def write_feeds(graph, side, out_dir, seed):
+    """Writes the random feeds of run_steps as NAME.<feed>.npy beside the
+    graph and names them in the sidecar (the fixture format of gen.py, which
+    tfrun.LoadFixture reads)."""
+    rng = np.random.default_rng(seed)
+    for t, arr in random_feeds(graph, side, rng).items():
+        fe = next(f for f in side["feeds"] if f["name"] == t.name)
+        fname = "%s.%s.npy" % (side["name"], t.op.name)
+        path = os.path.join(out_dir, fname)
+        arr = np.ascontiguousarray(arr)
+        arr = arr.astype(arr.dtype.newbyteorder("<"), copy=False)
+        tmp = path + ".tmp.npy"
+        np.save(tmp, arr, allow_pickle=False)
+        os.replace(tmp, path)
+        fe["file"] = fname
 
 
 def random_feeds(graph, side, rng):
@@ -475,11 +606,16 @@ def run_steps(graph, side, steps, seed):
     return losses, per_step
 
 
-def generate(model, batch, out_path, dtype, seed, run, lstm_hidden):
+def generate(model, batch, out_path, dtype, seed, run, lstm_hidden,
+             gpt_size="124m", transformer_size="base", feeds=False):
     t0 = time.time()
-    graph, data, side = build(model, batch, dtype, seed, lstm_hidden)
+    graph, data, side = build(model, batch, dtype, seed, lstm_hidden,
+                              gpt_size, transformer_size)
     secs = time.time() - t0
     gk.write_bytes(out_path, data)
+    if feeds:
+        write_feeds(graph, side, os.path.dirname(os.path.abspath(out_path)),
+                    seed)
     json_path = os.path.splitext(out_path)[0] + ".json"
     gk.write_bytes(json_path, (json.dumps(side, indent=1) + "\n").encode())
     print("%-12s batch=%-3d nodes=%6d params=%11d pb=%6.1f MB build=%5.1fs -> %s"
@@ -514,6 +650,15 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=SEED)
     ap.add_argument("--lstm-hidden", type=int,
                     help="lstm_lm units per layer (default 1024)")
+    ap.add_argument("--gpt-size", default="124m", choices=list(GPT_SIZES),
+                    help="gpt: the decoder's size (default 124m; gpt is not "
+                    "among --all's models)")
+    ap.add_argument("--transformer-size", default="base",
+                    choices=list(TRANSFORMER_SIZES),
+                    help="transformer: BERT-base (default) or tiny")
+    ap.add_argument("--feeds", action="store_true",
+                    help="also write random feeds as .npy files named in the "
+                    "sidecar (the fixture format of gen.py)")
     ap.add_argument("--run", type=int, default=0, metavar="STEPS",
                     help="after building, run init and STEPS train steps on "
                     "random feeds on this machine (use a small --batch)")
@@ -522,13 +667,15 @@ def main(argv=None):
         ap.error("give exactly one of --model or --all")
     if args.all and args.out:
         ap.error("--out is for --model; use --out-dir with --all")
-    names = sorted(MODELS) if args.all else [args.model]
+    names = sorted(m for m in MODELS if m != "gpt") if args.all else [args.model]
     rc = 0
     for name in names:
         batch = args.batch or MODELS[name][1]
-        out = args.out or os.path.join(args.out_dir, name + ".pb")
+        base = output_name(name, args.gpt_size, args.transformer_size)
+        out = args.out or os.path.join(args.out_dir, base + ".pb")
         rc |= generate(name, batch, out, args.dtype, args.seed, args.run,
-                       args.lstm_hidden)
+                       args.lstm_hidden, args.gpt_size,
+                       args.transformer_size, args.feeds)
     return rc
 
 

@@ -51,6 +51,7 @@ func inspectAction(c *cli.Context) error {
 		}
 		printCandidates(w, plan, top)
 	}
+	printVariables(w, g, opts, top)
 	for _, hook := range inspectHooks {
 		if err := hook(c, w, g); err != nil {
 			return err
@@ -147,4 +148,45 @@ func sortedKeys(m map[string]int) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// printVariables lists the variable groups --offload would move (a variable with its
+// optimizer slots), largest first, and the variables and weight copies an offload already
+// placed on the host.
+func printVariables(w io.Writer, g *graphdef.Graph, opts rewrite.Options, top int) {
+	a := rewrite.Analyze(g, opts)
+	groups := rewrite.VariableGroups(a)
+	sort.SliceStable(groups, func(i, j int) bool { return groups[i].Bytes > groups[j].Bytes })
+	var total int64
+	nv := 0
+	for _, vg := range groups {
+		total += vg.Bytes
+		nv += len(vg.Variables)
+	}
+	onHost, copies := 0, 0
+	for _, n := range g.Nodes {
+		switch {
+		case n.Op == "VarHandleOp" || n.Op == "VariableV2" || n.Op == "Variable":
+			if !a.OnCompute(n) {
+				onHost++
+			}
+		case string(n.Def.GetAttr()[rewrite.RoleAttr].GetS()) == rewrite.WeightInRole:
+			copies++
+		}
+	}
+	if onHost > 0 || copies > 0 {
+		fmt.Fprintf(w, "\nVariables on the host: %d (an offload placed them there, or the graph did), %d gated weight copies to the device\n", onHost, copies)
+	}
+	if len(groups) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nVariables on compute devices (--offload moves a group: the variable, its optimizer slots and the ops on them): %d groups, %d variables, %s\n",
+		len(groups), nv, units.FormatBytes(total))
+	for i, vg := range groups {
+		if i >= top {
+			fmt.Fprintf(w, "  ... %d more\n", len(groups)-i)
+			break
+		}
+		fmt.Fprintf(w, "  %-48s %10s  %d variables, %d nodes\n", vg.Name, units.FormatBytes(vg.Bytes), len(vg.Variables), len(vg.Nodes))
+	}
 }

@@ -25,7 +25,7 @@ func init() {
 		c.Flags = append(c.Flags,
 			&cli.StringFlag{Name: "device", Value: defaultInspectDevice, Usage: "the GPU to predict the peak memory for (a built-in profile; see tfswap simulate --list-devices)"},
 			&cli.StringFlag{Name: "device-file", Usage: "device profile JSON file, instead of --device"},
-			&cli.StringSliceFlag{Name: "fetch", Usage: "node a step runs (repeatable): predict the peak of its fan-in only (default: every node)"},
+			&cli.StringSliceFlag{Name: "fetch", Usage: "node a step runs (repeatable): predict the peak of its fan-in only (default: the training step found, the sinks whose fan-in holds the variable updates)"},
 		)
 	}
 	inspectHooks = append(inspectHooks, inspectPeak)
@@ -52,7 +52,8 @@ func inspectPeak(c *cli.Context, w io.Writer, g *graphdef.Graph) error {
 		}
 	}
 	top := c.Int("top")
-	opts := cost.Options{Fetch: c.StringSlice("fetch"), ComputeDevice: c.String("compute-device"), TopLive: top}
+	fetch := graphdef.UserFetch(g, c.StringSlice("fetch"))
+	opts := cost.Options{Fetch: fetch.Nodes, ComputeDevice: c.String("compute-device"), TopLive: top}
 	if top == 0 {
 		opts.TopLive = -1
 	}
@@ -65,6 +66,7 @@ func inspectPeak(c *cli.Context, w io.Writer, g *graphdef.Graph) error {
 		scope = "the fan-in of " + strings.Join(opts.Fetch, ", ")
 	}
 	fmt.Fprintf(w, "\nPredicted peak memory on %s (one step of %s; tfswap simulate for more):\n", p.Name, scope)
+	fmt.Fprintf(w, "  fetch: %s\n", fetch)
 	for _, d := range res.Devices {
 		limit := ""
 		if d.MemoryLimit > 0 {

@@ -393,5 +393,8 @@ func main() {
 			// No runtime binary: the command says how to get one.
 		}
 	}
-	os.Exit(run(os.Args, os.Stdin, os.Stdout, os.Stderr))
+	stop := startProfiles()
+	code := run(os.Args, os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }

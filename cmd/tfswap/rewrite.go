@@ -118,12 +118,13 @@ func planFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "device-budget", Usage: "DEVICE=SIZE: the budget of one GPU, e.g. /device:GPU:1=10GiB (repeatable)"},
 		&cli.StringSliceFlag{Name: "shared-link", Usage: "DEVICE+DEVICE+...: GPUs that share one host link, a PCIe switch, e.g. /device:GPU:0+/device:GPU:1 (repeatable, one group each)"},
 		&cli.IntFlag{Name: "batch-scale", Value: 1, Usage: "plan as if the batch dimension were this many times larger (the graph's shapes are kept)"},
-		&cli.StringSliceFlag{Name: "fetch", Usage: "node a training step runs (repeatable, e.g. --fetch train); planning simulates only its fan-in (default: every node)"},
+		&cli.StringSliceFlag{Name: "fetch", Usage: "node a training step runs (repeatable, e.g. --fetch train); planning simulates only its fan-in (default: the training step found, the sinks whose fan-in holds the variable updates)"},
 		&cli.StringFlag{Name: "measured", Usage: "measured op profile whose per-node times replace the estimates when planning"},
 		&cli.BoolFlag{Name: "no-tf32", Usage: "plan with float32 matrix products at the FP32 rate even where TF32 tensor cores exist"},
 		&cli.IntFlag{Name: "bo-iterations", Usage: "autoswap: weight vectors the Bayesian optimisation tries after the four plain scores (default 12; -1: none)"},
 		&cli.StringFlag{Name: "window", Usage: "window: the schedule-window in bytes (default: tuned)"},
 		&cli.BoolFlag{Name: "explain", Usage: "print the plan's reasoning for every swap candidate"},
+		&cli.StringFlag{Name: "offload", Value: "none", Usage: "keep variables and their optimizer slots in host memory, their updates on the host CPU and their reads copied to the GPU just before use: none, all, or auto (the planner moves the largest variables where swapping alone does not fit or slows the step)"},
 		&cli.StringFlag{Name: "recompute", Value: "auto", Usage: "where backward readers may read a recomputed copy of a cheap op's output instead of a swapped-in one: auto (the auto strategy recomputes where the simulator says it beats swapping alone), off, or max (recompute every candidate, then swap what remains)"},
 		&cli.StringFlag{Name: "fit-accounting", Value: "all", Usage: "the accountings a plan's peak must fit the budget by: all (tfswap's model of the runtime, and Grappler's VirtualCluster trace read to the nanosecond and, as TensorFlow's DeterminePeakMemoryUsage reads it, to the microsecond), or a comma-separated list of tfswap, grappler-ns, grappler-us; both is tfswap,grappler-ns with the 2% recomputation margin of earlier versions"},
 	}
@@ -134,7 +135,7 @@ func planFlags() []cli.Flag {
 var fixedThresholds = []string{"swapout-threshold", "swapin-ahead", "swapin-groupby"}
 
 // plannerOnly are the planning options that fixed LMS thresholds leave without effect.
-var plannerOnly = []string{"explain", "bo-iterations", "window", "recompute"}
+var plannerOnly = []string{"explain", "bo-iterations", "window", "recompute", "offload"}
 
 // rewriteStrategy returns the strategy the command line asks for: lms-fixed with a fixed
 // LMS threshold or --strategy lms-fixed, else --strategy, else auto.
@@ -175,6 +176,10 @@ func planOptions(c *cli.Context, opts *tfswap.Options) error {
 	} else if c.IsSet("recompute") {
 		opts.Recompute = r
 	}
+	if _, err := rewrite.ParseOffloadMode(c.String("offload")); err != nil {
+		return usagef("--offload: %v", err)
+	}
+	opts.Offload = c.String("offload")
 	opts.FitAccounting = c.String("fit-accounting")
 	if _, err := rewrite.ParseFitAccounting(opts.FitAccounting); err != nil {
 		return usagef("--fit-accounting: %v", err)

@@ -34,7 +34,7 @@ func init() {
 			&cli.StringFlag{Name: "dump-profile", Usage: "write the device profile used, in --device-file format, to this file"},
 			&cli.IntFlag{Name: "batch-scale", Value: 1, Usage: "multiply the batch dimension (dimension 0 of the tensors downstream of the batch placeholders) by this"},
 			&cli.StringFlag{Name: "baseline", Usage: "the original graph, simulated alongside for comparison"},
-			&cli.StringSliceFlag{Name: "fetch", Usage: "node a step runs (repeatable); only its fan-in is simulated (default: every node)"},
+			&cli.StringSliceFlag{Name: "fetch", Usage: "node a step runs (repeatable); only its fan-in is simulated (default: the training step found in MODEL, the sinks whose fan-in holds the variable updates; the baseline gets the same)"},
 			&cli.StringFlag{Name: "measured", Aliases: []string{"profile"}, Usage: "measured op profile (tfswap profile -o FILE) whose per-node times replace the estimates; times taken on another kind of device are scaled (see cost.Measured)"},
 			&cli.BoolFlag{Name: "no-tf32", Usage: "run float32 matrix products at the FP32 rate even where TF32 tensor cores exist"},
 			&cli.BoolFlag{Name: "grappler", Usage: "account memory as Grappler's VirtualCluster does (for comparison with it)"},
@@ -183,6 +183,10 @@ func simulateAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	// One step for the model and its baseline: the --fetch given, or the training step found
+	// in the model simulated.
+	fetch := graphdef.UserFetch(g, opts.Fetch)
+	opts.Fetch = fetch.Nodes
 	res, err := cost.Simulate(g, p, opts)
 	if err != nil {
 		return err
@@ -232,7 +236,7 @@ func simulateAction(c *cli.Context) error {
 		}
 	}
 	if path := c.String("json"); path != "" {
-		out := map[string]any{"model": in, "result": cost.ReportOf(res)}
+		out := map[string]any{"model": in, "result": cost.ReportOf(res), "fetch": append([]string{}, fetch.Nodes...), "fetch_found": fetch.Found, "fetch_reason": fetch.Reason}
 		if base != nil {
 			out["baseline_model"] = basePath
 			out["baseline"] = cost.ReportOf(base)
@@ -250,7 +254,7 @@ func simulateAction(c *cli.Context) error {
 			return err
 		}
 	}
-	printSimulation(w, in, p, opts, res, basePath, base)
+	printSimulation(w, in, p, opts, fetch, res, basePath, base)
 	return nil
 }
 
@@ -273,8 +277,9 @@ func pct(a, b int64) string {
 	return fmt.Sprintf("%+.1f%%", 100*float64(a-b)/float64(b))
 }
 
-func printSimulation(w io.Writer, in string, p *cost.Profile, opts cost.Options, res *cost.Result, basePath string, base *cost.Result) {
+func printSimulation(w io.Writer, in string, p *cost.Profile, opts cost.Options, f graphdef.Fetch, res *cost.Result, basePath string, base *cost.Result) {
 	fmt.Fprintf(w, "%s on %s: %s\n", in, p.Name, p.Description)
+	fmt.Fprintf(w, "  fetch: %s\n", f)
 	fetch := "every node"
 	if len(opts.Fetch) > 0 {
 		fetch = "the fan-in of " + strings.Join(opts.Fetch, ", ")
@@ -379,6 +384,12 @@ func printSimulation(w io.Writer, in string, p *cost.Profile, opts cost.Options,
 				parts = append(parts, fmt.Sprintf("%s x%d", op, r.UnknownOps[op]))
 			}
 			fmt.Fprintf(w, "  %s: %d node(s) without a cost rule, timed by their bytes only: %s\n", label, n, strings.Join(parts, ", "))
+		}
+		if r.UntakenNodes > 0 {
+			fmt.Fprintf(w, "  %s: %d node(s) of conditional branches not taken (each conditional runs its larger branch; --conventions both-branches runs both)\n", label, r.UntakenNodes)
+		}
+		if r.CostedCalls > 0 {
+			fmt.Fprintf(w, "  %s: %d function call(s) costed from their bodies (--conventions calls-by-bytes times them by their bytes)\n", label, r.CostedCalls)
 		}
 		if r.UnsizedTensors > 0 {
 			how := "counted as 0 bytes"

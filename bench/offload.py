@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""Variable offload benchmark (issue 15): the largest GPT-style decoder that trains on each
+device profile with its variables and Adam state on the host, simulated.
+
+    .venv/bin/python bench/offload.py [--profiles v100-16gb,a100-40gb] [--sizes 774m,1.5b,2.7b]
+                                      [--out out/offload] [--markdown]
+    .venv/bin/python bench/offload.py --smoke --out /tmp/o    # seconds: the tiny decoder
+
+For each profile it walks up the GPT sizes of testmodels/large.py (`--model gpt --gpt-size S`,
+batch 1, generated once into --cache) and plans each with `tfswap rewrite --offload all
+--fetch train` for the profile at its default budget, under every accounting (`all`). A size
+fits when rewrite writes a plan; the walk stops at the first size that does not. For a plan
+it records the simulated step time and the in-core step (the unswapped graph on the same
+profile with unlimited memory: what the plan's overhead is against), the bytes over the host
+link, and which of three bounds is the largest: the host link (the busier direction's bytes at
+the profile's rate), the host's Adam update (28 bytes of host memory traffic per parameter:
+reading the weight, gradient and both moments, writing the weight and the moments, at the
+profile's host memory bandwidth), or the GPU's own compute (the in-core step). For a size that
+does not fit it records rewrite's diagnosis (what is live at the lowest peak any plan reached:
+the largest single layer's activations and weights stay on the GPU).
+
+It also reports the footprint multiple of every fitting size whose simulated step is within
+2x of its in-core step (>= 50% of in-core speed): the unswapped graph's simulated peak (all
+variables, slots and activations on the GPU) over the GPU's memory.
+
+Every figure is simulated for the named profile (tfswap's simulator, docs/SIMULATOR.md),
+never measured. Results go to OUT/offload.json (and with --markdown a table on stdout, the
+BENCHMARKS.md offload section's). It is not part of `make test` (minutes per size); --smoke
+runs the tiny decoder on v100-16gb with a small budget and is tested in tests/python.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+SIZES = ["124m", "350m", "774m", "1.5b", "2.7b", "6.7b"]
+PROFILES = ["v100-16gb", "v100-32gb", "a100-40gb", "a100-80gb", "h100", "gh200"]
+# Bytes of host memory traffic per parameter of one Adam update: read weight, gradient, m, v;
+# write weight, m, v (float32).
+ADAM_HOST_BYTES = 7 * 4
+
+
+def graph_params(graph):
+    """The parameter count the graph's sidecar (NAME.json beside it) records."""
+    with open(os.path.splitext(graph)[0] + ".json") as f:
+        return int(json.load(f)["parameter_count"])
+
+
+def build_tfswap(dest):
+    env = dict(os.environ, CGO_ENABLED="0")
+    subprocess.run(["go", "build", "-o", dest, "./cmd/tfswap"], cwd=ROOT, env=env, check=True)
+    return dest
+
+
+def generate(size, cache):
+    if size == "tiny":
+        return os.path.join(ROOT, "testmodels", "fixtures", "large", "gpt-tiny.pb")  # committed
+    out = os.path.join(cache, "gpt-%s.pb" % size)
+    if not os.path.exists(out):
+        subprocess.run([sys.executable, os.path.join(ROOT, "testmodels", "large.py"), "--model", "gpt",
+                        "--gpt-size", size, "--batch", "1", "--out", out], check=True,
+                       stdout=subprocess.DEVNULL)
+    return out
+
+
+def profile_info(tfswap, name, tmp):
+    path = os.path.join(tmp, name + ".profile.json")
+    subprocess.run([tfswap, "simulate", "--device", name, "--dump-profile", path], check=True,
+                   capture_output=True)
+    with open(path) as f:
+        return json.load(f)
+
+
+def rewrite(tfswap, graph, profile, tmp, extra=()):
+    out = os.path.join(tmp, "out.pb")
+    rep = os.path.join(tmp, "report.json")
+    if os.path.exists(rep):
+        os.remove(rep)
+    t0 = time.perf_counter()
+    p = subprocess.run([tfswap, "rewrite", graph, "-o", out, "--offload", "all", "--device", profile,
+                        "--fetch", "train", "--report", rep] + list(extra), capture_output=True, text=True)
+    secs = time.perf_counter() - t0
+    if p.returncode == 0:
+        with open(rep) as f:
+            return json.load(f), None, secs
+    if p.returncode == 1:
+        return None, p.stderr.strip(), secs
+    raise SystemExit("tfswap rewrite %s --device %s: exit %d\n%s" % (graph, profile, p.returncode, p.stderr[-3000:]))
+
+
+def point(tfswap, graph, size, profile, prof, tmp, extra=()):
+    params = graph_params(graph)
+    rep, nofit, secs = rewrite(tfswap, graph, profile, tmp, extra)
+    pt = {"size": size, "params": params, "profile": profile, "plan_seconds": round(secs, 1)}
+    if rep is None:
+        pt["fits"] = False
+        pt["diagnosis"] = nofit.splitlines()[:6]
+        return pt
+    plan = rep["plan"]
+    link = float(prof.get("h2d_bytes_per_s") or 0)
+    host_bw = float(prof.get("host_mem_bytes_per_s") or 50e9)
+    link_s = max(plan["bytes_to_host"], plan["bytes_to_device"]) / link if link else 0.0
+    update_s = params * ADAM_HOST_BYTES / host_bw
+    incore_s = plan["unswapped_step_time_ns"] / 1e9
+    bounds = {"host link": link_s, "host update": update_s, "GPU compute": incore_s}
+    peak = max(d["unswapped_peak"] for d in plan["devices"])
+    pt.update({
+        "fits": bool(plan["fits"]),
+        "step_s": plan["step_time_ns"] / 1e9,
+        "incore_s": incore_s,
+        "to_host": plan["bytes_to_host"],
+        "to_device": plan["bytes_to_device"],
+        "link_s": link_s,
+        "host_update_s": update_s,
+        "bound": max(bounds, key=bounds.get),
+        "peak": max(d["peak"] for d in plan["devices"]),
+        "budget": plan["budget"],
+        "gpu_memory": int(prof["memory_bytes"]),
+        "unswapped_peak": peak,
+        "offloaded_groups": len(rep.get("offloaded") or []),
+        "swaps": len(rep.get("swaps") or []),
+    })
+    return pt
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--profiles", default=",".join(PROFILES))
+    ap.add_argument("--sizes", default=",".join(SIZES), help="GPT sizes to walk up, smallest first")
+    ap.add_argument("--tfswap", help="tfswap binary (default: built from this checkout without cgo)")
+    ap.add_argument("--cache", default=os.path.join(ROOT, "testmodels", "large"), help="where the graphs are generated")
+    ap.add_argument("--out", default=os.path.join(ROOT, "out", "offload"))
+    ap.add_argument("--smoke", action="store_true", help="the tiny decoder on v100-16gb at a 2 MiB budget")
+    ap.add_argument("--markdown", action="store_true", help="print the results as a Markdown table")
+    args = ap.parse_args(argv)
+    os.makedirs(args.out, exist_ok=True)
+    os.makedirs(args.cache, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        tfswap = args.tfswap or build_tfswap(os.path.join(tmp, "tfswap"))
+        profiles = ["v100-16gb"] if args.smoke else args.profiles.split(",")
+        sizes = ["tiny"] if args.smoke else args.sizes.split(",")
+        extra = ["--budget", "2MiB"] if args.smoke else []
+        results = []
+        for profile in profiles:
+            prof = profile_info(tfswap, profile, tmp)
+            for size in sizes:
+                graph = generate(size, args.cache)
+                pt = point(tfswap, graph, size, profile, prof, tmp, extra)
+                results.append(pt)
+                print(json.dumps(pt), flush=True)
+                if not pt["fits"]:
+                    break
+    meta = {"mode": "smoke" if args.smoke else "full", "how": "simulated for each profile (tfswap's simulator); "
+            "tfswap rewrite --offload all --fetch train at the profile's default budget" + (" (--budget 2MiB)" if args.smoke else "")}
+    path = os.path.join(args.out, "offload.json")
+    tmp_path = path + ".tmp"
+    with open(tmp_path, "w") as f:
+        json.dump({"meta": meta, "results": results}, f, indent=1)
+        f.write("\n")
+    os.replace(tmp_path, path)
+    if args.markdown:
+        print(markdown(results))
+    return 0
+
+
+def markdown(results):
+    rows = ["| profile | GPT size | parameters | fits | simulated step | in-core step | bound | footprint / GPU memory |",
+            "| --- | --- | ---: | --- | ---: | ---: | --- | ---: |"]
+    for r in results:
+        if r["fits"]:
+            foot = r["unswapped_peak"] / float(r["gpu_memory"])
+            fast = r["step_s"] <= 2 * r["incore_s"]
+            rows.append("| %s | %s | %s | yes | %.2f s | %.2f s | %s (link %.2f s, update %.2f s) | %.1fx%s |" % (
+                r["profile"], r["size"], format(r["params"], ","), r["step_s"], r["incore_s"], r["bound"],
+                r["link_s"], r["host_update_s"], foot, "" if fast else " (below 50% speed)"))
+        else:
+            rows.append("| %s | %s | %s | no | | | %s | |" % (r["profile"], r["size"], format(r["params"], ","),
+                                                          " ".join(r["diagnosis"][:1]).replace("|", "/")))
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

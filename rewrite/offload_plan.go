@@ -1,0 +1,134 @@
+package rewrite
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/tfswap/tfswap/graphdef"
+	"github.com/tfswap/tfswap/internal/units"
+)
+
+// planOffloaded plans model (prepared: g is its graph, opts has its defaults) with variables
+// on the host. With OffloadAll every variable group moves; with OffloadAuto the planner first
+// plans with every variable resident and keeps that plan when it fits without slowing the
+// step, else it tries offloading the largest groups (a variable's bytes, its gradient's and
+// its slots' leave the device) in amounts covering half, all and twice the unswapped graph's
+// excess over its budget, and all of them, each planned in full with swaps and
+// recomputations on top, and keeps the best outcome (fitting first, then the shortest
+// simulated step). Small variables are the last to move: they save little and their copies
+// cost a transfer's latency each. Every outcome's overhead is against the original graph's
+// unswapped step.
+func planOffloaded(model *graphdef.Model, g *graphdef.Graph, opts Options, po PlanOptions, mode OffloadMode) (*Planned, error) {
+	planner, err := LookupStrategy(po.Strategy)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := planner.(lmsFixedPlanner); ok {
+		return nil, fmt.Errorf("offload %s is planned for the budget: fixed LMS thresholds (lms-fixed) do not plan; give a planning strategy", mode)
+	}
+	a := Analyze(g, opts)
+	groups := VariableGroups(a)
+	if len(groups) == 0 {
+		return planPrepared(model, g, opts, po)
+	}
+	pr0, err := newProblem(model, a, po)
+	if err != nil {
+		return nil, err
+	}
+	base := pr0.Base
+	var excess int64
+	for _, d := range base.Devices {
+		excess = max(excess, d.Peak-d.Budget)
+	}
+	type choice struct {
+		sel    []*VariableGroup
+		reason string
+	}
+	var choices []choice
+	var best *Planned
+	var lastErr error
+	switch mode {
+	case OffloadAll:
+		choices = append(choices, choice{groups, "every variable is offloaded (--offload all)"})
+	case OffloadAuto:
+		p0, err := planPrepared(model, g, opts, po)
+		if err == nil && p0.Eval.Fits && p0.Eval.StepTime <= base.StepTime {
+			return p0, nil
+		}
+		var nf *NoFitError
+		if err != nil && !errors.As(err, &nf) {
+			return nil, err
+		}
+		best, lastErr = p0, err
+		bySize := append([]*VariableGroup(nil), groups...)
+		sort.SliceStable(bySize, func(i, j int) bool { return bySize[i].Bytes > bySize[j].Bytes })
+		seen := map[int]bool{}
+		for _, target := range []int64{excess / 2, excess, 2 * excess, -1} {
+			k, moved := 0, int64(0)
+			for k < len(bySize) && (target < 0 || moved < target || k == 0) {
+				// A variable's gradient and its slots leave the device with it: its own
+				// bytes are a lower bound of what moving it saves.
+				moved = addSat(moved, bySize[k].Bytes)
+				k++
+			}
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			why := fmt.Sprintf("among the %d largest of %d variable groups (%s) offloaded", k, len(bySize), units.FormatBytes(moved))
+			if excess > 0 {
+				why += fmt.Sprintf(": the unswapped graph is %s over its budget", units.FormatBytes(excess))
+			} else {
+				why += ": swapping alone slows the step"
+			}
+			choices = append(choices, choice{bySize[:k], why})
+		}
+	}
+	for _, c := range choices {
+		p, err := planWithOffload(model, g, a, opts, po, c.sel, c.reason)
+		if err != nil {
+			var nf *NoFitError
+			if !errors.As(err, &nf) {
+				return nil, err
+			}
+			lastErr = err
+			continue
+		}
+		p.Simulations += pr0.sims
+		p.Base = base
+		p.Eval.Overhead = float64(p.Eval.StepTime-base.StepTime) / float64(base.StepTime)
+		if best == nil || better(p.Eval, best.Eval) {
+			best = p
+		}
+	}
+	if best == nil {
+		return nil, lastErr
+	}
+	return best, nil
+}
+
+// planWithOffload offloads the groups sel of model (whose graph is g, analysed as a) and
+// plans the result's swaps and recomputations.
+func planWithOffload(model *graphdef.Model, g *graphdef.Graph, a *Analysis, opts Options, po PlanOptions, sel []*VariableGroup, reason string) (*Planned, error) {
+	// Groups in graph order, whatever order sel has: the rewrite is deterministic.
+	ordered := append([]*VariableGroup(nil), sel...)
+	sort.SliceStable(ordered, func(i, j int) bool { return ordered[i].Nodes[0].Index < ordered[j].Nodes[0].Index })
+	off, err := offloadGroups(model, a, ordered, reason)
+	if err != nil {
+		return nil, err
+	}
+	if err := VerifyOffload(g, off); err != nil {
+		return nil, fmt.Errorf("internal error: the offload breaks an invariant: %v", err)
+	}
+	g2, err := graphdef.NewGraph(off.Model.Graph, model.Source)
+	if err != nil {
+		return nil, fmt.Errorf("internal error: the offloaded graph is invalid: %v", err)
+	}
+	p, err := planPrepared(off.Model, g2, opts, po)
+	if err != nil {
+		return nil, err
+	}
+	p.Offload = off
+	return p, nil
+}

@@ -1,0 +1,233 @@
+package rewrite
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/tfswap/tfswap/cost"
+	"github.com/tfswap/tfswap/graphdef"
+	npb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
+	"google.golang.org/protobuf/proto"
+)
+
+var offloadFixtures = []string{"mlp", "cnn", "resnet", "lstm"}
+
+func loadFixtureModel(t *testing.T, name string) *graphdef.Model {
+	t.Helper()
+	m, err := graphdef.Load("../testmodels/fixtures/"+name+".pb", graphdef.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestOffloadAllFixtures offloads every variable of each fixture and checks that every
+// variable and every node taking a variable's handle moved to the host, that the optimizer's
+// slots went with their variable, that reads are copied through gates, that the input is
+// unchanged and that the output is deterministic.
+func TestOffloadAllFixtures(t *testing.T) {
+	for _, name := range offloadFixtures {
+		t.Run(name, func(t *testing.T) {
+			m := loadFixtureModel(t, name)
+			before, _ := m.Marshal()
+			res, err := OffloadVariables(m, Options{}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			after, _ := m.Marshal()
+			if !bytes.Equal(before, after) {
+				t.Fatal("OffloadVariables changed its input")
+			}
+			res2, err := OffloadVariables(m, Options{}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b1, _ := res.Model.Marshal()
+			b2, _ := res2.Model.Marshal()
+			if !bytes.Equal(b1, b2) {
+				t.Fatal("two offloads of the same model differ")
+			}
+			g, err := graphdef.NewGraph(res.Model.Graph, "out")
+			if err != nil {
+				t.Fatal(err)
+			}
+			vars := 0
+			for _, n := range g.Nodes {
+				if !variableOps[n.Op] {
+					continue
+				}
+				vars++
+				if n.Def.GetDevice() != "/device:CPU:0" {
+					t.Errorf("variable %s is on %q", n.Name, n.Def.GetDevice())
+				}
+				for _, uses := range n.Consumers {
+					for _, u := range uses {
+						if u.Node.Def.GetDevice() != "/device:CPU:0" {
+							t.Errorf("%s (%s) takes the handle of %s on %q", u.Node.Name, u.Node.Op, n.Name, u.Node.Def.GetDevice())
+						}
+					}
+				}
+			}
+			var inGroups int
+			slots := false
+			for _, v := range res.Variables {
+				inGroups += len(v.Variables)
+				for _, s := range v.Variables {
+					if s != v.Name && strings.HasPrefix(s, v.Name+"/") {
+						slots = true
+					}
+				}
+			}
+			if inGroups != vars || vars == 0 {
+				t.Errorf("%d variables in the groups, %d in the graph", inGroups, vars)
+			}
+			if !slots && name != "mlp" { // mlp trains with plain gradient descent: no slots
+				t.Error("no variable was grouped with an optimizer slot")
+			}
+			if len(res.Copies) == 0 {
+				t.Fatal("no gated weight copy")
+			}
+			for _, c := range res.Copies {
+				if g.Node(c.Node) == nil || g.Node(c.Gate) == nil {
+					t.Errorf("copy %s or its gate %s is missing", c.Node, c.Gate)
+				}
+			}
+			t.Logf("%d groups (%d variables, %d bytes), %d copies, %d direct reads", len(res.Variables), vars, res.Bytes(), len(res.Copies), len(res.Direct))
+		})
+	}
+}
+
+// TestOffloadSelected offloads one group only: its nodes move, no other node does.
+func TestOffloadSelected(t *testing.T) {
+	m := loadFixtureModel(t, "resnet")
+	res, err := OffloadVariables(m, Options{}, func(vg *VariableGroup) bool { return vg.Name == "block2/a/conv/weights" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Variables) != 1 || len(res.Variables[0].Variables) != 2 {
+		t.Fatalf("groups %+v, want block2/a/conv/weights with its momentum slot", res.Variables)
+	}
+	for i, nd := range res.Model.Graph.Node[:len(m.Graph.Node)] {
+		if nd.GetDevice() == "" {
+			continue
+		}
+		tied := strings.HasPrefix(nd.GetName(), "block2/a/conv/weights")
+		for _, in := range nd.GetInput() {
+			tied = tied || strings.HasPrefix(in, "block2/a/conv/weights")
+		}
+		if !tied {
+			t.Errorf("node %d %s moved to %s", i, nd.GetName(), nd.GetDevice())
+		}
+	}
+	if len(res.Copies) != 2 {
+		t.Errorf("%d copies, want 2 (forward convolution; backward input gradient): %+v", len(res.Copies), res.Copies)
+	}
+}
+
+// TestVerifyOffloadCatches breaks offload results in the ways VerifyOffload must notice.
+func TestVerifyOffloadCatches(t *testing.T) {
+	m := loadFixtureModel(t, "cnn")
+	g, err := graphdef.NewGraph(m.Graph, "cnn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := func() *OffloadResult {
+		res, err := OffloadVariables(m, Options{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	nodeOf := func(res *OffloadResult, name string) *npb.NodeDef {
+		for i, nd := range res.Model.Graph.Node {
+			if nd.GetName() == name {
+				c := proto.Clone(nd).(*npb.NodeDef)
+				res.Model.Graph.Node[i] = c
+				return c
+			}
+		}
+		t.Fatalf("no node %s", name)
+		return nil
+	}
+	cases := []struct {
+		name   string
+		break_ func(*OffloadResult)
+		want   string
+	}{
+		{"ungated copy", func(r *OffloadResult) { c := nodeOf(r, r.Copies[0].Node); c.Input = c.Input[:1] }, "one control input"},
+		{"copy on the device", func(r *OffloadResult) { nodeOf(r, r.Copies[0].Node).Device = "/device:GPU:0" }, "not on the host"},
+		{"handle split from its variable", func(r *OffloadResult) {
+			for _, nd := range r.Model.Graph.Node {
+				if nd.GetOp() == "ReadVariableOp" {
+					nodeOf(r, nd.GetName()).Device = ""
+					return
+				}
+			}
+		}, "takes the handle"},
+		{"copy miscounted", func(r *OffloadResult) { r.Copies = r.Copies[1:] }, "weight copies"},
+	}
+	if err := VerifyOffload(g, fresh()); err != nil {
+		t.Fatalf("intact offload: %v", err)
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := fresh()
+			c.break_(r)
+			err := VerifyOffload(g, r)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %v, want an error containing %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestParseOffloadMode(t *testing.T) {
+	for _, s := range []string{"", "none", "all", "auto"} {
+		if _, err := ParseOffloadMode(s); err != nil {
+			t.Errorf("%q: %v", s, err)
+		}
+	}
+	if _, err := ParseOffloadMode("some"); err == nil {
+		t.Error("mode some accepted")
+	}
+}
+
+// TestPlanOffload plans the resnet fixture's training step with variables offloaded: "all"
+// moves every group and the prediction's baseline is the original graph; "auto" moves
+// nothing when the graph fits, and at a budget swapping alone cannot reach (no plan of
+// "none" fits) it offloads and fits.
+func TestPlanOffload(t *testing.T) {
+	m := loadFixtureModel(t, "resnet")
+	fetch := cost.Options{Fetch: []string{"train"}}
+	all, err := RewriteWithPlanner(m, Options{}, PlanOptions{Budget: 1 << 40, Offload: OffloadAll, Sim: fetch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all.Offload == nil || len(all.Offload.Variables) != 57 || all.Unchanged() {
+		t.Fatalf("offload all: %+v", all.Offload)
+	}
+	if all.Base.Devices[0].Peak <= all.Eval.Devices[0].Peak {
+		t.Errorf("offloading every variable did not lower the peak: %d, original %d", all.Eval.Devices[0].Peak, all.Base.Devices[0].Peak)
+	}
+	none, err := RewriteWithPlanner(m, Options{}, PlanOptions{Budget: 1 << 40, Offload: OffloadAuto, Sim: fetch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if none.Offload != nil || !none.Unchanged() {
+		t.Errorf("auto offloaded a graph that fits: %+v", none.Offload)
+	}
+	const tight = 3200 << 10
+	if _, err := RewriteWithPlanner(m, Options{}, PlanOptions{Budget: tight, Sim: fetch}); err == nil {
+		t.Fatal("swapping alone fits 3200 KiB: the budget no longer tests the offload")
+	}
+	auto, err := RewriteWithPlanner(m, Options{}, PlanOptions{Budget: tight, Offload: OffloadAuto, Sim: fetch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if auto.Offload == nil || len(auto.Offload.Variables) == 0 || !auto.Eval.Fits {
+		t.Fatalf("auto at 3200 KiB: offload %+v, fits %v", auto.Offload, auto.Eval.Fits)
+	}
+	t.Logf("auto: %d groups offloaded (%s), peak %d, step %d ns (original %d ns)", len(auto.Offload.Variables), auto.Offload.Variables[0].Reason,
+		auto.Eval.Devices[0].Peak, auto.Eval.StepTime, auto.Base.StepTime)
+}

@@ -1,0 +1,408 @@
+"""Tests of the TF2 graph-optimizer plugin (grappler_bridge/tfswap_plugin.cc) and of the
+Python package's enable() (python/tfswap), on the real runtime.
+
+Two logical CPU devices (tf.config.set_logical_device_configuration): the model runs under
+tf.device('/CPU:1'), which plays the GPU, and CPU:0 is the host; the plugin is registered for
+device type CPU. Every training runs in its own child process (``python
+test_tf2_plugin.py worker SPEC``): the plugin is loaded, and TensorFlow's logical devices are
+fixed, once per process. With the plugin, the partition graphs of the training function must
+hold tfswap's swap nodes, the swap-outs and swap-ins placed on CPU:0, and the losses and every
+weight must be bit-identical, over three steps, to the same training without the plugin.
+
+Run:  .venv/bin/python -m pytest -q tests/python/test_tf2_plugin.py
+"""
+
+import hashlib
+import json
+import os
+import pathlib
+import re
+import stat
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+PLUGIN = ROOT / "grappler_bridge" / "libtfswap_plugin.so"
+HOST = "/job:localhost/replica:0/task:0/device:CPU:0"
+DEVICE = "/job:localhost/replica:0/task:0/device:CPU:1"
+STEPS = 3
+BATCH = 8
+# The models are small: swap everything that is sized, with LMS's fixed thresholds (at the
+# default budget the auto plan would rightly leave them unchanged).
+SWAP = dict(strategy="lms-fixed", min_bytes=0, compute_device="/device:CPU:1", device_type="CPU",
+            batch_size=BATCH)
+WARNING = re.compile(r"^tfswap: warning: (.*)$", re.M)
+
+
+# --------------------------------------------------------------------------------------------
+# Worker: one training in a fresh process
+
+
+def _setup_tf(devices=2):
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * devices)
+    tf.config.threading.set_intra_op_parallelism_threads(2)
+    tf.config.threading.set_inter_op_parallelism_threads(2)
+    tf.config.experimental.enable_op_determinism()
+    return tf
+
+
+def _data(np, shape, classes):
+    rs = np.random.RandomState(0)
+    x = rs.rand(BATCH * STEPS, *shape).astype("float32")
+    y = rs.randint(0, classes, BATCH * STEPS)
+    return x, y
+
+
+def _keras_model(kind, keras):
+    L = keras.layers
+    if kind == "cnn":
+        return keras.Sequential([
+            keras.Input((16, 16, 3)),
+            L.Conv2D(16, 3, padding="same"), L.BatchNormalization(), L.ReLU(),
+            L.Conv2D(16, 3, padding="same"), L.BatchNormalization(), L.ReLU(),
+            L.MaxPooling2D(), L.Flatten(), L.Dense(10),
+        ])
+    # A small Transformer encoder block over token ids.
+    inp = keras.Input((16,), dtype="int32")
+    h = L.Embedding(50, 32)(inp)
+    a = L.MultiHeadAttention(num_heads=2, key_dim=16)(h, h)
+    h = L.LayerNormalization()(h + a)
+    f = L.Dense(32)(L.Dense(64, activation="relu")(h))
+    h = L.LayerNormalization()(h + f)
+    out = L.Dense(10)(L.GlobalAveragePooling1D()(h))
+    return keras.Model(inp, out)
+
+
+class _Losses:
+    def __init__(self):
+        self.values = []
+
+
+def train_keras(kind, tf, np):
+    import keras
+
+    keras.utils.set_random_seed(1)
+    if kind == "cnn":
+        x, y = _data(np, (16, 16, 3), 10)
+    else:
+        rs = np.random.RandomState(0)
+        x = rs.randint(0, 50, (BATCH * STEPS, 16)).astype("int32")
+        y = rs.randint(0, 10, BATCH * STEPS)
+    losses = _Losses()
+
+    class Record(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            losses.values.append(float(logs["loss"]))
+
+    with tf.device("/CPU:1"):
+        model = _keras_model(kind, keras)
+        model.compile(optimizer=keras.optimizers.Adam(1e-3),
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                      jit_compile=False)
+        model.fit(x, y, batch_size=BATCH, epochs=1, shuffle=False, verbose=0, callbacks=[Record()])
+    return losses.values, [np.asarray(w) for w in model.get_weights()]
+
+
+def train_loop(tf, np):
+    """A custom training loop in a tf.function: a small CNN with hand-made variables."""
+    tf.random.set_seed(1)
+    with tf.device("/CPU:1"):
+        init = tf.random.stateless_normal
+        w1 = tf.Variable(init([3, 3, 3, 16], seed=[1, 1]) * 0.1)
+        w2 = tf.Variable(init([3, 3, 16, 16], seed=[1, 2]) * 0.1)
+        w3 = tf.Variable(init([16 * 16 * 16, 10], seed=[1, 3]) * 0.01)
+    x, y = _data(np, (16, 16, 3), 10)
+    opt = tf.keras.optimizers.SGD(0.01)
+    vs = [w1, w2, w3]
+
+    @tf.function
+    def step(xb, yb):
+        with tf.GradientTape() as tape:
+            h = tf.nn.relu(tf.nn.conv2d(xb, w1, 1, "SAME"))
+            h = tf.nn.relu(tf.nn.conv2d(h, w2, 1, "SAME"))
+            logits = tf.matmul(tf.reshape(h, [BATCH, -1]), w3)
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(yb, logits))
+        opt.apply_gradients(zip(tape.gradient(loss, vs), vs))
+        return loss
+
+    losses = []
+    with tf.device("/CPU:1"):
+        for i in range(STEPS):
+            s = slice(0, BATCH)  # the same batch every step: the loss must go down
+            losses.append(float(step(tf.constant(x[s]), tf.constant(y[s], tf.int32)).numpy()))
+    return losses, [v.numpy() for v in vs]
+
+
+def train_mirrored(tf, np):
+    """MirroredStrategy over the two logical devices, a custom loop with per-replica steps."""
+    import keras
+
+    keras.utils.set_random_seed(1)
+    strategy = tf.distribute.MirroredStrategy(["/CPU:0", "/CPU:1"])
+    x, y = _data(np, (16, 16, 3), 10)
+    with strategy.scope():
+        model = _keras_model("cnn", keras)
+        opt = keras.optimizers.SGD(0.01)
+        model.build((None, 16, 16, 3))
+
+    @tf.function
+    def step(xb, yb):
+        def replica(xr, yr):
+            with tf.GradientTape() as tape:
+                logits = model(xr, training=True)
+                loss = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(yr, logits)) / BATCH
+            opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables),
+                                    model.trainable_variables))
+            return loss
+
+        per = strategy.run(replica, args=(xb, yb))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, per, axis=None)
+
+    ds = tf.data.Dataset.from_tensor_slices((x, y.astype("int32"))).batch(BATCH)
+    losses = []
+    for xb, yb in strategy.experimental_distribute_dataset(ds):
+        losses.append(float(step(xb, yb).numpy()))
+    return losses, [np.asarray(w) for w in model.get_weights()]
+
+
+def worker(spec):
+    tf = _setup_tf()
+    import numpy as np
+    from tensorflow.python.eager import context
+
+    sys.path.insert(0, str(ROOT / "python"))
+    import tfswap
+
+    runs = spec.get("runs") or [{}]
+    if spec.get("plugin"):
+        tfswap.enable(**spec.get("options", SWAP))
+    results = []
+    for run in runs:
+        # Each run may change the plugin's environment (the failure modes); the plugin reads
+        # it at every optimization.
+        for k, v in run.get("env", {}).items():
+            os.environ[k] = v
+        if run.get("name"):
+            print("tfswap-test: run %s" % run["name"], file=sys.stderr, flush=True)
+        context.enable_run_metadata()
+        kind = spec["kind"]
+        if kind in ("cnn", "transformer"):
+            losses, weights = train_keras(kind, tf, np)
+        elif kind == "loop":
+            losses, weights = train_loop(tf, np)
+        elif kind == "mirrored":
+            losses, weights = train_mirrored(tf, np)
+        else:
+            raise SystemExit("unknown kind " + kind)
+        md = context.export_run_metadata()
+        context.disable_run_metadata()
+        swaps = []
+        for fg in md.function_graphs:
+            for pg in fg.partition_graphs:
+                for n in pg.node:
+                    if "_tfswap_role" in n.attr:
+                        swaps.append([n.name, n.device, n.attr["_tfswap_role"].s.decode(),
+                                      [i for i in n.input]])
+        h = hashlib.sha256()
+        for w in weights:
+            h.update(w.tobytes())
+        results.append({
+            "name": run.get("name", ""),
+            "losses": [float(l).hex() for l in losses],
+            "weights": h.hexdigest(),
+            "swaps": swaps,
+            "plans": tfswap.plan_summary() if spec.get("plugin") else [],
+        })
+    print("TF2-RESULT " + json.dumps(results), flush=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Test helpers
+
+
+@pytest.fixture(scope="session")
+def built():
+    """Builds bin/tfswap (make setup does) and the plugin when out of date."""
+    if not (ROOT / "bin" / "tfswap").exists():
+        pytest.fail("no bin/tfswap: run make setup")
+    subprocess.run([str(ROOT / "grappler_bridge" / "build_plugin.sh")], check=True,
+                   stdout=subprocess.DEVNULL)
+    return PLUGIN
+
+
+def run_worker(spec, tmp_path=None):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run(
+        [sys.executable, __file__, "worker", json.dumps(spec)],
+        env=env, cwd=tmp_path or ROOT, capture_output=True, text=True, timeout=600,
+    )
+    if proc.returncode != 0:
+        pytest.fail("worker failed (%d):\n%s" % (proc.returncode, proc.stderr[-4000:]))
+    line = [l for l in proc.stdout.splitlines() if l.startswith("TF2-RESULT ")]
+    assert line, proc.stdout
+    return json.loads(line[-1][len("TF2-RESULT "):]), proc.stderr
+
+
+_baselines = {}
+
+
+def baseline(kind):
+    if kind not in _baselines:
+        _baselines[kind] = run_worker({"kind": kind, "plugin": False})[0][0]
+    return _baselines[kind]
+
+
+def check_swapped(result, log, min_swaps=1):
+    outs = [s for s in result["swaps"] if s[2] == "swap_out"]
+    ins = [s for s in result["swaps"] if s[2] == "swap_in"]
+    assert len(outs) >= min_swaps and ins, "no swap nodes in the partition graphs:\n" + log[-3000:]
+    for name, device, role, _ in outs + ins:
+        assert name.startswith("tfswap/")
+        assert device == HOST, "%s (%s) runs on %s" % (name, role, device)
+    for name, device, role, inputs in ins:
+        # Each swap-in waits for its trigger (a control input) before copying back.
+        assert any(i.startswith("^") for i in inputs), "swap-in %s has no gate" % name
+    assert WARNING.findall(log) == [], WARNING.findall(log)
+    plans = [p for p in result["plans"] if p["swap_nodes"] > 0]
+    assert plans, "plan_summary() lists no plan"
+    # One log line per plan.
+    lines = re.findall(r"^tfswap: graph (\S+): swapped", log, re.M)
+    assert sorted(lines) == sorted(p["graph"] for p in plans), (lines, plans)
+
+
+def check_identical(result, base):
+    assert len(result["losses"]) == STEPS
+    assert result["losses"] == base["losses"], (result["losses"], base["losses"])
+    assert result["weights"] == base["weights"], "weights differ after %d steps" % STEPS
+
+
+# --------------------------------------------------------------------------------------------
+# Training with the plugin
+
+
+@pytest.mark.parametrize("kind", ["cnn", "transformer", "loop"])
+def test_training_swaps_and_is_bit_identical(kind, built):
+    result, log = run_worker({"kind": kind, "plugin": True})
+    result = result[0]
+    check_swapped(result, log)
+    check_identical(result, baseline(kind))
+    if kind == "loop":
+        # The loop trains on one batch: the loss went down, the step really trained.
+        first, last = (float.fromhex(result["losses"][i]) for i in (0, -1))
+        assert last < first
+        # plan_summary() has one record for the training function, with tfswap's report.
+        plans = [p for p in result["plans"] if p["swap_nodes"] > 0]
+        assert len(plans) == 1, result["plans"]
+        p = plans[0]
+        assert p["graph"].startswith("__inference_step")
+        assert p["report"]["swaps"] and p["swapped"].split()[0] == str(len(p["report"]["swaps"]))
+        assert p["tfswap_seconds"] > 0
+
+
+def test_mirrored_strategy_is_bit_identical(built):
+    """MirroredStrategy over CPU:0 and CPU:1: the replica on CPU:1 swaps to CPU:0, the
+    collectives (the gradients' all-reduce) are untouched, and training is bit-identical.
+
+    tfswap's --compute-device names one device, so in the CPU emulation only the CPU:1
+    replica is planned (on GPUs, tfswap's default plans every GPU)."""
+    result, log = run_worker({"kind": "mirrored", "plugin": True})
+    result = result[0]
+    check_swapped(result, log)
+    for name, device, role, _ in result["swaps"]:
+        if role == "gate":
+            assert device == DEVICE, (name, device)
+    check_identical(result, baseline("mirrored"))
+
+
+# --------------------------------------------------------------------------------------------
+# Failures: unchanged graph, one warning, training proceeds
+
+
+def fake(directory, name, body):
+    path = pathlib.Path(directory) / name
+    path.write_text(body)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return str(path)
+
+
+# A stand-in that drops the first node of the input GraphDef (argv: rewrite IN -o OUT ...):
+# a "rewrite" that removes a node, which the plugin must refuse. It parses the protobuf wire
+# format by hand (GraphDef field 1 is the repeated node).
+DROP_NODE = """#!%s
+import sys
+data = open(sys.argv[2], "rb").read()
+def varint(b, i):
+    v = s = 0
+    while True:
+        c = b[i]; i += 1; v |= (c & 0x7F) << s; s += 7
+        if c < 0x80: return v, i
+out, i, dropped = bytearray(), 0, False
+while i < len(data):
+    start = i
+    key, i = varint(data, i)
+    wt = key & 7
+    if wt == 0: _, i = varint(data, i)
+    elif wt == 1: i += 8
+    elif wt == 5: i += 4
+    elif wt == 2:
+        n, i = varint(data, i); i += n
+    else: sys.exit(3)
+    if key >> 3 == 1 and not dropped:
+        dropped = True
+        continue
+    out += data[start:i]
+open(sys.argv[4], "wb").write(bytes(out))
+""" % sys.executable
+
+FAILURES = {
+    # name: (script or path, extra env, text the warning must contain)
+    "missing binary": ("/nonexistent/tfswap", {}, "cannot run the tfswap binary"),
+    "exit 1": ("#!/bin/sh\necho 'tfswap: nothing fits' >&2\nexit 1\n", {}, "exit status 1"),
+    "exit 2": ("#!/bin/sh\necho 'unknown flag' >&2\nexit 2\n", {}, "exit status 2"),
+    "exit 3": ("#!/bin/sh\nexit 3\n", {}, "exit status 3"),
+    "timeout": ("#!/bin/sh\nexec sleep 60\n", {"TFSWAP_TIMEOUT": "1"}, "did not finish within"),
+    "garbage output": ("#!/bin/sh\nprintf 'not a graph' > \"$4\"\n", {}, "not a binary GraphDef"),
+    "invalid graph": (DROP_NODE, {}, "is not a rewrite of its input"),
+}
+
+
+def test_failures_fall_back_with_one_warning(built, tmp_path):
+    """Each failure mode in turn, in one process (the plugin reads its environment at every
+    optimization): the training function runs unchanged, bit-identical to the baseline, and
+    the mode logs exactly one warning."""
+    runs = []
+    for i, (name, (script, env, _)) in enumerate(sorted(FAILURES.items())):
+        binary = script if script.startswith("/") else fake(tmp_path, "fake%d" % i, script)
+        runs.append({"name": name, "env": dict(env, TFSWAP_BINARY=binary)})
+    # Last, tfswap.disable()'s switch: no plan, no warning.
+    runs.append({"name": "disabled", "env": {"TFSWAP_ENABLED": "0"}})
+    results, log = run_worker({"kind": "loop", "plugin": True, "runs": runs}, tmp_path)
+    sections = re.split(r"^tfswap-test: run (.*)$", log, flags=re.M)[1:]
+    by_name = dict(zip(sections[0::2], sections[1::2]))
+    base = baseline("loop")
+    assert len(results) == len(FAILURES) + 1
+    for result in results:
+        name = result["name"]
+        warnings = WARNING.findall(by_name[name])
+        if name == "disabled":
+            assert warnings == [] and result["swaps"] == []
+            check_identical(result, base)
+            continue
+        assert len(warnings) == 1, "%s: expected one warning, got %r" % (name, warnings)
+        assert FAILURES[name][2] in warnings[0], (name, warnings[0])
+        assert "unchanged" in warnings[0]
+        assert result["swaps"] == [], name
+        check_identical(result, base)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "worker":
+        worker(json.loads(sys.argv[2]))
+    else:
+        sys.exit("usage: %s worker SPEC (the tests run with pytest)" % sys.argv[0])
