@@ -957,7 +957,8 @@ def section_scale(out, path):
                "`%s` at half the graph's simulated unswapped peak; `rewrite, lms-fixed` is the "
                "rewrite without planning. Each cell is CPU time (user and system; the machine was "
                "shared, so wall times, in the JSON, are longer) / peak resident memory; "
-               "\\> T s: stopped after T seconds; - not run." % (
+               "\\> T s: stopped after T seconds (of CPU time when marked stopped, else of "
+               "wall time); - not run." % (
                    meta["how"][0].upper() + meta["how"][1:], meta.get("cpu") or meta.get("machine"),
                    meta["commit"][:10], meta["date"], meta["device"]))
     out.append("")
@@ -969,6 +970,8 @@ def section_scale(out, path):
             r = row.get(c)
             if r is None:
                 cells.append("-")
+            elif r.get("cpu_limit"):
+                cells.append("\\> %d s (stopped)" % r["cpu_limit"])
             elif r.get("timeout"):
                 cells.append("\\> %d s" % r["timeout"])
             elif r.get("status"):
