@@ -98,6 +98,14 @@ func (p autoPlanner) Plan(pr *Problem) (*Evaluation, error) {
 			consider(tev)
 		}
 		if !best.Fits {
+			// The least excess reached, with its waiting copies re-triggered past the peak.
+			rev, err := pr.repairPeak(pr.lowest)
+			if err != nil {
+				return nil, err
+			}
+			consider(rev)
+		}
+		if !best.Fits {
 			return best, nil
 		}
 	}
