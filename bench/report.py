@@ -846,6 +846,19 @@ def section_offload(out, docs):
         out.append(data["meta"]["notes"] + "\n")
 
 
+def section_ceiling(out, docs):
+    """The ResNet-50 ceiling section, from docs/bench/ceiling.json (bench/ceiling.py's results,
+    committed), when it exists."""
+    path = os.path.join(docs, "bench", "ceiling.json")
+    if not os.path.exists(path):
+        return
+    from ceiling import TITLE, markdown  # bench/ceiling.py
+    with open(path) as f:
+        data = json.load(f)
+    out.append(TITLE + "\n")
+    out.append(markdown(data))
+
+
 def section_papers(res, out, zero):
     out.append("## The papers' figures, for comparison\n")
     out.append("Their hardware, models and inputs differ from ours (ImageNet-size inputs, "
@@ -1019,6 +1032,7 @@ def main(argv=None):
     section_verification(res, body)
     section_grappler(res, body)
     section_offload(body, args.docs)
+    section_ceiling(body, args.docs)
     section_papers(res, body, zero)
     section_points(res, body)
     section_scale(body, os.path.join(args.docs, "bench", "scale.json"))
