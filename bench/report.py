@@ -998,6 +998,9 @@ def section_scale(out, path):
     out.append("Targets (issue 14): `rewrite --budget` of 100k nodes under 60 s; a 1M-node "
                "rewrite under 30 s and 4 GB.")
     out.append("")
+    for note in meta.get("notes", []):
+        out.append(note)
+        out.append("")
 
 
 def update_scale_section(docs, path):

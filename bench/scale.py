@@ -22,7 +22,7 @@ core, with the wall time kept in the results. A run that takes longer than --tim
 --plan-cpu-limit seconds of CPU time, is stopped and recorded as such. The results go
 to docs/bench/scale.json (the measurements, the machine and the commit) and, with --report, to
 the "Planning at scale" section of docs/BENCHMARKS.md (bench/report.py writes the same section
-when it regenerates the file).
+when it regenerates the file), followed by the notes of the results' "meta" (kept by --merge).
 """
 
 import argparse
@@ -165,7 +165,10 @@ def main(argv=None):
             "rows": rows}
     if args.merge and os.path.exists(args.results):
         with open(args.results) as f:
-            old = {r["nodes_asked"]: r for r in json.load(f)["rows"]}
+            prev = json.load(f)
+        old = {r["nodes_asked"]: r for r in prev["rows"]}
+        if prev["meta"].get("notes"):
+            data["meta"]["notes"] = prev["meta"]["notes"]
         for r in rows:
             prev = old.get(r["nodes_asked"], {})
             old[r["nodes_asked"]] = dict(prev, **r)

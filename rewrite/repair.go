@@ -19,6 +19,9 @@ import (
 // repairPeak tries that at the simulated peak, a few triggers per waiting copy, keeping what
 // lowers the peak, for a few rounds.
 
+// peakRepair turns peak repair on (tests turn it off to see what it gains).
+var peakRepair = true
+
 // repairRounds bounds the rounds of peak repair; repairTries the triggers tried per copy, and
 // repairCopies the waiting copies tried per round.
 const (

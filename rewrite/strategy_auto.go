@@ -97,7 +97,7 @@ func (p autoPlanner) Plan(pr *Problem) (*Evaluation, error) {
 			}
 			consider(tev)
 		}
-		if !best.Fits {
+		if !best.Fits && peakRepair {
 			// The least excess reached, with its waiting copies re-triggered past the peak.
 			rev, err := pr.repairPeak(pr.lowest)
 			if err != nil {
