@@ -72,7 +72,7 @@ func (s ShapeStats) Warning() string {
 		msg += fmt.Sprintf(" (e.g. %s)", s.Examples[0])
 	}
 	msg += "; they count as 0 bytes, so peaks, swaps and plans undercount. Fixes: write the graph with shapes (as_graph_def(add_shapes=True)); give the batch of an unknown batch dimension with --batch N"
-	if s.Engine != EngineTensorFlow {
+	if s.Engine != EngineTensorFlow && s.Engine != EngineDelegated {
 		msg += "; run the command with tfswap-runtime (the TensorFlow-backed binary make setup builds next to tfswap), which infers shapes with TensorFlow's own shape functions"
 	}
 	return msg
@@ -86,6 +86,24 @@ const skipInferShare = 0.01
 // the TensorFlow runtime (-tags tensorflow); nil otherwise. It returns the shapes of every
 // node's outputs by node name (nil for an unknown rank, -1 for unknown dimensions).
 var tensorflowInfer func(m *Model, batch int64) (map[string][][]int64, error)
+
+// DelegatedInference, when set, infers shapes with TensorFlow in another process (a pure
+// tfswap runs tfswap-runtime's hidden shapes command). InferShapes calls it, in a binary
+// without the runtime, only when tfswap's own inference leaves more than UnknownWarnShare of
+// the sizes unknown; an error from it leaves tfswap's inference in place.
+var DelegatedInference func(m *Model, batch int64) (map[string][][]int64, error)
+
+// EngineDelegated is ShapeStats.Engine when DelegatedInference completed the shapes.
+const EngineDelegated = "tensorflow (tfswap-runtime)"
+
+// TensorFlowShapes returns the shapes TensorFlow's shape functions infer for m's outputs
+// (InferShapesTensorFlow), by node name; an error in a binary without the runtime.
+func TensorFlowShapes(m *Model, batch int64) (map[string][][]int64, error) {
+	if tensorflowInfer == nil {
+		return nil, fmt.Errorf("this binary was built without the TensorFlow runtime: it cannot infer shapes with TensorFlow")
+	}
+	return tensorflowInfer(m, batch)
+}
 
 // HaveTensorFlowInference reports whether this binary infers shapes with TensorFlow.
 func HaveTensorFlowInference() bool { return tensorflowInfer != nil }
@@ -147,6 +165,15 @@ func InferShapes(m *Model, opts InferOptions) (ShapeStats, error) {
 	g2, err := NewGraph(m.Graph, m.Source)
 	if err != nil {
 		return ShapeStats{}, err
+	}
+	if engine == EngineTfswap && opts.Engine == "" && DelegatedInference != nil && Stats(g2).UnknownShare() > UnknownWarnShare {
+		if shapes, err := DelegatedInference(m, opts.Batch); err == nil {
+			ApplyShapes(g2, shapes)
+			if g2, err = NewGraph(m.Graph, m.Source); err != nil {
+				return ShapeStats{}, err
+			}
+			engine = EngineDelegated
+		}
 	}
 	if engine == EngineTensorFlow {
 		// TensorFlow's import leaves a v1 while loop's tensors unknown (its Merge nodes
