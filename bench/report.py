@@ -846,6 +846,32 @@ def section_offload(out, docs):
         out.append(data["meta"]["notes"] + "\n")
 
 
+def section_ceiling(out, docs):
+    """The ResNet-50 ceiling section, from docs/bench/ceiling.json (bench/ceiling.py's results,
+    committed), when it exists."""
+    path = os.path.join(docs, "bench", "ceiling.json")
+    if not os.path.exists(path):
+        return
+    from ceiling import TITLE, markdown  # bench/ceiling.py
+    with open(path) as f:
+        data = json.load(f)
+    out.append(TITLE + "\n")
+    out.append(markdown(data))
+
+
+def section_zoo(out, docs):
+    """The zoo section, from docs/bench/zoo.json (bench/zoo_bench.py's results, committed), when it
+    exists."""
+    path = os.path.join(docs, "bench", "zoo.json")
+    if not os.path.exists(path):
+        return
+    from zoo_bench import TITLE, markdown  # bench/zoo_bench.py
+    with open(path) as f:
+        data = json.load(f)
+    out.append(TITLE + "\n")
+    out.append(markdown(data))
+
+
 def section_papers(res, out, zero):
     out.append("## The papers' figures, for comparison\n")
     out.append("Their hardware, models and inputs differ from ours (ImageNet-size inputs, "
@@ -944,7 +970,8 @@ def section_scale(out, path):
                "`%s` at half the graph's simulated unswapped peak; `rewrite, lms-fixed` is the "
                "rewrite without planning. Each cell is CPU time (user and system; the machine was "
                "shared, so wall times, in the JSON, are longer) / peak resident memory; "
-               "\\> T s: stopped after T seconds; - not run." % (
+               "\\> T s: stopped after T seconds (of CPU time when marked stopped, else of "
+               "wall time); - not run." % (
                    meta["how"][0].upper() + meta["how"][1:], meta.get("cpu") or meta.get("machine"),
                    meta["commit"][:10], meta["date"], meta["device"]))
     out.append("")
@@ -956,6 +983,8 @@ def section_scale(out, path):
             r = row.get(c)
             if r is None:
                 cells.append("-")
+            elif r.get("cpu_limit"):
+                cells.append("\\> %d s (stopped)" % r["cpu_limit"])
             elif r.get("timeout"):
                 cells.append("\\> %d s" % r["timeout"])
             elif r.get("status"):
@@ -969,6 +998,9 @@ def section_scale(out, path):
     out.append("Targets (issue 14): `rewrite --budget` of 100k nodes under 60 s; a 1M-node "
                "rewrite under 30 s and 4 GB.")
     out.append("")
+    for note in meta.get("notes", []):
+        out.append(note)
+        out.append("")
 
 
 def update_scale_section(docs, path):
@@ -1013,6 +1045,8 @@ def main(argv=None):
     section_verification(res, body)
     section_grappler(res, body)
     section_offload(body, args.docs)
+    section_ceiling(body, args.docs)
+    section_zoo(body, args.docs)
     section_papers(res, body, zero)
     section_points(res, body)
     section_scale(body, os.path.join(args.docs, "bench", "scale.json"))

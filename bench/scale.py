@@ -18,10 +18,11 @@ under `/usr/bin/time -v` (wall time and peak resident memory):
   recomputation to fit. Only up to --plan-max nodes.
 
 The machine may be shared: the figure reported is the CPU time (user and system) of the one
-core, with the wall time kept in the results. A run that takes longer than --timeout seconds is stopped and recorded as such. The results go
+core, with the wall time kept in the results. A run that takes longer than --timeout seconds (wall), or a planning run that takes more than
+--plan-cpu-limit seconds of CPU time, is stopped and recorded as such. The results go
 to docs/bench/scale.json (the measurements, the machine and the commit) and, with --report, to
 the "Planning at scale" section of docs/BENCHMARKS.md (bench/report.py writes the same section
-when it regenerates the file).
+when it regenerates the file), followed by the notes of the results' "meta" (kept by --merge).
 """
 
 import argparse
@@ -30,6 +31,7 @@ import json
 import os
 import platform
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -51,15 +53,23 @@ def build(out):
     return tf, syn
 
 
-def timed(cmd, cpu, timeout):
-    """Runs cmd on one core under /usr/bin/time -v; returns wall seconds, peak RSS bytes,
-    exit status (None on timeout) and the output."""
+def timed(cmd, cpu, timeout, cpu_limit=None):
+    """Runs cmd on one core under /usr/bin/time -v; returns wall seconds, CPU seconds, peak
+    RSS bytes, exit status (None on timeout) and the output. With cpu_limit, the command is
+    stopped (RLIMIT_CPU) after that many seconds of CPU time."""
     env = dict(os.environ, GOMAXPROCS="1")
     full = ["taskset", "-c", str(cpu), "/usr/bin/time", "-v"] + cmd
+
+    def limit():
+        if cpu_limit:
+            resource.setrlimit(resource.RLIMIT_CPU, (cpu_limit, cpu_limit + 10))
     try:
-        p = subprocess.run(full, capture_output=True, text=True, timeout=timeout, env=env)
+        p = subprocess.run(full, capture_output=True, text=True, timeout=timeout, env=env,
+                           preexec_fn=limit)
     except subprocess.TimeoutExpired:
         return {"seconds": None, "rss": None, "status": None, "timeout": timeout}, ""
+    if cpu_limit and "Command terminated by signal" in p.stderr:
+        return {"seconds": None, "rss": None, "status": None, "cpu_limit": cpu_limit}, ""
     wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (\S+)", p.stderr)
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", p.stderr)
     user = re.search(r"User time \(seconds\): ([\d.]+)", p.stderr)
@@ -100,6 +110,8 @@ def main(argv=None):
                     ", ".join(COMMANDS))
     ap.add_argument("--timeout", type=int, default=600, help="seconds per run (default 600)")
     ap.add_argument("--cpu", type=int, default=1, help="the core the runs are pinned to")
+    ap.add_argument("--plan-cpu-limit", type=int, default=900,
+                    help="CPU seconds after which a planning run is stopped (default 900)")
     ap.add_argument("--out", default=os.path.join(ROOT, "out", "bench", "scale"))
     ap.add_argument("--results", default=os.path.join(ROOT, "docs", "bench", "scale.json"))
     ap.add_argument("--merge", action="store_true",
@@ -131,7 +143,8 @@ def main(argv=None):
                     "plan": [tf, "rewrite", graph, "--device", DEVICE, "--budget",
                              str(peak // 2) if peak else "0", "-o", out],
                 }[c]
-                r, stdout = timed(cmd, args.cpu, args.timeout)
+                r, stdout = timed(cmd, args.cpu, args.timeout,
+                                  args.plan_cpu_limit if c == "plan" else None)
                 if c == "inspect":
                     m = re.search(r"nodes: (\d+)", stdout)
                     if m:
@@ -152,7 +165,10 @@ def main(argv=None):
             "rows": rows}
     if args.merge and os.path.exists(args.results):
         with open(args.results) as f:
-            old = {r["nodes_asked"]: r for r in json.load(f)["rows"]}
+            prev = json.load(f)
+        old = {r["nodes_asked"]: r for r in prev["rows"]}
+        if prev["meta"].get("notes"):
+            data["meta"]["notes"] = prev["meta"]["notes"]
         for r in rows:
             prev = old.get(r["nodes_asked"], {})
             old[r["nodes_asked"]] = dict(prev, **r)

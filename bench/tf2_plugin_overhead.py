@@ -9,7 +9,7 @@ rewriting, a child process) took: the time added to the first step's graph optim
 The first step's wall time with and without the plugin is printed too, for reference; on a
 shared machine it varies more than the difference.
 
-  .venv/bin/python bench/tf2_plugin_overhead.py [--runs 3] [--batch 8] [--budget 1GiB]
+  .venv/bin/python bench/tf2_plugin_overhead.py [--runs 3] [--batch 8] [--budget 1GiB] [--plugin-only]
 """
 
 import argparse
@@ -58,6 +58,7 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--budget", default="1GiB")
+    ap.add_argument("--plugin-only", action="store_true", help="skip the runs without the plugin")
     ap.add_argument("--child", action="store_true")
     ap.add_argument("--plugin", action="store_true")
     args = ap.parse_args()
@@ -65,7 +66,7 @@ def main():
         return child(args)
     rows = {"shape": [], "tfswap": [], "with": [], "without": []}
     for _ in range(args.runs):
-        for plugin in (True, False):
+        for plugin in (True,) if args.plugin_only else (True, False):
             cmd = [sys.executable, __file__, "--child", "--batch", str(args.batch), "--budget", args.budget]
             if plugin:
                 cmd.append("--plugin")
@@ -85,6 +86,8 @@ def main():
     for k, label in (("shape", "static shape inference (s)"), ("tfswap", "tfswap plan and rewrite (s)"),
                      ("with", "first step with the plugin (s)"), ("without", "first step without (s)")):
         v = rows[k]
+        if not v:
+            continue
         print("%-32s median %.2f  (min %.2f, max %.2f)" % (label, statistics.median(v), min(v), max(v)))
 
 
