@@ -3,8 +3,8 @@ builds bin/tfswap (go build, pure Go) and the TF2 plugin (grappler_bridge/build_
 against an installed TensorFlow) into the wheel's tfswap/_bin/.
 
 The plugin is compiled with TensorFlow's headers and flags, so the build needs a Python with
-TensorFlow 2.18: $PYTHON, else the Python running the build when it has TensorFlow (pip
-install --no-build-isolation), else the checkout's .venv/bin/python (make setup).
+TensorFlow 2.18: $PYTHON, else the Python running pip when it has TensorFlow (seen outside
+pip's isolated build environment), else the checkout's .venv/bin/python (make setup).
 """
 
 import os
@@ -19,13 +19,23 @@ from setuptools.dist import Distribution
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
 
+def _outside_env():
+    """The environment without what pip's isolated build environment sets (PYTHONPATH to a
+    sitecustomize that hides the installed packages, PYTHONNOUSERSITE), for running the Python
+    that has TensorFlow."""
+    env = dict(os.environ)
+    for k in ("PYTHONPATH", "PYTHONNOUSERSITE", "PYTHONHOME"):
+        env.pop(k, None)
+    return env
+
+
 def _tensorflow_python():
     candidates = [os.environ.get("PYTHON"), sys.executable, os.path.join(ROOT, ".venv", "bin", "python")]
     for py in candidates:
         if not py or not os.path.exists(py):
             continue
         ok = subprocess.run([py, "-c", "import importlib.util, sys; sys.exit(importlib.util.find_spec('tensorflow') is None)"],
-                            capture_output=True)
+                            capture_output=True, env=_outside_env())
         if ok.returncode == 0:
             return py
     raise SystemExit("tfswap: building the plugin needs a Python with TensorFlow 2.18: set PYTHON, "
@@ -44,7 +54,7 @@ class BuildWithBinaries(build_py):
             raise SystemExit("tfswap: building the package needs Go (go build ./cmd/tfswap)")
         env = dict(os.environ, CGO_ENABLED="0")
         subprocess.run([go, "build", "-o", os.path.join(out, "tfswap"), "./cmd/tfswap"], cwd=ROOT, env=env, check=True)
-        env = dict(os.environ, PYTHON=_tensorflow_python())
+        env = dict(_outside_env(), PYTHON=_tensorflow_python())
         subprocess.run([os.path.join(ROOT, "grappler_bridge", "build_plugin.sh"), "-o",
                         os.path.join(out, "libtfswap_plugin.so")], cwd=ROOT, env=env, check=True)
 

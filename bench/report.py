@@ -859,6 +859,19 @@ def section_ceiling(out, docs):
     out.append(markdown(data))
 
 
+def section_zoo(out, docs):
+    """The zoo section, from docs/bench/zoo.json (bench/zoo_bench.py's results, committed), when it
+    exists."""
+    path = os.path.join(docs, "bench", "zoo.json")
+    if not os.path.exists(path):
+        return
+    from zoo_bench import TITLE, markdown  # bench/zoo_bench.py
+    with open(path) as f:
+        data = json.load(f)
+    out.append(TITLE + "\n")
+    out.append(markdown(data))
+
+
 def section_papers(res, out, zero):
     out.append("## The papers' figures, for comparison\n")
     out.append("Their hardware, models and inputs differ from ours (ImageNet-size inputs, "
@@ -1033,6 +1046,7 @@ def main(argv=None):
     section_grappler(res, body)
     section_offload(body, args.docs)
     section_ceiling(body, args.docs)
+    section_zoo(body, args.docs)
     section_papers(res, body, zero)
     section_points(res, body)
     section_scale(body, os.path.join(args.docs, "bench", "scale.json"))

@@ -15,6 +15,7 @@ other options, or ``disable()``, apply to the functions traced afterwards withou
 Python. TF1 graphs are rewritten with ``tfswap.rewrite(graph_def)``.
 """
 
+import atexit
 import json
 import os
 import shutil
@@ -163,7 +164,9 @@ def enable(budget=None, strategy=None, device=None, recompute=None, min_bytes=No
             else:
                 os.environ[env] = str(v)
         if _plan_log is None:
+            # The plan records live as long as the process.
             d = tempfile.mkdtemp(prefix="tfswap-plans-")
+            atexit.register(shutil.rmtree, d, True)
             _plan_log = os.path.join(d, "plans.jsonl")
         os.environ["TFSWAP_PLAN_LOG"] = _plan_log
         os.environ["TFSWAP_ENABLED"] = "1"

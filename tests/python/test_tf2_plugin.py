@@ -22,6 +22,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import socket
 import stat
 import subprocess
@@ -316,7 +317,10 @@ def worker(spec):
         probe = None
         if spec.get("probe"):
             tf.profiler.experimental.stop()
-            probe = timing_probe(md, logdir)
+            try:
+                probe = timing_probe(md, logdir)
+            finally:
+                shutil.rmtree(logdir, ignore_errors=True)
         swaps = []
         for fg in md.function_graphs:
             for pg in fg.partition_graphs:
