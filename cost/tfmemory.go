@@ -87,19 +87,6 @@ func parseTFVersion(v string) (major, minor int, err error) {
 	return nums[0], nums[1], nil
 }
 
-// ReserveRule returns the rule by which TensorFlow's GPU device keeps memory back on the
-// profile's GPU, for the release the graphs run on (Profile.TensorFlow), in words.
-func ReserveRule(p *Profile) string {
-	if tf1Rule(p) {
-		return "TensorFlow " + p.TensorFlow + ": max(300 MiB, 6% of the memory)"
-	}
-	v := p.TensorFlow
-	if v == "" {
-		v = TensorFlowVersion
-	}
-	return "TensorFlow " + v + ": by compute capability"
-}
-
 // tf1Rule reports whether the profile's TensorFlow release keeps memory back by the rule of
 // releases before 2.5 (MinSystemMemoryTF1).
 func tf1Rule(p *Profile) bool {
