@@ -41,6 +41,8 @@ type Model struct {
 	gm *graphdef.Model
 	// path is the path it was read from as given ("-" for a stream).
 	path string
+	// shapes says how completely the graph's tensor sizes are known (after inference).
+	shapes graphdef.ShapeStats
 }
 
 // LoadOptions say how to read a model. The zero value reads any format by its path and takes
@@ -52,6 +54,9 @@ type LoadOptions struct {
 	// Tags choose the MetaGraphDef of a SavedModel whose tag set equals them; with no tags
 	// a SavedModel must have exactly one.
 	Tags []string
+	// Batch, when positive, is the size of an unknown leading (batch) dimension of the
+	// graph's placeholders, for shape inference.
+	Batch int64
 }
 
 // Load reads a model from path: a binary GraphDef (.pb), a text GraphDef (.pbtxt), or a
@@ -69,7 +74,7 @@ func LoadWithOptions(path string, opts LoadOptions) (*Model, error) {
 	if err != nil {
 		return nil, classify(err)
 	}
-	return newModel(m, path)
+	return newModel(m, path, opts)
 }
 
 // Read reads a GraphDef from r: binary unless opts.Format is FormatPBTXT (a SavedModel is a
@@ -91,17 +96,32 @@ func Read(r io.Reader, opts LoadOptions) (*Model, error) {
 	if err != nil {
 		return nil, classify(err)
 	}
-	return newModel(m, "-")
+	return newModel(m, "-", opts)
 }
 
 // newModel wraps m, refusing a graph without nodes: there is nothing to rewrite, and it is
-// most likely not the file meant.
-func newModel(m *graphdef.Model, path string) (*Model, error) {
+// most likely not the file meant. It infers the shapes the graph lacks
+// (graphdef.InferShapes), with opts.Batch for an unknown batch dimension.
+func newModel(m *graphdef.Model, path string, opts LoadOptions) (*Model, error) {
 	if len(m.Graph.GetNode()) == 0 {
 		return nil, &Error{Kind: ErrBadInput, Err: &graphdef.Error{File: m.Source, Msg: "the graph has no nodes"}}
 	}
-	return &Model{gm: m, path: path}, nil
+	if opts.Batch < 0 {
+		return nil, badOptions("the batch must be positive, not %d", opts.Batch)
+	}
+	// A graph that cannot be indexed gets no inference: the command's own checks name
+	// what is wrong with it.
+	st, _ := graphdef.InferShapes(m, graphdef.InferOptions{Batch: opts.Batch})
+	return &Model{gm: m, path: path, shapes: st}, nil
 }
+
+// Shapes says how completely the sizes of the graph's tensors are known, after the shape
+// inference Load and Read run: tensors of unknown size count as 0 bytes in every prediction.
+func (m *Model) Shapes() graphdef.ShapeStats { return m.shapes }
+
+// ShapeWarning returns the warning to give when more than 5% of the graph's tensor sizes
+// stay unknown, with the share and the fixes; "" otherwise.
+func (m *Model) ShapeWarning() string { return m.shapes.Warning() }
 
 // Path returns the path the model was read from, as given to Load ("-" for Read).
 func (m *Model) Path() string { return m.path }

@@ -70,6 +70,10 @@ func Plan(m *Model, opts Options) (res *Result, err error) {
 		out = &Model{gm: planned.Result.Model, path: m.path}
 	}
 	rep := reportOf(planned, t, opts.Explain)
+	if m.shapes.Outputs > 0 {
+		st := m.shapes
+		rep.Shapes = &st
+	}
 	rep.Prediction.FetchFound, rep.Prediction.FetchReason = fetch.Found, fetch.Reason
 	return &Result{Model: out, Report: rep}, nil
 }

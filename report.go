@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tfswap/tfswap/cost"
+	"github.com/tfswap/tfswap/graphdef"
 	"github.com/tfswap/tfswap/internal/units"
 	"github.com/tfswap/tfswap/rewrite"
 )
@@ -33,6 +34,9 @@ type Report struct {
 	OffloadCopies int                 `json:"offload_copies,omitempty"`
 	// Prediction is what the simulator predicts for the rewritten graph on the device.
 	Prediction Prediction `json:"plan"`
+	// Shapes says how completely the input graph's tensor sizes were known after shape
+	// inference (Model.Shapes); tensors of unknown size count as 0 bytes in Prediction.
+	Shapes *graphdef.ShapeStats `json:"shapes,omitempty"`
 }
 
 // OffloadedVariable is a variable kept in host memory with its optimizer slots: they, the

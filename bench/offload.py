@@ -95,8 +95,13 @@ def rewrite(tfswap, graph, profile, tmp, extra=()):
 
 
 def point(tfswap, graph, size, profile, prof, tmp, extra=()):
-    params = graph_params(graph)
     rep, nofit, secs = rewrite(tfswap, graph, profile, tmp, extra)
+    return summarize(rep, nofit, graph_params(graph), size, profile, prof, secs)
+
+
+def summarize(rep, nofit, params, size, profile, prof, secs):
+    """The point of one rewrite: rep is its --report JSON (None when it found no plan, and
+    nofit its diagnosis), prof the profile's JSON (tfswap simulate --dump-profile)."""
     pt = {"size": size, "params": params, "profile": profile, "plan_seconds": round(secs, 1)}
     if rep is None:
         pt["fits"] = False

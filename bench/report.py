@@ -208,8 +208,9 @@ def section_summary(res, out, targets, zero):
             res_parts.append("%s %s GiB (%.0f%%)" % (mname(mo), gib(r), 100.0 * r / ns["budget"]))
     if res_parts:
         out.append("* What swapping activations cannot remove: the weights, optimizer slots and "
-                   "constants stay resident, as a share of the `%s` budget: %s. tfswap does not "
-                   "move variables to the host (docs/PLANNING.md says why)." % (d, ", ".join(res_parts)))
+                   "constants stay resident, as a share of the `%s` budget: %s. Swapping activations "
+                   "leaves them resident; `--offload` moves them to the host instead (docs/PLANNING.md, "
+                   "\"Variable offload\"; section \"Variable offload\" below)." % (d, ", ".join(res_parts)))
     out.append("* Targets: %s.\n" % "; ".join("%s: %s" % (t.split(":")[0].replace("`", ""), v.replace("*", ""))
                                               for t, v, _ in targets))
 
@@ -829,6 +830,48 @@ def section_grappler(res, out):
             sorted(swaps)[len(swaps) // 2] if swaps else 0, none))
 
 
+def section_offload(out, docs):
+    """The variable offload section, from docs/bench/offload.json (bench/offload.py's results,
+    committed), when it exists."""
+    path = os.path.join(docs, "bench", "offload.json")
+    if not os.path.exists(path):
+        return
+    from offload import markdown  # bench/offload.py
+    with open(path) as f:
+        data = json.load(f)
+    out.append("## Variable offload (issue 15)\n")
+    out.append(data["meta"]["text"] + "\n")
+    out.append(markdown(data["results"]) + "\n")
+    if data["meta"].get("notes"):
+        out.append(data["meta"]["notes"] + "\n")
+
+
+def section_ceiling(out, docs):
+    """The ResNet-50 ceiling section, from docs/bench/ceiling.json (bench/ceiling.py's results,
+    committed), when it exists."""
+    path = os.path.join(docs, "bench", "ceiling.json")
+    if not os.path.exists(path):
+        return
+    from ceiling import TITLE, markdown  # bench/ceiling.py
+    with open(path) as f:
+        data = json.load(f)
+    out.append(TITLE + "\n")
+    out.append(markdown(data))
+
+
+def section_zoo(out, docs):
+    """The zoo section, from docs/bench/zoo.json (bench/zoo_bench.py's results, committed), when it
+    exists."""
+    path = os.path.join(docs, "bench", "zoo.json")
+    if not os.path.exists(path):
+        return
+    from zoo_bench import TITLE, markdown  # bench/zoo_bench.py
+    with open(path) as f:
+        data = json.load(f)
+    out.append(TITLE + "\n")
+    out.append(markdown(data))
+
+
 def section_papers(res, out, zero):
     out.append("## The papers' figures, for comparison\n")
     out.append("Their hardware, models and inputs differ from ours (ImageNet-size inputs, "
@@ -906,6 +949,82 @@ def compact(data):
     return strip(data)
 
 
+SCALE_TITLE = "## Planning at scale"
+SCALE_CMDS = [("inspect", "inspect"), ("simulate", "simulate"),
+              ("rewrite", "rewrite, lms-fixed"), ("plan", "rewrite --budget (auto)")]
+
+
+def section_scale(out, path):
+    """The growth curve of bench/scale.py (docs/bench/scale.json), when it exists."""
+    if not os.path.exists(path):
+        return
+    with open(path) as f:
+        data = json.load(f)
+    meta = data["meta"]
+    out.append(SCALE_TITLE)
+    out.append("")
+    out.append("tfswap's own time and memory on synthetic training graphs of growing size "
+               "(`bench/scale.py`, issue 14; graphs from `testmodels/synth`: residual blocks of "
+               "Conv2D, Relu and AddV2 with their backward half, 512 KiB activations). %s, on "
+               "%s, commit %s, %s. `rewrite --budget` plans with the default strategy for "
+               "`%s` at half the graph's simulated unswapped peak; `rewrite, lms-fixed` is the "
+               "rewrite without planning. Each cell is CPU time (user and system; the machine was "
+               "shared, so wall times, in the JSON, are longer) / peak resident memory; "
+               "\\> T s: stopped after T seconds (of CPU time when marked stopped, else of "
+               "wall time); - not run." % (
+                   meta["how"][0].upper() + meta["how"][1:], meta.get("cpu") or meta.get("machine"),
+                   meta["commit"][:10], meta["date"], meta["device"]))
+    out.append("")
+    out.append("| nodes | graph | " + " | ".join(label for _, label in SCALE_CMDS) + " |")
+    out.append("| ---: | ---: |" + " ---: |" * len(SCALE_CMDS))
+    for row in data["rows"]:
+        cells = []
+        for c, _ in SCALE_CMDS:
+            r = row.get(c)
+            if r is None:
+                cells.append("-")
+            elif r.get("cpu_limit"):
+                cells.append("\\> %d s (stopped)" % r["cpu_limit"])
+            elif r.get("timeout"):
+                cells.append("\\> %d s" % r["timeout"])
+            elif r.get("status"):
+                cells.append("failed (exit %d)" % r["status"])
+            else:
+                secs = r.get("cpu_seconds", r["seconds"])
+                cells.append("%.1f s / %.2f GB" % (secs, r["rss"] / 1e9))
+        out.append("| %s | %.0f MB | %s |" % ("{:,}".format(row.get("nodes", row["nodes_asked"])),
+                                             row["graph_bytes"] / 1e6, " | ".join(cells)))
+    out.append("")
+    out.append("Targets (issue 14): `rewrite --budget` of 100k nodes under 60 s; a 1M-node "
+               "rewrite under 30 s and 4 GB.")
+    out.append("")
+    for note in meta.get("notes", []):
+        out.append(note)
+        out.append("")
+
+
+def update_scale_section(docs, path):
+    """Replaces (or appends) the scale section of docs/BENCHMARKS.md with path's results."""
+    md = os.path.join(docs, "BENCHMARKS.md")
+    with open(md) as f:
+        text = f.read()
+    sec = []
+    section_scale(sec, path)
+    new = "\n".join(sec)
+    i = text.find(SCALE_TITLE + "\n")
+    if i < 0:
+        text = text.rstrip() + "\n\n" + new
+    else:
+        j = text.find("\n## ", i + len(SCALE_TITLE))
+        text = text[:i] + new + ("\n" + text[j + 1:] if j >= 0 else "")
+    text = text.rstrip() + "\n"
+    tmp = md + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, md)
+    print("wrote the scale section of", md)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--results", default=os.path.join(ROOT, "out", "bench", "results.json"))
@@ -925,8 +1044,12 @@ def main(argv=None):
     targets = section_targets(res, body, args.docs)
     section_verification(res, body)
     section_grappler(res, body)
+    section_offload(body, args.docs)
+    section_ceiling(body, args.docs)
+    section_zoo(body, args.docs)
     section_papers(res, body, zero)
     section_points(res, body)
+    section_scale(body, os.path.join(args.docs, "bench", "scale.json"))
     summary = []
     section_summary(res, summary, targets, zero)
     text = "\n".join(head + summary + body).rstrip() + "\n"

@@ -841,7 +841,13 @@ def main(argv=None):
     ap.add_argument("--keep-plans", action="store_true", help="keep the planned graphs")
     ap.add_argument("--report", action="store_true",
                     help="then write docs/BENCHMARKS.md and docs/bench/ (bench/report.py)")
+    ap.add_argument("--scale", action="store_true",
+                    help="only the scale benchmark (bench/scale.py with its defaults): tfswap's "
+                         "time and memory on synthetic graphs of 10k to 1M nodes")
     args = ap.parse_args(argv)
+    if args.scale:
+        import scale
+        return scale.main(["--report"] if args.report else [])
 
     mode = "smoke" if args.smoke else "quick" if args.quick else "full"
     preset = dict(PRESETS[mode])

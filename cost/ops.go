@@ -140,6 +140,13 @@ var elementwiseOps = map[string]bool{
 	"L2Loss": false,
 }
 
+// forwardsInput0Ops are the other ops whose kernels write output 0 into input 0's buffer
+// when they are that buffer's last reader: FusedBatchNorm, V2 and V3 (y over x:
+// FusedBatchNormOpBase calls forward_input_or_allocate_output({0}, 0, ...) in
+// tensorflow/core/kernels/fused_batch_norm_op.cc). Their gradients do not: FusedBatchNormGrad*
+// allocates x_backprop (allocate_output), so it holds y_backprop, x and x_backprop at once.
+var forwardsInput0Ops = map[string]bool{"FusedBatchNorm": true, "FusedBatchNormV2": true, "FusedBatchNormV3": true}
+
 // copyOps move or rearrange data without arithmetic: bytes only.
 var copyOps = map[string]bool{
 	"Split": true, "SplitV": true, "Unpack": true, "Pack": true, "ConcatV2": true, "Concat": true,

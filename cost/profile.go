@@ -46,6 +46,10 @@ type Profile struct {
 	ComputeCapability string
 	// Link describes the host link ("PCIe 3.0 x16").
 	Link string
+	// TensorFlow is the TensorFlow release the graphs will run on, "MAJOR.MINOR" ("2.18");
+	// it chooses the rule of the memory TensorFlow's GPU device keeps back (TFMemoryLimit).
+	// Empty means TensorFlowVersion, the release tfswap is built against.
+	TensorFlow string
 	// Sources name the vendor documents (and any other source) the figures come from, and
 	// how derived figures were derived.
 	Sources []string
@@ -359,6 +363,7 @@ type profileFile struct {
 	SMs               *int     `json:"sms,omitempty"`
 	ComputeCapability string   `json:"compute_capability,omitempty"`
 	Link              string   `json:"link,omitempty"`
+	TensorFlow        string   `json:"tensorflow,omitempty"`
 	Sources           []string `json:"sources,omitempty"`
 }
 
@@ -401,7 +406,12 @@ func ParseProfile(data []byte, source string) (*Profile, error) {
 		FP32: *f.FP32, FP16: *f.FP32, MemBandwidth: *f.MemBandwidth, D2H: *f.D2H, H2D: *f.H2D,
 		Duplex: true, LaunchLatency: defaultLaunchLatency, TransferLatency: defaultTransferLatency,
 		HostFLOPS: defaultHostFLOPS, HostMemBandwidth: defaultHostMemBandwidth,
-		ComputeCapability: f.ComputeCapability, Link: f.Link, Sources: f.Sources,
+		ComputeCapability: f.ComputeCapability, Link: f.Link, Sources: f.Sources, TensorFlow: f.TensorFlow,
+	}
+	if f.TensorFlow != "" {
+		if _, _, err := parseTFVersion(f.TensorFlow); err != nil {
+			return nil, fmt.Errorf("%s: field \"tensorflow\": %v", source, err)
+		}
 	}
 	if f.TF32 != nil {
 		p.TF32 = *f.TF32
@@ -450,7 +460,7 @@ func MarshalProfile(p *Profile) ([]byte, error) {
 		MemBandwidth: &p.MemBandwidth, D2H: &p.D2H, H2D: &p.H2D, Duplex: &p.Duplex,
 		LaunchLatency: &p.LaunchLatency, TransferLatency: &p.TransferLatency,
 		HostFLOPS: &p.HostFLOPS, HostMemBandwidth: &p.HostMemBandwidth,
-		ComputeCapability: p.ComputeCapability, Link: p.Link, Sources: p.Sources,
+		ComputeCapability: p.ComputeCapability, Link: p.Link, Sources: p.Sources, TensorFlow: p.TensorFlow,
 	}
 	if p.SMs > 0 {
 		f.SMs = &p.SMs

@@ -23,8 +23,9 @@ type Conventions struct {
 	// NoAliasing: Identity, Reshape, Squeeze, ExpandDims, StopGradient and the like allocate
 	// their own output instead of sharing their input's buffer.
 	NoAliasing bool
-	// NoForwarding: elementwise ops never write into the buffer of an input they are the last
-	// reader of (TensorFlow's forward_input_or_allocate_output).
+	// NoForwarding: elementwise ops (and FusedBatchNorm's y over its x) never write into the
+	// buffer of an input they are the last reader of (TensorFlow's
+	// forward_input_or_allocate_output).
 	NoForwarding bool
 	// NoWorkspace: kernels' temporary buffers are not counted.
 	NoWorkspace bool
@@ -1059,8 +1060,12 @@ func (s *sim) startOp(node int, t int64) {
 				}
 			}
 		}
-		if !s.conv.NoForwarding && port == 0 && elementwiseOps[n.Op] && size > 0 {
-			if b := s.forwardable(n, size); b >= 0 {
+		if !s.conv.NoForwarding && port == 0 && (elementwiseOps[n.Op] || forwardsInput0Ops[n.Op]) && size > 0 {
+			only := -1
+			if forwardsInput0Ops[n.Op] {
+				only = 0
+			}
+			if b := s.forwardable(n, size, only); b >= 0 {
 				// The buffer now holds n's output: from now on it is reported under n's name.
 				s.outB[off+int32(port)] = b
 				s.bufs[b].refs += u
@@ -1089,10 +1094,14 @@ func (s *sim) startOp(node int, t int64) {
 }
 
 // forwardable returns an input buffer n may write its output into: on n's device, not
-// resident, of the output's size and dtype, and referenced only by this one input of n.
-func (s *sim) forwardable(n *graphdef.Node, size int64) int32 {
+// resident, of the output's size and dtype, and referenced only by this one input of n; only
+// input only when only >= 0.
+func (s *sim) forwardable(n *graphdef.Node, size int64, only int) int32 {
 	out, _ := graphdef.Tensor{Node: n, Port: 0}.DataType()
 	for i, t := range n.Inputs {
+		if only >= 0 && i != only {
+			continue
+		}
 		b := s.inputBuf(n, i)
 		if b < 0 {
 			continue

@@ -1,6 +1,9 @@
 package cost
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestMinSystemMemory checks the reserve of TensorFlow 2.18's MinSystemMemory
 // (tensorflow/core/common_runtime/gpu/gpu_device.cc) at the edges of its tiers.
@@ -57,5 +60,54 @@ func TestTFMemoryLimit(t *testing.T) {
 	v.MemoryBytes = 200 * mib
 	if got := TFMemoryLimit(v); got != 200*mib {
 		t.Errorf("200 MiB GPU: limit %d, want all of it", got)
+	}
+}
+
+// TestTFMemoryLimitByRelease: a profile names the TensorFlow release the graph runs on, and
+// the reserve follows that release's rule: max(300 MiB, 6%) before 2.5 (TensorFlow 1.x's
+// rule), by compute capability from 2.5 on; a release tfswap does not know is refused with
+// the field named.
+func TestTFMemoryLimitByRelease(t *testing.T) {
+	const mib = 1 << 20
+	mem := int64(16 << 30)
+	sixPct := int64(float64(mem) * 0.06) // 983 MiB: 6% of 16 GiB
+	v, _ := LookupProfile("v100-16gb")
+	for _, tc := range []struct {
+		tf      string
+		reserve int64
+	}{
+		{"", 1050 * mib},
+		{"2.18", 1050 * mib},
+		{"2.5", 1050 * mib},
+		{"2.4", sixPct},
+		{"1.15", sixPct},
+	} {
+		v.TensorFlow = tc.tf
+		if got := TFMemoryLimit(v); got != 16<<30-tc.reserve {
+			t.Errorf("TensorFlow %q: limit %d, want %d", tc.tf, got, 16<<30-tc.reserve)
+		}
+	}
+	// A 4 GiB GPU under the old rule: 6% is less than 300 MiB.
+	small := *v
+	small.MemoryBytes, small.TensorFlow = 4<<30, "1.15"
+	if got := TFMemoryLimit(&small); got != 4<<30-300*mib {
+		t.Errorf("4 GiB, TensorFlow 1.15: %d, want the 300 MiB floor", got)
+	}
+	// The release round-trips through a profile file, and a bad one is refused.
+	v.TensorFlow = "2.4"
+	data, err := MarshalProfile(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := ParseProfile(data, "v.json")
+	if err != nil || p.TensorFlow != "2.4" || TFMemoryLimit(p) != TFMemoryLimit(v) {
+		t.Fatalf("round trip: %v, %+v", err, p)
+	}
+	for _, bad := range []string{"3.0", "two", "2"} {
+		v.TensorFlow = bad
+		data, _ := MarshalProfile(v)
+		if _, err := ParseProfile(data, "v.json"); err == nil || !strings.Contains(err.Error(), `"tensorflow"`) {
+			t.Errorf("tensorflow %q: error %v, want one naming the field", bad, err)
+		}
 	}
 }

@@ -62,6 +62,8 @@ type Node struct {
 	// Level is the length of the longest path of data and control edges from a node with no
 	// inputs to this node (0 for such nodes): the "topological level" distances are counted in.
 	Level int
+
+	reach *reachIndex // the graph's reachability labels (Reaches), set by SortTopo
 }
 
 // Tensor names one output of a node.
@@ -352,6 +354,10 @@ func (g *Graph) SortTopo() error {
 		}
 	}
 	g.Topo = make([]*Node, 0, n)
+	ri := &reachIndex{g: g}
+	for _, nd := range g.Nodes {
+		nd.reach = ri
+	}
 	release := func(from, to *Node) {
 		if to.Level < from.Level+1 {
 			to.Level = from.Level + 1

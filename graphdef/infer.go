@@ -72,16 +72,38 @@ func (s ShapeStats) Warning() string {
 		msg += fmt.Sprintf(" (e.g. %s)", s.Examples[0])
 	}
 	msg += "; they count as 0 bytes, so peaks, swaps and plans undercount. Fixes: write the graph with shapes (as_graph_def(add_shapes=True)); give the batch of an unknown batch dimension with --batch N"
-	if s.Engine != EngineTensorFlow {
-		msg += "; infer shapes with TensorFlow's shape functions through the TensorFlow-backed binary (tfswap-runtime, built by make setup)"
+	if s.Engine != EngineTensorFlow && s.Engine != EngineDelegated {
+		msg += "; run the command with tfswap-runtime (the TensorFlow-backed binary make setup builds next to tfswap), which infers shapes with TensorFlow's own shape functions"
 	}
 	return msg
 }
+
+// skipInferShare is the share of unknown sizes up to which InferShapes does not infer
+// (without a batch to give).
+const skipInferShare = 0.01
 
 // tensorflowInfer is TensorFlow-backed inference (InferShapesTensorFlow), set in a build with
 // the TensorFlow runtime (-tags tensorflow); nil otherwise. It returns the shapes of every
 // node's outputs by node name (nil for an unknown rank, -1 for unknown dimensions).
 var tensorflowInfer func(m *Model, batch int64) (map[string][][]int64, error)
+
+// DelegatedInference, when set, infers shapes with TensorFlow in another process (a pure
+// tfswap runs tfswap-runtime's hidden shapes command). InferShapes calls it, in a binary
+// without the runtime, only when tfswap's own inference leaves more than UnknownWarnShare of
+// the sizes unknown; an error from it leaves tfswap's inference in place.
+var DelegatedInference func(m *Model, batch int64) (map[string][][]int64, error)
+
+// EngineDelegated is ShapeStats.Engine when DelegatedInference completed the shapes.
+const EngineDelegated = "tensorflow (tfswap-runtime)"
+
+// TensorFlowShapes returns the shapes TensorFlow's shape functions infer for m's outputs
+// (InferShapesTensorFlow), by node name; an error in a binary without the runtime.
+func TensorFlowShapes(m *Model, batch int64) (map[string][][]int64, error) {
+	if tensorflowInfer == nil {
+		return nil, fmt.Errorf("this binary was built without the TensorFlow runtime: it cannot infer shapes with TensorFlow")
+	}
+	return tensorflowInfer(m, batch)
+}
 
 // HaveTensorFlowInference reports whether this binary infers shapes with TensorFlow.
 func HaveTensorFlowInference() bool { return tensorflowInfer != nil }
@@ -90,7 +112,8 @@ func HaveTensorFlowInference() bool { return tensorflowInfer != nil }
 // (TensorFlow's shape functions when the binary has the runtime, else tfswap's own for the
 // ops it knows) and, for each node whose outputs become better known, sets the node's
 // _output_shapes attr. Known dimensions in the graph are kept; inference only fills unknown
-// ones. It returns how completely sizes are known afterwards.
+// ones. Without opts.Batch, a graph with at most 1% of its sizes unknown is left as it is.
+// It returns how completely sizes are known afterwards.
 //
 // The attrs are set on the loaded NodeDef messages in place, deliberately: Model.Marshal
 // writes a node still holding its loaded message with its original bytes, so the shapes
@@ -113,7 +136,9 @@ func InferShapes(m *Model, opts InferOptions) (ShapeStats, error) {
 			engine = EngineTensorFlow
 		}
 	}
-	if before.Unknown == 0 && opts.Batch == 0 {
+	if before.UnknownShare() <= skipInferShare && opts.Batch == 0 {
+		// Nothing to gain (a graph written with shapes, where TensorFlow's own shape
+		// functions left a few outputs unknown, such as FusedBatchNormV3's reserve space).
 		before.Engine = ""
 		return before, nil
 	}
@@ -140,6 +165,15 @@ func InferShapes(m *Model, opts InferOptions) (ShapeStats, error) {
 	g2, err := NewGraph(m.Graph, m.Source)
 	if err != nil {
 		return ShapeStats{}, err
+	}
+	if engine == EngineTfswap && opts.Engine == "" && DelegatedInference != nil && Stats(g2).UnknownShare() > UnknownWarnShare {
+		if shapes, err := DelegatedInference(m, opts.Batch); err == nil {
+			ApplyShapes(g2, shapes)
+			if g2, err = NewGraph(m.Graph, m.Source); err != nil {
+				return ShapeStats{}, err
+			}
+			engine = EngineDelegated
+		}
 	}
 	if engine == EngineTensorFlow {
 		// TensorFlow's import leaves a v1 while loop's tensors unknown (its Merge nodes

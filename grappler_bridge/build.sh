@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# build.sh compiles the Grappler bridge, grappler_bridge/libtfswap_grappler.so, against the
+# build.sh compiles the Grappler bridge, grappler_bridge/libtfswap_grappler.so (the optimizer,
+# tfswap_optimizer.cc, and the shared core, swap_core.cc), against the
 # TensorFlow pip wheel of the project's virtual environment, with the flags that
 # tf.sysconfig.get_compile_flags() and get_link_flags() report.
 #
@@ -16,7 +17,14 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
 python="${PYTHON:-$root/.venv/bin/python}"
 cxx="${CXX:-c++}"
-src="$here/tfswap_optimizer.cc"
+srcs=("$here/tfswap_optimizer.cc" "$here/swap_core.cc")
+# newer reports whether the library is newer than every source, header and this script.
+newer() {
+  local f
+  for f in "${srcs[@]}" "$here/swap_core.h" "$0"; do
+    [ "$out" -nt "$f" ] || return 1
+  done
+}
 out="$here/libtfswap_grappler.so"
 stamp="$here/.build-stamp"
 
@@ -35,7 +43,7 @@ print(d, os.stat(lib).st_mtime_ns if os.path.exists(lib) else 0)
 ' 2>/dev/null)" || where=""
 quick="$(printf '%s | %s' "$where" "$("$cxx" --version | head -n1)")"
 if [ "${1:-}" != "--force" ] && [ -n "$where" ] && [ -f "$out" ] && [ -f "$stamp" ] &&
-  [ "$out" -nt "$src" ] && [ "$out" -nt "$0" ] && [ "$(head -n1 "$stamp")" = "$quick" ]; then
+  newer && [ "$(head -n1 "$stamp")" = "$quick" ]; then
   echo "bridge: $out is up to date"
   exit 0
 fi
@@ -61,12 +69,12 @@ for f in "${lflags[@]}"; do
   case "$f" in -L*) libdir="${f#-L}" ;; esac
 done
 
-cmd=("$cxx" -shared -fPIC -O2 -Wall -Wno-sign-compare "${cflags[@]}" "$src" -o OUTPUT
+cmd=("$cxx" -shared -fPIC -O2 -Wall -Wno-sign-compare "${cflags[@]}" "${srcs[@]}" -o OUTPUT
   "${lflags[@]}" -Wl,--no-undefined -Wl,-rpath,"$libdir")
 want="$(printf '%s\n' "$quick" "tensorflow $tf_version" "${cmd[*]}")"
 
-if [ "${1:-}" != "--force" ] && [ -f "$out" ] && [ -f "$stamp" ] && [ "$out" -nt "$src" ] &&
-  [ "$out" -nt "$0" ] && [ "$(cat "$stamp")" = "$want" ]; then
+if [ "${1:-}" != "--force" ] && [ -f "$out" ] && [ -f "$stamp" ] && newer &&
+  [ "$(cat "$stamp")" = "$want" ]; then
   echo "bridge: $out is up to date"
   exit 0
 fi

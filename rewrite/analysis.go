@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/tfswap/tfswap/graphdef"
@@ -228,11 +229,138 @@ func (a *Analysis) TriggerEligible(n *graphdef.Node) bool {
 	return hasData // the gate reads a data output of the trigger
 }
 
+// shapeReaders read only the shapes of their inputs, never the data (issue 12, item 6).
+var shapeReaders = map[string]bool{"Shape": true, "ShapeN": true, "Size": true, "Rank": true}
+
+// aggregationOps are the sums Grappler's arithmetic optimizer treats as aggregations: it
+// collapses trees of them into one AddN (AddOpsRewrite), and its canonicaliser
+// (CanonicalizeNode) sorts their data inputs by input name. A float sum of three or more
+// terms is computed in that order, so renaming one input (to a swap-in) can reorder it and
+// change its last bits (issue 12, item 2: the GPT's gradient AddNs came out in another
+// order). Two terms may come in either order: IEEE addition is commutative.
+var aggregationOps = map[string]bool{"Add": true, "AddV2": true, "AddN": true, "AccumulateNV2": true}
+
+// factorOps are the products HoistCommonFactorOutOfAggregation matches, by input name, in the
+// terms of an aggregation: a factor read from a swap-in in one term and from the original in
+// another is no longer common, and the sum is computed another way.
+var factorOps = map[string]bool{"Mul": true, "Div": true, "RealDiv": true}
+
+// Consumer exclusion reasons, as ConsumerExclusion returns them.
+const (
+	ReasonShapeReader = "reads only the shape: it keeps reading the original, which the executor lets it read as soon as the tensor is made"
+	ReasonSumOrder    = "a sum of three or more terms whose order Grappler sorts by input name: a swap-in's name could reorder it"
+	ReasonFactor      = "a product in the terms of a sum: Grappler hoists factors common to the terms by input name"
+)
+
+// ConsumerExclusion returns why use u must keep reading the original tensor whatever
+// device it runs on, or "".
+//
+// Shape readers (Shape, ShapeN, Size, Rank) need only the shape, known once the tensor is
+// made: TensorFlow's executor runs such a reader as soon as its inputs are ready, so reading
+// the original costs nothing, and a swap-in made for it would move the whole tensor back to
+// read its shape (issue 12, item 6). Rewiring a late shape reader to a Shape op taken just
+// after the producer would let the original go too, but Verify admits only inputs changed to
+// a swap-in or recomputed copy carrying the very tensor, so they read the original.
+//
+// Sums and the products in their terms are excluded where Grappler's default arithmetic
+// optimizer would compute the rewritten graph in another order than the original
+// (aggregationOps, factorOps), so that training stays bit-identical (issue 12, item 2).
+func ConsumerExclusion(u graphdef.Use) string {
+	c := u.Node
+	switch {
+	case shapeReaders[c.Op]:
+		return ReasonShapeReader
+	case factorOps[c.Op]:
+		for _, uses := range c.Consumers {
+			for _, r := range uses {
+				if aggregationOps[r.Node.Op] {
+					return ReasonFactor
+				}
+			}
+		}
+	case aggregationOps[c.Op]:
+		if !sumOrderKept(u) {
+			return ReasonSumOrder
+		}
+	}
+	return ""
+}
+
+// sumOrderKept reports whether the terms of the sum u's consumer belongs to keep their order
+// by name when u's input, or any other term, is renamed to a node of tfswap's scope. The sum
+// is the tree Grappler collapses into one AddN: aggregations read by a single aggregation.
+// A sum of at most two terms keeps its value in any order.
+func sumOrderKept(u graphdef.Use) bool {
+	root := u.Node
+	for steps := 0; steps < 64; steps++ {
+		r := singleReader(root)
+		if r == nil || !aggregationOps[r.Op] {
+			break
+		}
+		root = r
+	}
+	var terms []graphdef.Tensor
+	var collect func(n *graphdef.Node, depth int)
+	collect = func(n *graphdef.Node, depth int) {
+		for _, in := range n.Inputs {
+			if depth < 64 && aggregationOps[in.Node.Op] && singleReader(in.Node) == n {
+				collect(in.Node, depth+1)
+				continue
+			}
+			terms = append(terms, in)
+		}
+	}
+	collect(root, 0)
+	if len(terms) <= 2 {
+		return true
+	}
+	s := u.Node.Inputs[u.Input]
+	for _, w := range terms {
+		if w == s {
+			continue
+		}
+		a, b := s.InputString(), w.InputString()
+		ka, kb := swapKey(s), swapKey(w)
+		if strings.HasPrefix(b, ka) || strings.HasPrefix(a, kb) {
+			return false
+		}
+		want := strings.Compare(a, b)
+		if strings.Compare(ka, b) != want || strings.Compare(a, kb) != want || strings.Compare(ka, kb) != want {
+			return false
+		}
+	}
+	return true
+}
+
+// swapKey is the prefix every node tfswap adds for tensor t shares (SwapNodeName).
+func swapKey(t graphdef.Tensor) string {
+	return Scope + t.Node.Name + "_" + strconv.Itoa(t.Port) + "/"
+}
+
+// singleReader returns the node that reads n's outputs when it is the only one (data and
+// control), or nil.
+func singleReader(n *graphdef.Node) *graphdef.Node {
+	if len(n.ControlOutputs) > 0 {
+		return nil
+	}
+	var r *graphdef.Node
+	for _, uses := range n.Consumers {
+		for _, x := range uses {
+			if r != nil && x.Node != r {
+				return nil
+			}
+			r = x.Node
+		}
+	}
+	return r
+}
+
 // ConsumerEligible reports whether use may be redirected to a swapped-in copy: not inside a
 // while loop or a conditional branch (a swap-in read only by a branch would run, and hold
-// device memory, whichever side is taken).
+// device memory, whichever side is taken), no control-flow op, and no objection from
+// ConsumerExclusion.
 func (a *Analysis) ConsumerEligible(u graphdef.Use) bool {
-	return a.OnCompute(u.Node) && !notConsumers[u.Node.Op] && !a.InLoop(u.Node) && !a.InBranch(u.Node)
+	return a.OnCompute(u.Node) && !notConsumers[u.Node.Op] && !a.InLoop(u.Node) && !a.InBranch(u.Node) && ConsumerExclusion(u) == ""
 }
 
 // Candidate is a tensor that may be swapped: made on a compute device, of known size, by an

@@ -2,12 +2,14 @@ package rewrite
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/tfswap/tfswap/graphdef"
 	"github.com/tfswap/tfswap/internal/units"
+	"github.com/tfswap/tfswap/triggers"
 	npb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
 	"google.golang.org/protobuf/proto"
 )
@@ -270,7 +272,7 @@ func OffloadVariables(model *graphdef.Model, opts Options, keep func(*VariableGr
 			sel = append(sel, vg)
 		}
 	}
-	res, err := offloadGroups(model, a, sel, "")
+	res, err := offloadGroups(model, a, sel, "", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -280,9 +282,20 @@ func OffloadVariables(model *graphdef.Model, opts Options, keep func(*VariableGr
 	return res, nil
 }
 
+// copyTiming lets offloadGroups choose the copies' triggers from a predicted step: the
+// start and end of every original node (an unswapped step's simulation) and the host-to-
+// device link's rate (bytes/s) and per-transfer latency (ns).
+type copyTiming struct {
+	times   *triggers.Times
+	rate    float64
+	latency int64
+}
+
 // offloadGroups places the groups' nodes on the host and gates the copies of their data
-// outputs to compute-device consumers. reason is recorded on every group.
-func offloadGroups(model *graphdef.Model, a *Analysis, groups []*VariableGroup, reason string) (*OffloadResult, error) {
+// outputs to compute-device consumers. reason is recorded on every group. With timing, the
+// copies' triggers are chosen from predicted times (timedTriggers), else SwapinAhead levels
+// before their consumers (weightTrigger).
+func offloadGroups(model *graphdef.Model, a *Analysis, groups []*VariableGroup, reason string, timing *copyTiming) (*OffloadResult, error) {
 	g := a.Graph
 	out := model.Clone()
 	res := &OffloadResult{Model: out}
@@ -313,13 +326,21 @@ func offloadGroups(model *graphdef.Model, a *Analysis, groups []*VariableGroup, 
 		}
 	}
 	eligible := func(n *graphdef.Node) bool { return !moved[n.Index] && a.TriggerEligible(n) }
-	gates := map[string]bool{}
-	var added []*npb.NodeDef
+	// The copies, in graph order of the tensors they copy.
+	type pending struct {
+		t     graphdef.Tensor
+		dt    graphdef.DataType
+		k     int
+		uses  []graphdef.Use
+		nodes []*graphdef.Node
+		size  int64
+		trig  *graphdef.Node
+	}
+	var copies []*pending
 	for _, n := range g.Nodes {
 		if !moved[n.Index] {
 			continue
 		}
-		host := a.Host(n).String()
 		for port := range n.Consumers {
 			t := graphdef.Tensor{Node: n, Port: port}
 			dt, ok := t.DataType()
@@ -338,31 +359,68 @@ func offloadGroups(model *graphdef.Model, a *Analysis, groups []*VariableGroup, 
 			sortUses(uses)
 			size, _, _ := t.Bytes()
 			for k, grp := range groupUses(uses, a.Opts.SwapinGroupBy) {
-				nodes := useNodes(grp)
-				trig := weightTrigger(nodes, a.Opts.SwapinAhead, eligible)
-				if trig == nil {
-					res.Direct = append(res.Direct, DirectRead{Tensor: t.String(), Consumers: nodeNames(nodes),
-						Reason: "no op before " + nodes[0].Name + " can trigger the copy"})
-					continue
-				}
-				gate := GateNodeName(trig)
-				if !gates[gate] {
-					gn, err := gateNode(trig)
-					if err != nil {
-						return nil, fmt.Errorf("tensor %s: %v", t, err)
-					}
-					gates[gate] = true
-					added = append(added, gn)
-				}
-				name := SwapNodeName(t, WeightInRole+"_"+strconv.Itoa(k))
-				added = append(added, swapNode(name, WeightInRole, t.InputString(), host, dt, n, port, gate))
-				for _, u := range grp {
-					clone(u.Node.Index).Input[u.Input] = name
-				}
-				res.Copies = append(res.Copies, WeightCopy{Tensor: t.String(), Variable: groupOf[n.Index], Node: name,
-					Trigger: trig.Name, Gate: gate, Consumers: nodeNames(nodes), Bytes: size})
+				copies = append(copies, &pending{t: t, dt: dt, k: k, uses: grp, nodes: useNodes(grp), size: size})
 			}
 		}
+	}
+	if timing != nil {
+		order := make([]int, len(copies))
+		due := make([]int64, len(copies))
+		for i, c := range copies {
+			order[i] = i
+			due[i] = -1
+			for _, n := range c.nodes {
+				if st := timing.times.StartOf(n); st >= 0 && (due[i] < 0 || st < due[i]) {
+					due[i] = st
+				}
+			}
+		}
+		// Copies are scheduled backwards from their consumers on the one host-to-device
+		// engine: the latest due first, each ending when its consumer starts or when the
+		// next copy on the engine starts, whichever is earlier.
+		sort.SliceStable(order, func(x, y int) bool { return due[order[x]] > due[order[y]] })
+		free := int64(math.MaxInt64)
+		for _, i := range order {
+			c := copies[i]
+			if due[i] < 0 {
+				c.trig = weightTrigger(c.nodes, a.Opts.SwapinAhead, eligible)
+				continue
+			}
+			end := min(due[i], free)
+			start := end - int64(float64(c.size)/timing.rate*1e9) - timing.latency
+			free = start
+			c.trig = timedTrigger(c.nodes, start, timing.times, eligible)
+		}
+	} else {
+		for _, c := range copies {
+			c.trig = weightTrigger(c.nodes, a.Opts.SwapinAhead, eligible)
+		}
+	}
+	gates := map[string]bool{}
+	var added []*npb.NodeDef
+	for _, c := range copies {
+		t, n := c.t, c.t.Node
+		if c.trig == nil {
+			res.Direct = append(res.Direct, DirectRead{Tensor: t.String(), Consumers: nodeNames(c.nodes),
+				Reason: "no op before " + c.nodes[0].Name + " can trigger the copy"})
+			continue
+		}
+		gate := GateNodeName(c.trig)
+		if !gates[gate] {
+			gn, err := gateNode(c.trig)
+			if err != nil {
+				return nil, fmt.Errorf("tensor %s: %v", t, err)
+			}
+			gates[gate] = true
+			added = append(added, gn)
+		}
+		name := SwapNodeName(t, WeightInRole+"_"+strconv.Itoa(c.k))
+		added = append(added, swapNode(name, WeightInRole, t.InputString(), a.Host(n).String(), c.dt, n, t.Port, gate))
+		for _, u := range c.uses {
+			clone(u.Node.Index).Input[u.Input] = name
+		}
+		res.Copies = append(res.Copies, WeightCopy{Tensor: t.String(), Variable: groupOf[n.Index], Node: name,
+			Trigger: c.trig.Name, Gate: gate, Consumers: nodeNames(c.nodes), Bytes: c.size})
 	}
 	out.Graph.Node = append(out.Graph.Node, added...)
 	return res, nil
@@ -375,6 +433,48 @@ func nodeNames(nodes []*graphdef.Node) []string {
 		out[i] = n.Name
 	}
 	return out
+}
+
+// timedTrigger returns the trigger of a copy that must start by start (ns into the predicted
+// step): walking back from the earliest consumer as weightTrigger does, the first eligible op
+// that ends by start, or the earliest eligible op of the walk when none does (the copy is
+// then as early as the graph allows). It returns nil when the walk meets no eligible op.
+func timedTrigger(consumers []*graphdef.Node, start int64, times *triggers.Times, eligible func(*graphdef.Node) bool) *graphdef.Node {
+	first := consumers[0]
+	for _, c := range consumers[1:] {
+		if c.Level < first.Level || (c.Level == first.Level && c.Index < first.Index) {
+			first = c
+		}
+	}
+	var last *graphdef.Node
+	for n := criticalBack(first); n != nil; n = criticalBack(n) {
+		if !eligible(n) {
+			continue
+		}
+		last = n
+		if e := times.EndOf(n); e >= 0 && e <= start {
+			return n
+		}
+	}
+	return last
+}
+
+// criticalBack returns n's input (data or control) of the highest level, ties broken by
+// graph order, or nil.
+func criticalBack(n *graphdef.Node) *graphdef.Node {
+	var best *graphdef.Node
+	consider := func(c *graphdef.Node) {
+		if best == nil || c.Level > best.Level || (c.Level == best.Level && c.Index < best.Index) {
+			best = c
+		}
+	}
+	for _, in := range n.Inputs {
+		consider(in.Node)
+	}
+	for _, c := range n.ControlInputs {
+		consider(c)
+	}
+	return best
 }
 
 // weightTrigger returns the trigger of a copy of a host-resident tensor for consumers: the

@@ -10,7 +10,9 @@ import (
 )
 
 // planOffloaded plans model (prepared: g is its graph, opts has its defaults) with variables
-// on the host. With OffloadAll every variable group moves; with OffloadAuto the planner first
+// on the host. The copies of the variables' reads are triggered from the unswapped step's
+// predicted times (scheduled backwards on the host-to-device link from their consumers), or,
+// when no plan of that fits, SwapinAhead levels before their consumers. With OffloadAll every variable group moves; with OffloadAuto the planner first
 // plans with every variable resident and keeps that plan when it fits without slowing the
 // step, else it tries offloading the largest groups (a variable's bytes, its gradient's and
 // its slots' leave the device) in amounts covering half, all and twice the unswapped graph's
@@ -37,6 +39,13 @@ func planOffloaded(model *graphdef.Model, g *graphdef.Graph, opts Options, po Pl
 		return nil, err
 	}
 	base := pr0.Base
+	// The copies' triggers are chosen from the original graph's unswapped step.
+	var timing *copyTiming
+	if g0, err := pr0.graphFor(&Plan{}); err == nil {
+		if _, tm, err := pr0.simulate(&Plan{}, g0, true); err == nil && tm != nil && pr0.Profile.H2D > 0 {
+			timing = &copyTiming{times: &tm.times, rate: pr0.Profile.H2D, latency: pr0.latency}
+		}
+	}
 	var excess int64
 	for _, d := range base.Devices {
 		excess = max(excess, d.Peak-d.Budget)
@@ -85,14 +94,28 @@ func planOffloaded(model *graphdef.Model, g *graphdef.Graph, opts Options, po Pl
 			choices = append(choices, choice{bySize[:k], why})
 		}
 	}
+	// Copies triggered from the predicted times start as early as the host link needs; where
+	// that keeps too many weights on the device for the budget, the copies triggered
+	// SwapinAhead levels before their consumers (later, so fewer weights at a time) are
+	// planned instead.
+	timings := []*copyTiming{timing}
+	if timing != nil {
+		timings = append(timings, nil)
+	}
 	for _, c := range choices {
-		p, err := planWithOffload(model, g, a, opts, po, c.sel, c.reason)
-		if err != nil {
+		var p *Planned
+		for _, tm := range timings {
+			p, err = planWithOffload(model, g, a, opts, po, c.sel, c.reason, tm)
+			if err == nil {
+				break
+			}
 			var nf *NoFitError
 			if !errors.As(err, &nf) {
 				return nil, err
 			}
 			lastErr = err
+		}
+		if p == nil {
 			continue
 		}
 		p.Simulations += pr0.sims
@@ -108,13 +131,14 @@ func planOffloaded(model *graphdef.Model, g *graphdef.Graph, opts Options, po Pl
 	return best, nil
 }
 
-// planWithOffload offloads the groups sel of model (whose graph is g, analysed as a) and
-// plans the result's swaps and recomputations.
-func planWithOffload(model *graphdef.Model, g *graphdef.Graph, a *Analysis, opts Options, po PlanOptions, sel []*VariableGroup, reason string) (*Planned, error) {
+// planWithOffload offloads the groups sel of model (whose graph is g, analysed as a), the
+// copies' triggers chosen from timing when it is not nil, and plans the result's swaps and
+// recomputations.
+func planWithOffload(model *graphdef.Model, g *graphdef.Graph, a *Analysis, opts Options, po PlanOptions, sel []*VariableGroup, reason string, timing *copyTiming) (*Planned, error) {
 	// Groups in graph order, whatever order sel has: the rewrite is deterministic.
 	ordered := append([]*VariableGroup(nil), sel...)
 	sort.SliceStable(ordered, func(i, j int) bool { return ordered[i].Nodes[0].Index < ordered[j].Nodes[0].Index })
-	off, err := offloadGroups(model, a, ordered, reason)
+	off, err := offloadGroups(model, a, ordered, reason, timing)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tfswap/tfswap/cost"
 	"github.com/tfswap/tfswap/graphdef"
+	"github.com/tfswap/tfswap/triggers"
 	npb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
 	"google.golang.org/protobuf/proto"
 )
@@ -230,4 +231,42 @@ func TestPlanOffload(t *testing.T) {
 	}
 	t.Logf("auto: %d groups offloaded (%s), peak %d, step %d ns (original %d ns)", len(auto.Offload.Variables), auto.Offload.Variables[0].Reason,
 		auto.Eval.Devices[0].Peak, auto.Eval.StepTime, auto.Base.StepTime)
+}
+
+// TestTimedTrigger checks the time-based choice of a weight copy's trigger on a chain
+// x -> c1 -> ... -> c8 whose node i runs in [10i, 10i+10): a copy that must start by 45 for
+// its consumer c8 is triggered by c3 (ends at 40), the latest op on c8's path that ends in
+// time; one that must start before anything ends gets the earliest eligible op.
+func TestTimedTrigger(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`node { name: "x" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } } }` + "\n")
+	prev := "x"
+	for i := 1; i <= 8; i++ {
+		name := "c" + string(rune('0'+i))
+		b.WriteString(`node { name: "` + name + `" op: "Relu" input: "` + prev + `" attr { key: "T" value { type: DT_FLOAT } } }` + "\n")
+		prev = name
+	}
+	m, err := graphdef.Parse([]byte(b.String()), graphdef.FormatPBTXT, "chain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := graphdef.NewGraph(m.Graph, "chain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm := &triggers.Times{Start: make([]int64, len(g.Nodes)), End: make([]int64, len(g.Nodes))}
+	for _, n := range g.Nodes {
+		tm.Start[n.Index], tm.End[n.Index] = int64(10*n.Index), int64(10*n.Index+10)
+	}
+	eligible := func(n *graphdef.Node) bool { return n.Op == "Relu" }
+	c8 := []*graphdef.Node{g.Node("c8")}
+	if got := timedTrigger(c8, 45, tm, eligible); got == nil || got.Name != "c3" {
+		t.Errorf("deadline 45: trigger %v, want c3", got)
+	}
+	if got := timedTrigger(c8, 5, tm, eligible); got == nil || got.Name != "c1" {
+		t.Errorf("deadline 5: trigger %v, want c1 (the earliest eligible op)", got)
+	}
+	if got := weightTrigger(c8, 2, eligible); got == nil || got.Name != "c6" {
+		t.Errorf("ahead 2: trigger %v, want c6", got)
+	}
 }

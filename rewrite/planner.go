@@ -213,7 +213,9 @@ type stage struct {
 // GiB, +5.8% at 13.55 GiB, a plan that also fits 15.04 GiB).
 var TighterBudgets = []int64{950, 900}
 
-// planTighter plans with planner (swapping only) for each of TighterBudgets and returns the
+// planTighter plans with planner (swapping only; the strategies auto runs before its own
+// search limited to the two that did best at pr's budget) for each of TighterBudgets and
+// returns the
 // best plan found that beats cur, evaluated against pr's budgets, the problem that planned
 // it (for its explanation), and the simulations spent. It returns a nil evaluation when
 // the unswapped step fits, when cur fits without overhead, or when no tighter plan beats it.
@@ -238,6 +240,16 @@ func (pr *Problem) planTighter(planner Planner, cur *Evaluation) (*Evaluation, *
 			return nil, nil, sims, err
 		}
 		pr2.strategy = planner.Name()
+		// As in planRecomputed, only the strategies that did best at the budget asked for
+		// are run again before auto's own search.
+		for i, e := range pr.fittingByStrategy() {
+			if i < 2 {
+				if pr2.only == nil {
+					pr2.only = map[string]bool{}
+				}
+				pr2.only[e.Strategy] = true
+			}
+		}
 		ev, err := planner.Plan(pr2)
 		sims += pr2.sims
 		if err != nil {

@@ -781,3 +781,20 @@ func relabelCompute(a *Analysis, g *graphdef.Graph) {
 		}
 	}
 }
+
+// release drops what only planning needs (the indices of the unswapped step, the fast
+// model, the cache of evaluated plans and the unswapped step's timeline), so that a large
+// graph's planning memory is garbage before its rewrite is built and written. The problem
+// must not plan or evaluate afterwards; Base and the evaluations handed out stay valid,
+// without Base's timeline.
+func (pr *Problem) release() {
+	pr.timing, pr.buffers, pr.bufOf, pr.fast, pr.seqs, pr.lms, pr.memos, pr.cache = nil, nil, nil, nil, nil, nil, nil, nil
+	pr.best, pr.lowest = nil, nil
+	if pr.Base != nil && pr.Base.Result != nil {
+		r := *pr.Base.Result
+		r.Timeline = nil
+		b := *pr.Base
+		b.Result = &r
+		pr.Base = &b
+	}
+}

@@ -164,6 +164,26 @@ type rcChain struct {
 	cost  int64
 }
 
+// external returns the tensors the chain reads from outside itself, each once, in the order
+// of its nodes and their inputs.
+func (c *rcChain) external() []graphdef.Tensor {
+	in := map[*graphdef.Node]bool{}
+	for _, n := range c.nodes {
+		in[n] = true
+	}
+	seen := map[graphdef.Tensor]bool{}
+	var out []graphdef.Tensor
+	for _, n := range c.nodes {
+		for _, y := range n.Inputs {
+			if !in[y.Node] && !seen[y] {
+				seen[y] = true
+				out = append(out, y)
+			}
+		}
+	}
+	return out
+}
+
 // recomputeTargets returns the tensors pr's unswapped step could recompute, in topological
 // order of their producers.
 func (pr *Problem) recomputeTargets() []*rcTarget {
@@ -253,9 +273,31 @@ type rcPlanner struct {
 	byTensor map[graphdef.Tensor]*rcTarget
 	selected map[graphdef.Tensor]bool
 	chains   map[graphdef.Tensor]*rcChain
+	// readers indexes chains: for each tensor, the selected targets whose chain reads it
+	// from outside itself (rcChain.reads), with their place in order.
+	readers map[graphdef.Tensor]map[graphdef.Tensor]int
 	// order is the selection order, bytes the cumulative bytes after each selection.
 	order []*rcTarget
 	bytes []int64
+}
+
+// setChain records c as the chain of the selected target t (the order'th selected) and
+// keeps readers up to date.
+func (rp *rcPlanner) setChain(t graphdef.Tensor, c *rcChain, order int) {
+	if old := rp.chains[t]; old != nil {
+		for _, x := range old.external() {
+			delete(rp.readers[x], t)
+		}
+	}
+	rp.chains[t] = c
+	for _, x := range c.external() {
+		m := rp.readers[x]
+		if m == nil {
+			m = map[graphdef.Tensor]int{}
+			rp.readers[x] = m
+		}
+		m[t] = order
+	}
 }
 
 // buildChain returns the chain that remakes t by time at given the selected targets: t's
@@ -336,20 +378,14 @@ func (rp *rcPlanner) isFar(x graphdef.Tensor, u graphdef.Use) bool {
 	return false
 }
 
-// reads reports whether chain c reads tensor x from outside itself.
-func (c *rcChain) reads(x graphdef.Tensor) bool {
-	in := map[*graphdef.Node]bool{}
-	for _, n := range c.nodes {
-		in[n] = true
-	}
-	for _, n := range c.nodes {
-		for _, y := range n.Inputs {
-			if y == x && !in[y.Node] {
-				return true
-			}
+// readerOrder returns the place in order of the selected target t.
+func (rp *rcPlanner) readerOrder(t graphdef.Tensor) int {
+	for i, o := range rp.order {
+		if o.t == t {
+			return i
 		}
 	}
-	return false
+	return len(rp.order)
 }
 
 // marginal returns the chains that change when rt is selected (rt's own and those of
@@ -361,11 +397,15 @@ func (rp *rcPlanner) marginal(rt *rcTarget) (map[graphdef.Tensor]*rcChain, int64
 	defer delete(sel, rt.t)
 	changed := map[graphdef.Tensor]*rcChain{}
 	var delta int64
-	for _, o := range rp.order {
+	// The selected targets whose chain reads rt's tensor (rcChain.reads, indexed in
+	// readers), in selection order.
+	var readers []*rcTarget
+	for t := range rp.readers[rt.t] {
+		readers = append(readers, rp.byTensor[t])
+	}
+	sort.Slice(readers, func(i, j int) bool { return rp.readers[rt.t][readers[i].t] < rp.readers[rt.t][readers[j].t] })
+	for _, o := range readers {
 		c := rp.chains[o.t]
-		if !c.reads(rt.t) {
-			continue
-		}
 		nc, ok := rp.buildChain(o.t, o.first, sel)
 		if !ok {
 			return nil, 0, false
@@ -386,7 +426,7 @@ func (rp *rcPlanner) marginal(rt *rcTarget) (map[graphdef.Tensor]*rcChain, int64
 // first, until none is left that can be recomputed.
 func (pr *Problem) newRCPlanner() *rcPlanner {
 	rp := &rcPlanner{pr: pr, targets: pr.recomputeTargets(), byTensor: map[graphdef.Tensor]*rcTarget{},
-		selected: map[graphdef.Tensor]bool{}, chains: map[graphdef.Tensor]*rcChain{}}
+		selected: map[graphdef.Tensor]bool{}, chains: map[graphdef.Tensor]*rcChain{}, readers: map[graphdef.Tensor]map[graphdef.Tensor]int{}}
 	for _, rt := range rp.targets {
 		rp.byTensor[rt.t] = rt
 	}
@@ -415,7 +455,11 @@ func (pr *Problem) newRCPlanner() *rcPlanner {
 		}
 		rp.selected[best.t] = true
 		for t, c := range bestChanged {
-			rp.chains[t] = c
+			ord := len(rp.order) // best's place, for its own chain
+			if t != best.t {
+				ord = rp.readerOrder(t)
+			}
+			rp.setChain(t, c, ord)
 		}
 		rp.order = append(rp.order, best)
 		total += best.bytes

@@ -51,7 +51,7 @@ func (b *builder) op(name, op, device string, shape []int64, inputs ...string) *
 	case "Placeholder", "Const", "VariableV2":
 		nd.Attr["dtype"] = f
 	case "NoOp", "ControlTrigger":
-	case "AddN":
+	case "AddN", "Pack":
 		nd.Attr["T"] = f
 		n := 0
 		for _, in := range inputs {
@@ -181,7 +181,8 @@ func exclusionsGraph() *gpb.GraphDef {
 		prev = b.op(fmt.Sprintf("s%d", i), "Relu", "", act, prev).Name
 	}
 	b.op("late_loop", "AddV2", "", act, prev, "loop/body")
-	b.op("late", "AddN", "", act, prev, "k", "v/read", "skipme/a", "tanh", "small", "unknown", "keep", "loop/exit")
+	// Pack, not AddN: a sum of many terms keeps its inputs (ConsumerExclusion).
+	b.op("late", "Pack", "", act, prev, "k", "v/read", "skipme/a", "tanh", "small", "unknown", "keep", "loop/exit")
 	return b.g
 }
 

@@ -97,6 +97,14 @@ func (p autoPlanner) Plan(pr *Problem) (*Evaluation, error) {
 			}
 			consider(tev)
 		}
+		if !best.Fits && peakRepair {
+			// The least excess reached, with its waiting copies re-triggered past the peak.
+			rev, err := pr.repairPeak(pr.lowest)
+			if err != nil {
+				return nil, err
+			}
+			consider(rev)
+		}
 		if !best.Fits {
 			return best, nil
 		}

@@ -25,12 +25,9 @@ func (lmsFixedPlanner) Plan(pr *Problem) (*Evaluation, error) {
 // the prediction of that very plan for po's device and budget. opts has its defaults applied
 // and g is model's graph.
 func rewriteFixedLMS(model *graphdef.Model, g *graphdef.Graph, opts Options, po PlanOptions) (*Planned, error) {
-	res, err := Rewrite(model, opts)
-	if err != nil {
-		return nil, err
-	}
-	// Rewrite plans exactly this (PlanLMS is deterministic); the plan is made again here
-	// for the simulator.
+	// Rewrite plans exactly what lmsFixedPlanner evaluates (PlanLMS is deterministic). The
+	// prediction comes first, so that the planning problem's simulations are garbage before
+	// the rewritten graph is built (on large graphs the peak memory is the two together).
 	a := Analyze(g, opts)
 	pr, err := newProblem(model, a, po)
 	if err != nil {
@@ -41,6 +38,11 @@ func rewriteFixedLMS(model *graphdef.Model, g *graphdef.Graph, opts Options, po 
 	}
 	pr.strategy = lmsFixedPlanner{}.Name()
 	ev, err := lmsFixedPlanner{}.Plan(pr)
+	if err != nil {
+		return nil, err
+	}
+	pr.release()
+	res, err := Rewrite(model, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -22,7 +22,7 @@ func TestVerifyRefusesTriggerOffTheProducersDescent(t *testing.T) {
 	}
 	b.op("d1", "Relu", "", act, "p")
 	b.op("d2", "Relu", "", act, "d1")
-	b.op("c", "AddN", "", act, "p", "d2", prev)
+	b.op("c", "Pack", "", act, "p", "d2", prev) // not AddN: a sum of three terms keeps its inputs
 	m := graphdef.NewModel(b.g)
 	opts, g, err := prepare(m, Options{})
 	if err != nil {

@@ -202,11 +202,10 @@ func verifyGate(n *graphdef.Node) error {
 	return nil
 }
 
-// reachability answers whether a trigger descends from a producer in the original graph,
-// remembering each producer's descendants.
+// reachability answers whether a trigger descends from a producer in the original graph
+// (graphdef.Graph.Reachable: constant time for most pairs, with no per-producer state).
 type reachability struct {
 	orig *graphdef.Graph
-	desc map[int][]bool
 }
 
 // check fails when the trigger that gate reads is not reachable from the producer of the
@@ -224,15 +223,8 @@ func (r *reachability) check(sw, gate *graphdef.Node) error {
 	if producer == nil || trigger == nil {
 		return fmt.Errorf("swap-in %q: its producer %q or trigger %q is not a node of the original graph", sw.Name, out.Inputs[0].Node.Name, gate.Inputs[0].Node.Name)
 	}
-	if r.desc == nil {
-		r.desc = map[int][]bool{}
-	}
-	d := r.desc[producer.Index]
-	if d == nil {
-		d = r.orig.Descendants(producer)
-		r.desc[producer.Index] = d
-	}
-	if trigger != producer && !d[trigger.Index] {
+	reach := trigger != producer && r.orig.Reachable(producer, trigger)
+	if trigger != producer && !reach {
 		// A trigger off the producer's descent is ordered after the swap-out by waiting
 		// for it (SwapInGroup.TriggerWaits): it has a control input on this swap-out.
 		for _, c := range gate.Inputs[0].Node.ControlInputs {
@@ -241,7 +233,7 @@ func (r *reachability) check(sw, gate *graphdef.Node) error {
 			}
 		}
 	}
-	if trigger == producer || !d[trigger.Index] {
+	if !reach {
 		return fmt.Errorf("swap-in %q is triggered by %q, which is not reachable from the producer %q: nothing orders the swap-in after the swap-out", sw.Name, trigger.Name, producer.Name)
 	}
 	return nil

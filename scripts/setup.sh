@@ -83,7 +83,7 @@ if [ ! -f "$stamp" ] || ! cmp -s "$req" "$stamp"; then
     echo "setup: removing $other from .venv"
     .venv/bin/python -m pip uninstall --disable-pip-version-check -y -q "$other"
   fi
-  echo "setup: installing $(grep -v '^#' "$req" | xargs) into .venv"
+  echo "setup: installing $(grep -v '^#' "$req" | sed 's/#.*//' | xargs) into .venv"
   .venv/bin/python -m pip install --disable-pip-version-check -q --upgrade pip >/dev/null
   # Lines marked "# no-deps" are installed with --no-deps (tf-keras: its requirements would
   # pull the package tensorflow over tensorflow-cpu).

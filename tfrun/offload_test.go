@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tfswap/tfswap/cost"
 	"github.com/tfswap/tfswap/graphdef"
 	"github.com/tfswap/tfswap/rewrite"
 )
@@ -158,5 +159,61 @@ func TestOffloadTiming(t *testing.T) {
 			}
 			t.Logf("%d weight copies, %d in the partition graphs and checked against their gates; %d variables seen on the host", len(res.Copies), checked, onHost)
 		})
+	}
+}
+
+// TestPlannedOffloadInRuntime plans the resnet fixture with every variable offloaded and a
+// budget that needs activation swaps on top (the planner's copies triggered from predicted
+// times), trains the result bit-identically for 5 steps against the original, and checks
+// every weight copy and every swap-in against its gate in a traced step.
+func TestPlannedOffloadInRuntime(t *testing.T) {
+	fx, placed := placedFixture(t, "resnet")
+	opts := rewrite.Options{ComputeDevice: computeDevice, HostDevice: hostDevice}
+	p, err := rewrite.RewriteWithPlanner(placed, opts, rewrite.PlanOptions{Budget: 4 << 20, Offload: rewrite.OffloadAll,
+		Sim: cost.Options{Fetch: []string{fx.TrainOp}}, FitAccounting: "both"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Offload == nil || len(p.Offload.Copies) == 0 || len(p.Swaps) == 0 {
+		t.Fatalf("the plan offloads or swaps nothing: offload %v, %d swaps", p.Offload != nil, len(p.Swaps))
+	}
+	t.Logf("%d groups offloaded, %d weight copies, %d swaps, %d recomputations; predicted peak %d of %d (original %d)",
+		len(p.Offload.Variables), len(p.Offload.Copies), len(p.Swaps), len(p.Recomputes), p.Eval.Devices[0].Peak, p.Budget, p.Base.Devices[0].Peak)
+	cfg := TwoDeviceConfigBytes()
+	origModel, fxAll := withAllVariableReads(t, placed, fx)
+	planModel, _ := withAllVariableReads(t, p.Model, fx)
+	want, err := Train(marshalModel(t, origModel), fxAll, 5, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Train(marshalModel(t, planModel), fxAll, 5, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFinite(t, got)
+	for _, d := range want.Diff(got, variableNames(fxAll)) {
+		t.Error(d)
+	}
+	swaps := append(copiesAsSwaps(p.Offload), swapsOf(p.Result)...)
+	probed, probes, err := AddProbes(p.Model, swaps, computeDevice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	targets := ProbeNames(probes)
+	tr, err := TraceStep(marshalModel(t, probed), fx, cfg, 2, targets...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs, notes, err := CheckSwapOrder(tr, swaps, probes, computeDevice, FixtureRun(probed.Graph, fx, targets...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vs {
+		if v.Gating() {
+			t.Error(v)
+		}
+	}
+	for _, n := range notes {
+		t.Log("note: " + n)
 	}
 }

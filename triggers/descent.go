@@ -9,7 +9,8 @@ import "github.com/tfswap/tfswap/graphdef"
 // has its input. A trigger merely later in the step, on a sibling branch (the other output of
 // a gradient's tuple, say), may fire before the producer and release the swap-in at once.
 //
-// The answers are found by walking back from the node asked about over inputs that come
+// Most answers come from the graph's reachability labels (graphdef.Node.Reaches) in constant
+// time; the others are found by walking back from the node asked about over inputs that come
 // after the producer in topological order, and remembered. Every ancestor of a node that
 // does not descend from the producer does not either, so the searches of this package stop
 // at such nodes.
@@ -29,6 +30,9 @@ func (d *descent) of(n *graphdef.Node) bool {
 	}
 	if n.TopoIndex <= d.producer.TopoIndex || isBackEdge(n) {
 		return false
+	}
+	if v, ok := d.producer.Reaches(n); ok {
+		return v
 	}
 	if v, ok := d.memo[n]; ok {
 		return v

@@ -18,6 +18,7 @@ func modelFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "format", Usage: "input format: pb, pbtxt, savedmodel (default: from the path; pb for stdin)"},
 		&cli.StringSliceFlag{Name: "tags", Usage: "SavedModel: the tag set of the MetaGraphDef to use (e.g. --tags train)"},
+		&cli.Int64Flag{Name: "batch", Usage: "the batch size of an unknown (None) leading dimension of the graph's placeholders, for shape inference"},
 	}
 }
 
@@ -43,7 +44,11 @@ func loadFacadeModel(c *cli.Context, stdin io.Reader) (*tfswap.Model, string, er
 	if err != nil {
 		return nil, "", usagef("--format: %v", err)
 	}
-	opts := tfswap.LoadOptions{Format: format, Tags: c.StringSlice("tags")}
+	batch := c.Int64("batch")
+	if batch < 0 || (c.IsSet("batch") && batch == 0) {
+		return nil, "", usagef("--batch must be a positive batch size, not %d", batch)
+	}
+	opts := tfswap.LoadOptions{Format: format, Tags: c.StringSlice("tags"), Batch: batch}
 	var m *tfswap.Model
 	if path == "-" {
 		m, err = tfswap.Read(stdin, opts)
@@ -52,6 +57,9 @@ func loadFacadeModel(c *cli.Context, stdin io.Reader) (*tfswap.Model, string, er
 	}
 	if err != nil {
 		return nil, "", err
+	}
+	if w := m.ShapeWarning(); w != "" {
+		fmt.Fprintf(c.App.ErrWriter, "tfswap: warning: %s: %s\n", m.Source(), w)
 	}
 	return m, path, nil
 }

@@ -15,6 +15,7 @@ other options, or ``disable()``, apply to the functions traced afterwards withou
 Python. TF1 graphs are rewritten with ``tfswap.rewrite(graph_def)``.
 """
 
+import atexit
 import json
 import os
 import shutil
@@ -23,7 +24,8 @@ import tempfile
 import threading
 import warnings
 
-__all__ = ["enable", "disable", "plan_summary", "rewrite", "check_model", "binary_path", "plugin_path"]
+__all__ = ["enable", "disable", "plan_summary", "rewrite", "check_model", "profile_for", "binary_path",
+           "plugin_path"]
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 # A checkout used without installing (PYTHONPATH=python): the build outputs of the checkout.
@@ -84,13 +86,56 @@ def plugin_path():
     )
 
 
+# Built-in device profiles (tfswap simulate --list-devices) by the model-name token that names
+# their GPU, each with the memory tokens that tell its variants apart (first: the default).
+_FAMILIES = [
+    ("GH200", [("", "gh200")]),
+    ("H100", [("", "h100")]),
+    ("A100", [("80GB", "a100-80gb"), ("", "a100-40gb")]),
+    ("V100", [("32GB", "v100-32gb"), ("", "v100-16gb")]),
+    ("1080TI", [("", "gtx1080ti")]),
+    ("TITANX", [("", "titanx")]),
+]
+
+
+def profile_for(model_name):
+    """profile_for returns the built-in device profile for a GPU model name as TensorFlow
+    reports it ("Tesla V100-SXM2-32GB" -> "v100-32gb"), or None when no profile names that
+    GPU (tfswap then plans for its default device)."""
+    name = (model_name or "").upper().replace(" ", "").replace("-", "")
+    for token, variants in _FAMILIES:
+        if token in name:
+            for mem, profile in variants:
+                if mem in name:
+                    return profile
+    return None
+
+
+def _detect_device():
+    """The profile of the first GPU TensorFlow sees, or None (no GPU, or none that a built-in
+    profile names)."""
+    import tensorflow as tf
+
+    gpus = tf.config.list_physical_devices("GPU")
+    if not gpus:
+        return None
+    details = tf.config.experimental.get_device_details(gpus[0])
+    profile = profile_for(details.get("device_name", ""))
+    if profile is None:
+        warnings.warn("tfswap: no built-in device profile for the GPU %r: planning for tfswap's "
+                      "default device; give enable(device=...) or budget=" % details.get("device_name"),
+                      stacklevel=3)
+    return profile
+
+
 def enable(budget=None, strategy=None, device=None, recompute=None, min_bytes=None,
            compute_device=None, device_type=None, batch_size=None, timeout=None, log=None):
     """enable switches tfswap on for the graphs TensorFlow optimizes from now on.
 
     budget (e.g. "10GiB"), strategy ("auto", "lms", ...), device (a device profile such as
     "v100-16gb"; by default the GPU TensorFlow sees), recompute ("auto", "off", "max") and
-    min_bytes are tfswap rewrite's options of the same names. compute_device limits the
+    min_bytes are tfswap rewrite's options of the same names. Without device, the profile is
+    the one that names the first GPU TensorFlow sees (profile_for). compute_device limits the
     swapping to one device (e.g. "/device:CPU:1"). batch_size is the batch size tfswap
     assumes where a shape's leading dimension is unknown: Keras traces its train function for
     batches of any size, and tfswap sizes only tensors of known shape. device_type is the device type the plugin
@@ -110,6 +155,8 @@ def enable(budget=None, strategy=None, device=None, recompute=None, min_bytes=No
                 "cannot change once loaded (start a new process)" % _loaded_type
             )
         os.environ["TFSWAP_BINARY"] = binary_path()
+        if values["device"] is None and want == "GPU":
+            values["device"] = _detect_device()
         for key, env in _OPTIONS.items():
             v = values[key]
             if v is None:
@@ -117,7 +164,9 @@ def enable(budget=None, strategy=None, device=None, recompute=None, min_bytes=No
             else:
                 os.environ[env] = str(v)
         if _plan_log is None:
+            # The plan records live as long as the process.
             d = tempfile.mkdtemp(prefix="tfswap-plans-")
+            atexit.register(shutil.rmtree, d, True)
             _plan_log = os.path.join(d, "plans.jsonl")
         os.environ["TFSWAP_PLAN_LOG"] = _plan_log
         os.environ["TFSWAP_ENABLED"] = "1"

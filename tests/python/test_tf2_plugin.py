@@ -7,19 +7,27 @@ device type CPU. Every training runs in its own child process (``python
 test_tf2_plugin.py worker SPEC``): the plugin is loaded, and TensorFlow's logical devices are
 fixed, once per process. With the plugin, the partition graphs of the training function must
 hold tfswap's swap nodes, the swap-outs and swap-ins placed on CPU:0, and the losses and every
-weight must be bit-identical, over three steps, to the same training without the plugin.
+weight must be bit-identical, over three steps, to the same training without the plugin,
+and the profiler's trace must show no swap-in before its gate. The same holds under
+MirroredStrategy and under MultiWorkerMirroredStrategy with two local worker processes. Each
+planner failure (no binary, exit status 1, 2 or 3, a timeout, garbage or an invalid graph)
+leaves the function unchanged with one warning.
 
 Run:  .venv/bin/python -m pytest -q tests/python/test_tf2_plugin.py
 """
 
+import glob
 import hashlib
 import json
 import os
 import pathlib
 import re
+import shutil
+import socket
 import stat
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -171,6 +179,98 @@ def train_mirrored(tf, np):
     return losses, [np.asarray(w) for w in model.get_weights()]
 
 
+def train_multi_worker(tf, np, strategy, task):
+    """MultiWorkerMirroredStrategy, one replica per worker process: the replica's compute runs
+    on the worker's CPU:1 (its emulated GPU), the variables and the collectives on its CPU:0.
+    Each worker trains on its half of the global batch."""
+    import keras
+
+    keras.utils.set_random_seed(1)
+    x, y = _data(np, (16, 16, 3), 10)
+    with strategy.scope():
+        model = _keras_model("cnn", keras)
+        opt = keras.optimizers.SGD(0.01)
+        model.build((None, 16, 16, 3))
+    device = "/job:worker/task:%d/device:CPU:1" % task
+    half = BATCH // 2
+
+    @tf.function
+    def step(xb, yb):
+        def replica(xr, yr):
+            with tf.device(device):
+                with tf.GradientTape() as tape:
+                    logits = model(xr, training=True)
+                    loss = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(yr, logits)) / BATCH
+                grads = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(grads, model.trainable_variables))
+            return loss
+
+        per = strategy.run(replica, args=(xb, yb))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, per, axis=None)
+
+    losses = []
+    for i in range(STEPS):
+        s = slice(i * BATCH + task * half, i * BATCH + (task + 1) * half)
+        losses.append(float(step(tf.constant(x[s]), tf.constant(y[s].astype("int32"))).numpy()))
+    return losses, [np.asarray(w) for w in model.get_weights()]
+
+
+def kernel_events(logdir):
+    """Reads the profiler's trace: "node:op" -> sorted [(start ns, end ns)], one per run."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    files = sorted(glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True))
+    assert files, "the profiler wrote no trace under %s" % logdir
+    space = xplane_pb2.XSpace()
+    space.ParseFromString(pathlib.Path(files[-1]).read_bytes())
+    out = {}
+    for plane in space.planes:
+        for line in plane.lines:
+            for e in line.events:
+                name = plane.event_metadata[e.metadata_id].name
+                start = line.timestamp_ns + e.offset_ps // 1000
+                out.setdefault(name, []).append((start, start + e.duration_ps // 1000))
+    for v in out.values():
+        v.sort()
+    return out
+
+
+def timing_probe(md, logdir):
+    """The timing probe of the v1 bridge's tests, on the function graphs: every swap-in
+    (host-side Identity) starts only after its gate and the gate's trigger have finished on
+    the device, in every step. Returns (swap-ins checked, violations)."""
+    sys.path.insert(0, str(ROOT / "tests" / "python"))
+    from test_grappler_bridge import Partitions
+
+    events = kernel_events(logdir)
+
+    def runs(node):
+        return events.get("%s:%s" % (node.name, node.op), [])
+
+    checked, violations = 0, []
+    for fg in md.function_graphs:
+        if not any("_tfswap_role" in n.attr for pg in fg.partition_graphs for n in pg.node):
+            continue
+        p = Partitions(type("MD", (), {"partition_graphs": fg.partition_graphs})())
+        for n in p.swap_nodes("swap_in"):
+            ctrl = [i for i in n.input if i.startswith("^")]
+            assert len(ctrl) == 1, (n.name, ctrl)
+            gate = p.origin(ctrl[0])
+            chain = [gate]
+            if gate.attr["_tfswap_role"].s == b"gate":
+                chain.append(p.origin([i for i in gate.input if not i.startswith("^")][0]))
+            mine = runs(n)
+            assert mine, "no kernel event for swap-in %s" % n.name
+            for t in chain:
+                theirs = runs(t)
+                assert len(theirs) == len(mine), (n.name, t.name, len(mine), len(theirs))
+                for (start, _), (_, end) in zip(mine, theirs):
+                    if start < end:
+                        violations.append("%s started %d ns before %s finished" % (n.name, end - start, t.name))
+            checked += 1
+    return [checked, violations]
+
+
 def worker(spec):
     tf = _setup_tf()
     import numpy as np
@@ -180,6 +280,10 @@ def worker(spec):
     import tfswap
 
     runs = spec.get("runs") or [{}]
+    strategy = None
+    if spec["kind"] == "multiworker":
+        # Collectives must be configured before anything initializes TensorFlow's context.
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
     if spec.get("plugin"):
         tfswap.enable(**spec.get("options", SWAP))
     results = []
@@ -191,6 +295,12 @@ def worker(spec):
         if run.get("name"):
             print("tfswap-test: run %s" % run["name"], file=sys.stderr, flush=True)
         context.enable_run_metadata()
+        if spec.get("probe"):
+            # Every kernel traced (host_tracer_level 3 includes inexpensive ops such as
+            # Identity), with its start and duration, per step.
+            logdir = tempfile.mkdtemp(prefix="tfswap-probe-")
+            tf.profiler.experimental.start(
+                logdir, options=tf.profiler.experimental.ProfilerOptions(host_tracer_level=3))
         kind = spec["kind"]
         if kind in ("cnn", "transformer"):
             losses, weights = train_keras(kind, tf, np)
@@ -198,10 +308,19 @@ def worker(spec):
             losses, weights = train_loop(tf, np)
         elif kind == "mirrored":
             losses, weights = train_mirrored(tf, np)
+        elif kind == "multiworker":
+            losses, weights = train_multi_worker(tf, np, strategy, json.loads(os.environ["TF_CONFIG"])["task"]["index"])
         else:
             raise SystemExit("unknown kind " + kind)
         md = context.export_run_metadata()
         context.disable_run_metadata()
+        probe = None
+        if spec.get("probe"):
+            tf.profiler.experimental.stop()
+            try:
+                probe = timing_probe(md, logdir)
+            finally:
+                shutil.rmtree(logdir, ignore_errors=True)
         swaps = []
         for fg in md.function_graphs:
             for pg in fg.partition_graphs:
@@ -218,6 +337,7 @@ def worker(spec):
             "weights": h.hexdigest(),
             "swaps": swaps,
             "plans": tfswap.plan_summary() if spec.get("plugin") else [],
+            "probe": probe,
         })
     print("TF2-RESULT " + json.dumps(results), flush=True)
 
@@ -258,13 +378,13 @@ def baseline(kind):
     return _baselines[kind]
 
 
-def check_swapped(result, log, min_swaps=1):
+def check_swapped(result, log, min_swaps=1, host=HOST):
     outs = [s for s in result["swaps"] if s[2] == "swap_out"]
     ins = [s for s in result["swaps"] if s[2] == "swap_in"]
     assert len(outs) >= min_swaps and ins, "no swap nodes in the partition graphs:\n" + log[-3000:]
     for name, device, role, _ in outs + ins:
         assert name.startswith("tfswap/")
-        assert device == HOST, "%s (%s) runs on %s" % (name, role, device)
+        assert device == host, "%s (%s) runs on %s" % (name, role, device)
     for name, device, role, inputs in ins:
         # Each swap-in waits for its trigger (a control input) before copying back.
         assert any(i.startswith("^") for i in inputs), "swap-in %s has no gate" % name
@@ -288,10 +408,13 @@ def check_identical(result, base):
 
 @pytest.mark.parametrize("kind", ["cnn", "transformer", "loop"])
 def test_training_swaps_and_is_bit_identical(kind, built):
-    result, log = run_worker({"kind": kind, "plugin": True})
+    result, log = run_worker({"kind": kind, "plugin": True, "probe": True})
     result = result[0]
     check_swapped(result, log)
     check_identical(result, baseline(kind))
+    # The timing probe: no swap-in (and so no copy back to the device) before its gate.
+    checked, violations = result["probe"]
+    assert checked >= 1 and violations == [], violations
     if kind == "loop":
         # The loop trains on one batch: the loss went down, the step really trained.
         first, last = (float.fromhex(result["losses"][i]) for i in (0, -1))
@@ -318,6 +441,75 @@ def test_mirrored_strategy_is_bit_identical(built):
         if role == "gate":
             assert device == DEVICE, (name, device)
     check_identical(result, baseline("mirrored"))
+
+
+def free_ports(n):
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("localhost", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def run_multi_worker(plugin):
+    """Runs the two workers of a local MultiWorkerMirroredStrategy cluster (TF_CONFIG on
+    localhost ports); returns each worker's (result, log)."""
+    ports = free_ports(2)
+    procs = []
+    for i in range(2):
+        cfg = {"cluster": {"worker": ["localhost:%d" % p for p in ports]}, "task": {"type": "worker", "index": i}}
+        env = dict(os.environ, TF_CONFIG=json.dumps(cfg), TF_CPP_MIN_LOG_LEVEL="2")
+        spec = {"kind": "multiworker", "plugin": plugin}
+        procs.append(subprocess.Popen([sys.executable, __file__, "worker", json.dumps(spec)], env=env, cwd=ROOT,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    out = []
+    for p in procs:
+        try:
+            stdout, stderr = p.communicate(timeout=600)
+        finally:
+            if p.poll() is None:
+                p.kill()
+        assert p.returncode == 0, stderr[-4000:]
+        line = [l for l in stdout.splitlines() if l.startswith("TF2-RESULT ")]
+        assert line, stdout
+        out.append((json.loads(line[-1][len("TF2-RESULT "):])[0], stderr))
+    return out
+
+
+def test_multi_worker_mirrored_strategy_is_bit_identical(built):
+    """MultiWorkerMirroredStrategy with two local worker processes: each worker's replica
+    computes on its CPU:1 and swaps to its own CPU:0; the collectives run unchanged, and each
+    worker's losses and weights are bit-identical to the same cluster without the plugin."""
+    swapped = run_multi_worker(True)
+    plain = run_multi_worker(False)
+    for task, ((result, log), (base, _)) in enumerate(zip(swapped, plain)):
+        check_swapped(result, log, host="/job:worker/replica:0/task:%d/device:CPU:0" % task)
+        check_identical(result, base)
+
+
+JIT_CHECK = r"""
+import os, sys, warnings
+sys.path.insert(0, os.path.join(sys.argv[1], "python"))
+import tfswap, keras
+tfswap.enable(device_type="CPU")
+for jit in (True, False):
+    m = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        m.compile(optimizer="sgd", loss="mse", jit_compile=jit)
+    print("JIT", jit, sum("jit_compile=True" in str(x.message) for x in w))
+"""
+
+
+def test_keras_xla_warning(built):
+    """enable() makes Keras' compile warn when the model is compiled with XLA, which hides
+    its graph from Grappler, and only then."""
+    out = subprocess.run([sys.executable, "-c", JIT_CHECK, str(ROOT)], capture_output=True, text=True,
+                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "JIT True 1" in out.stdout and "JIT False 0" in out.stdout, out.stdout
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,0 +1,360 @@
+#!/usr/bin/env python3
+"""The ResNet-50 ceiling on v100-16gb (issue 14 item 5): how far past the largest batch that
+trains without swapping (B0) `tfswap rewrite` finds a plan, at what simulated overhead, and
+what bounds the batch.
+
+    .venv/bin/python bench/ceiling.py [--tfswap BIN] [--cache out/ceiling] [--b0 185]
+                                      [--multiples 1,2,4,6,8,10] [--json out.json]
+
+It builds tfswap from this checkout without cgo, checks B0 on the default budget of
+`v100-16gb` (14.97 GiB: the unswapped step at B0 fits by tfswap's accounting and by both of Grappler's,
+as `rewrite` judges by default, and at B0+1 it does not), generates ResNet-50
+(testmodels/large.py) at each multiple of B0 and plans it with `tfswap rewrite --fetch train
+--device v100-16gb` twice: fitting by tfswap's model of the runtime alone
+(`--fit-accounting tfswap`) and by every accounting (`all`, the default, which adds the
+VirtualCluster's figures). It prints a Markdown table: per batch and accounting, whether a plan
+fits, its peaks, simulated overhead, bytes over the host link and the rewrite's wall time; when
+nothing fits, the lowest peak any plan reached (from the no-fit message).
+
+What bounds the batch, in two figures:
+
+* the op bound: no plan can run an op without its data inputs and outputs on the device at
+  once (beside the variables, which stay resident). For every op of the training step on the
+  GPU it adds the bytes of its distinct activation inputs and of its outputs, less one output
+  where TensorFlow's kernel may write it into an input's buffer (element-wise ops, AddN,
+  FusedBatchNorm's y over x; not FusedBatchNormGrad, whose kernel always allocates x_backprop).
+  Activations scale with the batch, so the largest batch whose largest op fits the budget is
+  computed from the graph at B0;
+* the plans themselves: the largest ladder batch with a fitting plan, per accounting.
+
+Every figure is simulated for the profile v100-16gb (12.8 GB/s each way over PCIe 3.0);
+the rewrite times are measured on this machine's CPU. Not part of `make test` (about 10
+minutes on two loaded cores).
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEVICE = "v100-16gb"
+ACCOUNTINGS = ["tfswap", "all"]
+# Ops whose kernels may write their output into an input's buffer
+# (forward_input_or_allocate_output), as cost/ops.go's elementwiseOps marks them, plus
+# FusedBatchNorm's y over x (tensorflow/core/kernels/fused_batch_norm_op.cc).
+FORWARDING = {
+    "Add", "AddV2", "Sub", "Mul", "Neg", "Abs", "Maximum", "Minimum", "Relu", "Relu6", "ReluGrad",
+    "Relu6Grad", "Square", "SquaredDifference", "Sign", "Floor", "Ceil", "Round", "Rint", "LeakyRelu",
+    "LeakyReluGrad", "Elu", "EluGrad", "Selu", "SeluGrad", "Softsign", "SoftsignGrad", "RealDiv", "Div",
+    "DivNoNan", "FloorDiv", "FloorMod", "TruncateDiv", "Sqrt", "Rsqrt", "SqrtGrad", "RsqrtGrad",
+    "Reciprocal", "ReciprocalGrad", "Inv", "Exp", "Expm1", "Log", "Log1p", "Tanh", "Sigmoid", "TanhGrad",
+    "SigmoidGrad", "Softplus", "SoftplusGrad", "Erf", "Erfc", "Sin", "Cos", "Pow", "BiasAdd",
+    "ClipByValue", "Gelu", "GeluGrad", "Xlogy", "Xdivy", "MulNoNan", "AddN",
+    "FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3",
+}
+RESIDENT = {"VarHandleOp", "ReadVariableOp", "VariableV2", "Variable", "Const", "HostConst"}
+ALIASES = {"Identity", "Reshape", "Squeeze", "ExpandDims", "Snapshot", "StopGradient"}
+
+
+def gib(n):
+    return "%.2f" % (n / float(1 << 30))
+
+
+def run(args):
+    t0 = time.perf_counter()
+    p = subprocess.run(args, capture_output=True, text=True, cwd=ROOT)
+    return p, time.perf_counter() - t0
+
+
+def graph(cache, batch):
+    path = os.path.join(cache, "resnet50_b%d.pb" % batch)
+    if not os.path.exists(path):
+        subprocess.run([sys.executable, os.path.join(ROOT, "testmodels", "large.py"), "--model", "resnet50",
+                        "--batch", str(batch), "--out", path], check=True, cwd=ROOT, capture_output=True)
+    return path
+
+
+def simulate(tfswap, path, grappler=False):
+    args = [tfswap, "simulate", path, "--device", DEVICE, "--fetch", "train", "--json", "-"]
+    if grappler:
+        args.append("--grappler")
+    p, _ = run(args)
+    if p.returncode != 0:
+        raise SystemExit("tfswap simulate %s: exit %d\n%s" % (path, p.returncode, p.stderr[-2000:]))
+    return json.loads(p.stdout)["result"]["devices"][0]
+
+
+def default_budget(tfswap, path):
+    """The budget rewrite plans for by default, from a rewrite's report of a graph that fits."""
+    with tempfile.TemporaryDirectory() as tmp:
+        rep = os.path.join(tmp, "r.json")
+        p, _ = run([tfswap, "rewrite", path, "-o", os.path.join(tmp, "o.pb"), "--device", DEVICE, "--fetch", "train",
+                    "--report", rep])
+        if p.returncode != 0:
+            raise SystemExit("tfswap rewrite %s: exit %d\n%s" % (path, p.returncode, p.stderr[-2000:]))
+        with open(rep) as f:
+            return json.load(f)["plan"]["budget"]
+
+
+def op_bound(path):
+    """The largest bytes any op of the training step needs on the device at once (its
+    activation inputs and its outputs, less a forwarded output), and that op."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    from tensorflow.core.framework import graph_pb2, types_pb2  # noqa: E402
+
+    g = graph_pb2.GraphDef()
+    with open(path, "rb") as f:
+        g.ParseFromString(f.read())
+    nodes = {n.name: n for n in g.node}
+    size = {types_pb2.DT_FLOAT: 4, types_pb2.DT_HALF: 2, types_pb2.DT_INT32: 4, types_pb2.DT_INT64: 8,
+            types_pb2.DT_DOUBLE: 8, types_pb2.DT_BOOL: 1}
+
+    def out_bytes(n, port):
+        shapes = n.attr["_output_shapes"].list.shape
+        if port >= len(shapes) or shapes[port].unknown_rank:
+            return 0
+        elems = 1
+        for d in shapes[port].dim:
+            if d.size < 0:
+                return 0
+            elems *= d.size
+        dt = None
+        for key in ("T", "dtype", "out_type"):
+            if key in n.attr and n.attr[key].type:
+                dt = n.attr[key].type
+                break
+        if n.op.startswith("FusedBatchNorm") and port > 0:
+            dt = n.attr["U"].type if "U" in n.attr else types_pb2.DT_FLOAT
+        return elems * size.get(dt, 4)
+
+    def source(name):
+        """The node whose buffer a tensor is (through aliases)."""
+        n, port = parse(name)
+        while n.op in ALIASES and n.input:
+            n, port = parse(n.input[0])
+        return n, port
+
+    def parse(inp):
+        name, _, port = inp.lstrip("^").partition(":")
+        return nodes[name], int(port or 0)
+
+    # The fan-in of train.
+    keep, stack = set(), ["train"]
+    while stack:
+        x = stack.pop()
+        if x in keep:
+            continue
+        keep.add(x)
+        for i in nodes[x].input:
+            stack.append(i.lstrip("^").partition(":")[0])
+    best, best_op = 0, ""
+    for name in keep:
+        n = nodes[name]
+        if n.op in RESIDENT or n.op in ALIASES or n.op in ("NoOp", "Placeholder"):
+            continue
+        ins = {}
+        for i in n.input:
+            if i.startswith("^"):
+                continue
+            src, port = source(i)
+            if src.op in RESIDENT:
+                continue
+            ins[(src.name, port)] = out_bytes(src, port)
+        outs = [out_bytes(n, p) for p in range(len(n.attr["_output_shapes"].list.shape))]
+        total = sum(ins.values()) + sum(outs)
+        if n.op in FORWARDING and outs and outs[0] in ins.values():
+            total -= outs[0]
+        if total > best:
+            best, best_op = total, "%s (%s)" % (n.name, n.op)
+    return best, best_op
+
+
+def rewrite(tfswap, src, acc):
+    with tempfile.TemporaryDirectory() as tmp:
+        rep = os.path.join(tmp, "r.json")
+        p, secs = run([tfswap, "rewrite", src, "-o", os.path.join(tmp, "o.pb"), "--device", DEVICE, "--fetch", "train",
+                       "--fit-accounting", acc, "--report", rep])
+        rec = {"accounting": acc, "seconds": round(secs, 1), "exit": p.returncode}
+        if p.returncode == 0:
+            with open(rep) as f:
+                plan = json.load(f)["plan"]
+            dev = plan["devices"][0]
+            rec.update(fits=bool(plan["fits"]), strategy=plan.get("plan_strategy", ""), overhead=plan["overhead"],
+                       peak=dev["peak"], grappler_peak=dev.get("grappler_peak", 0),
+                       grappler_peak_us=dev.get("grappler_peak_us", 0), budget=dev["budget"],
+                       to_host=plan.get("bytes_to_host", 0), from_host=plan.get("bytes_to_device", 0))
+        else:
+            rec["fits"] = False
+            m = re.search(r"the smallest peak any plan reached is ([0-9.]+) GiB", p.stderr)
+            rec["lowest_peak_gib"] = float(m.group(1)) if m else None
+            m = re.search(r"largest activations live then:\n((?:    .*\n){1,3})", p.stderr)
+            rec["live"] = [" ".join(x.split()[:2]) for x in m.group(1).splitlines()] if m else []
+            if not m and "no plan fits" not in p.stderr:
+                rec["error"] = p.stderr[-1500:]
+        return rec
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tfswap", help="the tfswap binary (default: built from this checkout, CGO_ENABLED=0)")
+    ap.add_argument("--cache", default=os.path.join(ROOT, "out", "ceiling"), help="where the generated graphs are kept")
+    ap.add_argument("--b0", type=int, default=185, help="the largest batch without swapping on v100-16gb (checked)")
+    ap.add_argument("--multiples", default="1,2,4,6,8,10", help="the ladder, as multiples of B0")
+    ap.add_argument("--json", help="also write the results as JSON to this file")
+    ap.add_argument("--update-docs", action="store_true",
+                    help="write docs/bench/ceiling.json and the ceiling section of docs/BENCHMARKS.md")
+    args = ap.parse_args()
+    os.makedirs(args.cache, exist_ok=True)
+    tfswap = args.tfswap
+    if not tfswap:
+        tfswap = os.path.join(args.cache, "tfswap")
+        subprocess.run(["go", "build", "-o", tfswap, "./cmd/tfswap"], cwd=ROOT, check=True,
+                       env=dict(os.environ, CGO_ENABLED="0"))
+    b0 = args.b0
+    src0 = graph(args.cache, b0)
+    budget = default_budget(tfswap, src0)
+    # B0 as `rewrite` judges a fit by default (--fit-accounting all): tfswap's peak and the
+    # VirtualCluster's, read to the nanosecond and to the microsecond.
+    peaks = []
+    for b in (b0, b0 + 1):
+        t, g = simulate(tfswap, graph(args.cache, b)), simulate(tfswap, graph(args.cache, b), True)
+        peaks.append(max(t["peak_bytes"], g["peak_bytes"], g.get("peak_bytes_us", 0)))
+    b0_ok = peaks[0] <= budget < peaks[1]
+    resident = simulate(tfswap, src0)["resident_bytes"]
+    opmax, opname = op_bound(src0)
+    bound = int(b0 * (budget - resident) / opmax)
+    rows = []
+    for m in [float(x) for x in args.multiples.split(",")]:
+        batch = int(round(m * b0))
+        src = graph(args.cache, batch)
+        for acc in ACCOUNTINGS:
+            rec = rewrite(tfswap, src, acc)
+            rec.update(multiple=m, batch=batch)
+            rows.append(rec)
+            print("batch %d (%gx) %s: %s" % (batch, m, acc, json.dumps(rec)), file=sys.stderr, flush=True)
+
+    data = {"b0": b0, "b0_checked": b0_ok, "budget": budget, "resident": resident, "op_bound_bytes": opmax,
+            "op_bound_op": opname, "bound_batch": bound, "rows": rows, "commit": git_commit()}
+    print(markdown(data))
+    if args.json:
+        write_json(args.json, data)
+    if args.update_docs:
+        write_json(os.path.join(ROOT, "docs", "bench", "ceiling.json"), data)
+        update_section(os.path.join(ROOT, "docs", "BENCHMARKS.md"), data)
+    return 0
+
+
+def write_json(path, data):
+    with open(path + ".tmp", "w") as f:
+        json.dump(data, f, indent=1)
+        f.write("\n")
+    os.replace(path + ".tmp", path)
+
+
+def git_commit():
+    p = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
+    return p.stdout.strip()
+
+
+TITLE = "## The ResNet-50 ceiling on `v100-16gb` (issue 14 item 5)"
+
+NOTES = """What bounds the batch. By tfswap's accounting the op bound is the ceiling: `FusedBatchNormGradV3`
+holds its output gradient's input, its `x` and the `x_backprop` it allocates (TensorFlow's kernel never
+forwards a buffer there, unlike `FusedBatchNorm`, whose `y` may take `x`'s buffer and is modelled so), three
+tensors of the block's activation size at once, so no plan of any strategy trains ResNet-50 above about
+9x B0 on a 16 GB V100; 10x is out of reach. Below it, what a plan reaches depends on the order of the
+backward pass's independent branches: in a projection block the shortcut's and the main branch's
+batch-norm gradients both read the block's output gradient, and whichever runs first holds its own three
+tensors beside the other's swapped-in input. tfswap now swaps gradients that wait between their production
+and their first read (the shortcut's gradient waiting for its sum with the main branch's), with a trigger
+off the producer's descent that waits for the swap-out, and repairs the peak by re-triggering copies that
+wait at it from an op that runs after it, which defers their readers: that is what makes 8x fit by tfswap's
+accounting. By all three accountings (the VirtualCluster's microsecond figure included) the 6x and 8x plans
+do not fit: the swap-ins' 1 ns receives and gates share a microsecond with the tensors beside them
+(section "Which peak must fit" of the README), and a plan that swaps hundreds of tensors accumulates that.
+
+What limits the overhead. The host link: at 8x B0 the unswapped step holds about 117 GiB at its peak
+against a 15 GiB budget, and a swap-only plan cannot be faster than moving the difference both ways over
+12.8 GB/s (section "How close to the link's limit": at least +376% at 8x). The plans that fit at 6x and 8x
+come from tfswap's lowest-memory plan (every gap of every tensor swapped), held back by waits where the
+device runs ahead of its swap-outs and repaired at its peak; pruning keeps only a few of its swaps out, so
+they move far more than the budget needs. Reaching +82% needs most of the excess recomputed instead of
+swapped (batch-norm and ReLU outputs cost a few percent of the step each to remake; convolutions more),
+and tfswap's recomputation only remakes tensors whose lifetime spans the unswapped step's peak, from chains
+whose copies stay live until their last backward reader: at 6x and 8x the recomputed levels it screens did
+not fit, so the swap-only lowest-memory plan is what was left. The target is missed."""
+
+
+def markdown(data):
+    """The ceiling section's body (without its title) from the results."""
+    out = []
+    b0, budget = data["b0"], data["budget"]
+    out.append("Simulated for the profile %s (budget %s GiB, TensorFlow 2.18's default; B0 = %d: the unswapped "
+               "step fits by tfswap's accounting and both of Grappler's at %d and not at %d: %s), by `bench/ceiling.py` "
+               "at %s: `tfswap rewrite --fetch train --device %s --fit-accounting A` on ResNet-50 "
+               "(testmodels/large.py) generated at each multiple of B0. Rewrite wall times measured on this "
+               "machine's CPU (two cores shared with other jobs).\n" % (
+                   DEVICE, gib(budget), b0, b0, b0 + 1, "checked" if data["b0_checked"] else "NOT confirmed",
+                   data.get("commit", "?"), DEVICE))
+    out.append("| batch (xB0) | accounting | fits | peak GiB (tfswap / VC ns / VC us) | overhead | strategy "
+               "| to host / back per step GiB | rewrite s |")
+    out.append("|---|---|---|---|---:|---|---|---:|")
+    rows = data["rows"]
+    for r in rows:
+        if r.get("exit") == 0:
+            out.append("| %d (%gx) | %s | %s | %s / %s / %s | %+.1f%% | %s | %s / %s | %.1f |" % (
+                r["batch"], r["multiple"], r["accounting"], "yes" if r["fits"] else "no", gib(r["peak"]),
+                gib(r["grappler_peak"]) if r["grappler_peak"] else "-",
+                gib(r["grappler_peak_us"]) if r["grappler_peak_us"] else "-", 100 * r["overhead"], r["strategy"],
+                gib(r["to_host"]), gib(r["from_host"]), r["seconds"]))
+        else:
+            low = r.get("lowest_peak_gib")
+            out.append("| %d (%gx) | %s | no plan | lowest reached %s | - | - | - | %.1f |" % (
+                r["batch"], r["multiple"], r["accounting"], "%.2f" % low if low else "?", r["seconds"]))
+    out.append("")
+    for acc in ACCOUNTINGS:
+        ok = [r for r in rows if r["accounting"] == acc and r.get("exit") == 0 and r["fits"]]
+        top = max(ok, key=lambda r: r["batch"]) if ok else None
+        out.append("* Largest ladder batch with a plan that fits by `%s`: %s." % (
+            acc, "%d (%gx B0, %+.1f%% simulated overhead)" % (top["batch"], top["multiple"], 100 * top["overhead"])
+            if top else "none"))
+    out.append("* Op bound: at B0 the largest op of the step needs %s GiB at once (%s), %s GiB resident beside "
+               "it: no plan of any strategy fits a batch above %d (%.2fx B0) in %s GiB." % (
+                   gib(data["op_bound_bytes"]), data["op_bound_op"], gib(data["resident"]), data["bound_batch"],
+                   data["bound_batch"] / float(b0), gib(budget)))
+    eight = [r for r in rows if r["multiple"] == 8 and r["accounting"] == "all"]
+    if eight:
+        r = eight[0]
+        met = r.get("exit") == 0 and r["fits"] and r["overhead"] <= 0.82
+        out.append("* Target (8x B0 within +82%%, fitting by both accountings): %s%s." % (
+            "met" if met else "missed",
+            "" if r.get("exit") != 0 else " (%+.1f%% at 8x)" % (100 * r["overhead"])))
+    out.append("")
+    out.append(NOTES)
+    return "\n".join(out) + "\n"
+
+
+def update_section(md, data):
+    """Replaces (or appends) the ceiling section of docs/BENCHMARKS.md."""
+    with open(md) as f:
+        text = f.read()
+    new = TITLE + "\n\n" + markdown(data)
+    i = text.find(TITLE + "\n")
+    if i < 0:
+        text = text.rstrip() + "\n\n" + new
+    else:
+        j = text.find("\n## ", i + len(TITLE))
+        text = text[:i] + new + ("\n" + text[j + 1:] if j >= 0 else "")
+    text = text.rstrip() + "\n"
+    with open(md + ".tmp", "w") as f:
+        f.write(text)
+    os.replace(md + ".tmp", md)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,34 @@
+"""bench/ceiling.py's pieces that need no large graph: the op bound on the residual-network
+fixture (the batch-norm gradient holds its two inputs and the output it allocates) and the
+Markdown of a ladder with a fitting point and a point where no plan fits."""
+
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+
+import ceiling  # noqa: E402
+
+
+def test_op_bound_is_the_batch_norm_gradient():
+    size, op = ceiling.op_bound(str(ROOT / "testmodels" / "fixtures" / "resnet.pb"))
+    assert "(FusedBatchNormGradV3)" in op
+    act = 512 << 10  # the fixture's block activations: 512 KiB of float32
+    assert 3 * act <= size < 3 * act + (64 << 10), (size, op)
+
+
+def test_markdown_names_fits_bound_and_target():
+    row = dict(accounting="all", exit=0, fits=True, strategy="auto", overhead=0.5, peak=14 << 30,
+               grappler_peak=14 << 30, grappler_peak_us=14 << 30, to_host=1 << 30, from_host=1 << 30, seconds=1.0)
+    data = {"b0": 100, "b0_checked": True, "budget": 15 << 30, "resident": 1 << 28, "op_bound_bytes": 5 << 30,
+            "op_bound_op": "g (FusedBatchNormGradV3)", "bound_batch": 295, "commit": "abc",
+            "rows": [dict(row, multiple=4.0, batch=400),
+                     dict(accounting="all", exit=1, fits=False, lowest_peak_gib=17.9, multiple=8.0, batch=800,
+                          seconds=2.0)]}
+    md = ceiling.markdown(data)
+    assert "| 400 (4x) | all | yes | 14.00 / 14.00 / 14.00 | +50.0% | auto |" in md
+    assert "| 800 (8x) | all | no plan | lowest reached 17.90 |" in md
+    assert "fits by `all`: 400 (4x B0, +50.0% simulated overhead)" in md
+    assert "above 295 (2.95x B0)" in md
+    assert "Target (8x B0 within +82%, fitting by both accountings): missed" in md

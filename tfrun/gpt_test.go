@@ -1,0 +1,118 @@
+//go:build tensorflow
+
+package tfrun
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/tfswap/tfswap/cost"
+	"github.com/tfswap/tfswap/graphdef"
+	"github.com/tfswap/tfswap/rewrite"
+	cpb "github.com/wamuir/graft/tensorflow/core/protobuf/for_core_protos_go_proto"
+)
+
+// TestGPTBitIdenticalUnderGrappler is issue 12, item 2, as far as it holds: the zoo's
+// GPT-style decoder, built from Keras MultiHeadAttention, LayerNormalization and Dense layers
+// and trained with Adam (testmodels/zoo/gpt), and two rewrites of it (fixed LMS thresholds:
+// threshold 4, tensors of any size; the auto planner at 70% of the simulated unswapped peak)
+// train bit-identically for 3 steps, every variable compared, in the two-device emulation
+// with Grappler's default optimizers on (constant folding, the arithmetic optimizer, the
+// remapper, layout) except the dependency optimizer. Under the full default configuration
+// 112 of 116 variables still differ: the dependency optimizer bypasses Identity nodes (the
+// gradients' tuple/control_dependency) unless a reader on another device, such as a
+// swap-out, holds them, and the gradient sums then read, and are sorted by, other names.
+// That case is open (docs/PLANNING.md, "Reads that keep the original, and bit-identity under
+// Grappler"). On this model the rewrites train bit-identically in this configuration with or
+// without ConsumerExclusion's sum rules.
+func TestGPTBitIdenticalUnderGrappler(t *testing.T) {
+	fx, err := LoadFixture(filepath.Join("..", "testmodels", "zoo", "gpt.json"))
+	if err != nil {
+		t.Fatalf("%v (regenerate with .venv/bin/python testmodels/zoo.py --only gpt)", err)
+	}
+	m, err := graphdef.Load(fx.GraphPath(), graphdef.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	placed := PlaceAll(m, computeDevice)
+	g, err := graphdef.NewGraph(placed.Graph, placed.Source)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The step tfswap finds by default is the fixture's training op.
+	if f := graphdef.DefaultFetch(g); len(f.Nodes) != 1 || f.Nodes[0] != fx.TrainOp {
+		t.Errorf("default fetch %v (%s), want %s", f.Nodes, f.Reason, fx.TrainOp)
+	}
+	prof, err := cost.LookupProfile(rewrite.DefaultDevice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim := cost.Options{Fetch: []string{fx.TrainOp}, ComputeDevice: computeDevice}
+	base, err := cost.Simulate(g, prof, sim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var peak int64
+	for _, d := range base.Devices {
+		if SameDevice(d.Name, computeDevice) {
+			peak = d.PeakBytes
+		}
+	}
+	if peak == 0 {
+		t.Fatalf("no peak simulated on %s", computeDevice)
+	}
+	budget := peak * 7 / 10
+
+	lms := rewriteModel(t, placed, rewrite.Options{MinTensorBytes: -1, SwapoutThreshold: 4, SwapinAhead: 1})
+	planned, err := rewrite.RewriteWithPlanner(placed, rewrite.Options{ComputeDevice: computeDevice, HostDevice: hostDevice},
+		rewrite.PlanOptions{Strategy: "auto", Budget: budget, Profile: prof, Sim: cost.Options{Fetch: []string{fx.TrainOp}}, FitAccounting: "tfswap"})
+	if err != nil {
+		t.Fatalf("plan at 70%% of %d bytes: %v", peak, err)
+	}
+	if err := rewrite.Verify(g, planned.Result, rewrite.GateHost); err != nil {
+		t.Fatalf("rewrite.Verify: %v", err)
+	}
+	if len(planned.Eval.Devices) == 0 || !planned.Eval.Fits {
+		t.Fatalf("the 70%% plan does not fit (%d devices judged)", len(planned.Eval.Devices))
+	}
+	t.Logf("unswapped peak %d bytes; LMS: %d swaps; 70%% plan (%s): %d swaps, %d recomputations, peak %d of %d", peak, len(lms.Swaps),
+		planned.Eval.Strategy, len(planned.Swaps), len(planned.Recomputes), planned.Eval.Devices[0].Peak, budget)
+
+	cp := TwoDeviceConfig()
+	cp.GraphOptions = &cpb.GraphOptions{RewriteOptions: &cpb.RewriterConfig{DependencyOptimization: cpb.RewriterConfig_OFF}}
+	cfg, err := MarshalConfig(cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	origModel, fxAll := withAllVariableReads(t, placed, fx)
+	want, err := Train(marshalModel(t, origModel), fxAll, 3, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFinite(t, want)
+	for _, c := range []struct {
+		name  string
+		model *graphdef.Model
+		swaps int
+	}{
+		{"lms", lms.Model, len(lms.Swaps)},
+		{"plan70", planned.Result.Model, len(planned.Swaps) + len(planned.Recomputes)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.swaps == 0 {
+				t.Fatal("the rewrite swaps and recomputes nothing: nothing to check")
+			}
+			rew, _ := withAllVariableReads(t, c.model, fx)
+			got, err := Train(marshalModel(t, rew), fxAll, 3, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkFinite(t, got)
+			diffs := want.Diff(got, variableNames(fxAll))
+			for _, d := range diffs {
+				t.Error(d)
+			}
+			t.Logf("losses %v; %d variables compared, %d differ", got.LossValues, len(fxAll.Variables), len(diffs))
+		})
+	}
+}
