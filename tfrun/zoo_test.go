@@ -1,0 +1,138 @@
+//go:build tensorflow
+
+package tfrun
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tfswap/tfswap/cost"
+	"github.com/tfswap/tfswap/graphdef"
+	"github.com/tfswap/tfswap/rewrite"
+	cpb "github.com/wamuir/graft/tensorflow/core/protobuf/for_core_protos_go_proto"
+)
+
+// zooBitIDSkips are the zoo graphs TestZooBitIdenticalUnderGrappler does not train, with the
+// reason.
+var zooBitIDSkips = map[string]string{
+	"gpt": "covered by TestGPTBitIdenticalUnderGrappler",
+	// Open: the step reads its variables through resource placeholders (the concrete
+	// function's captured inputs), which Train's variable fetch cannot feed.
+	"concrete": "the TF2 concrete-function graph reads variables through resource placeholders that Train cannot feed (harness gap, open)",
+	// Open, a rewriter bug: the LMS rewrite's gate on gradients/cnn/batch_normalization_1/
+	// cond_grad/StatelessIf pulls the unfed Keras placeholder conv2d_input into the step.
+	"cond_v2": "known bug: LMS's swap gate on the StatelessIf gradient pulls the unfed placeholder conv2d_input into the step (open)",
+	// Open: fixed-threshold LMS finds no tensor to swap on these graphs (uninvestigated).
+	"noshapes": "LMS (threshold 4) swaps nothing on the shapeless graph: nothing to check (open)",
+	"rnn_v1":   "LMS (threshold 4) swaps nothing on the v1 dynamic_rnn (while-loop) graph: nothing to check (open)",
+}
+
+// zooRewrite is one rewrite TestZooBitIdenticalUnderGrappler trains: its name, model and the
+// number of tensors it swaps or recomputes.
+type zooRewrite struct {
+	name  string
+	model *graphdef.Model
+	moved int
+}
+
+// TestZooBitIdenticalUnderGrappler trains every graph in testmodels/zoo (the directory is
+// listed) and its fixed-threshold LMS rewrite (threshold 4, tensors of any size), and, where
+// the auto planner fits at 90% of the simulated unswapped peak, that plan, for 3 steps in the
+// two-device emulation with Grappler's default optimizers except the dependency optimizer
+// (see TestGPTBitIdenticalUnderGrappler for why), and requires the losses and every variable
+// to be bit-identical. A rewrite that swaps nothing fails.
+func TestZooBitIdenticalUnderGrappler(t *testing.T) {
+	manifests, err := filepath.Glob(filepath.Join("..", "testmodels", "zoo", "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(manifests) == 0 {
+		t.Fatal("no graph in ../testmodels/zoo")
+	}
+	prof, err := cost.LookupProfile(rewrite.DefaultDevice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := TwoDeviceConfig()
+	cp.GraphOptions = &cpb.GraphOptions{RewriteOptions: &cpb.RewriterConfig{DependencyOptimization: cpb.RewriterConfig_OFF}}
+	cfg, err := MarshalConfig(cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range manifests {
+		name := filepath.Base(strings.TrimSuffix(mf, ".json"))
+		t.Run(name, func(t *testing.T) {
+			if reason, ok := zooBitIDSkips[name]; ok {
+				t.Skip(reason)
+			}
+			fx, err := LoadFixture(mf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := graphdef.Load(fx.GraphPath(), graphdef.LoadOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			placed := PlaceAll(m, computeDevice)
+			var rewrites []zooRewrite
+			lms := rewriteModel(t, placed, rewrite.Options{MinTensorBytes: -1, SwapoutThreshold: 4, SwapinAhead: 1})
+			rewrites = append(rewrites, zooRewrite{"lms", lms.Model, len(lms.Swaps)})
+
+			g, err := graphdef.NewGraph(placed.Graph, placed.Source)
+			if err != nil {
+				t.Fatal(err)
+			}
+			base, err := cost.Simulate(g, prof, cost.Options{Fetch: []string{fx.TrainOp}, ComputeDevice: computeDevice})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var peak int64
+			for _, d := range base.Devices {
+				if SameDevice(d.Name, computeDevice) {
+					peak = d.PeakBytes
+				}
+			}
+			planned, err := rewrite.RewriteWithPlanner(placed, rewrite.Options{ComputeDevice: computeDevice, HostDevice: hostDevice},
+				rewrite.PlanOptions{Strategy: "auto", Budget: peak * 9 / 10, Profile: prof, Sim: cost.Options{Fetch: []string{fx.TrainOp}}, FitAccounting: "tfswap"})
+			var nf *rewrite.NoFitError
+			switch {
+			case errors.As(err, &nf):
+				t.Logf("no plan at 90%% of %d bytes: only LMS trained", peak)
+			case err != nil:
+				t.Errorf("plan at 90%% of %d bytes: %v", peak, err)
+			default:
+				if err := rewrite.Verify(g, planned.Result, rewrite.GateHost); err != nil {
+					t.Fatalf("rewrite.Verify: %v", err)
+				}
+				rewrites = append(rewrites, zooRewrite{"plan90", planned.Result.Model, len(planned.Swaps) + len(planned.Recomputes)})
+			}
+
+			origModel, fxAll := withAllVariableReads(t, placed, fx)
+			want, err := Train(marshalModel(t, origModel), fxAll, 3, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkFinite(t, want)
+			for _, c := range rewrites {
+				t.Run(c.name, func(t *testing.T) {
+					if c.moved == 0 {
+						t.Fatal("the rewrite swaps and recomputes nothing: nothing to check")
+					}
+					rew, _ := withAllVariableReads(t, c.model, fx)
+					got, err := Train(marshalModel(t, rew), fxAll, 3, cfg)
+					if err != nil {
+						t.Fatal(err)
+					}
+					checkFinite(t, got)
+					diffs := want.Diff(got, variableNames(fxAll))
+					for _, d := range diffs {
+						t.Error(d)
+					}
+					t.Logf("%d moved; losses %v; %d variables compared, %d differ", c.moved, got.LossValues, len(fxAll.Variables), len(diffs))
+				})
+			}
+		})
+	}
+}
