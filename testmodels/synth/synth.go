@@ -75,7 +75,9 @@ func shapesAttr(shapes ...*tspb.TensorShapeProto) *apb.AttrValue {
 	return &apb.AttrValue{Value: &apb.AttrValue_List{List: &apb.AttrValue_ListValue{Shape: shapes}}}
 }
 
-func typeAttr(t typb.DataType) *apb.AttrValue { return &apb.AttrValue{Value: &apb.AttrValue_Type{Type: t}} }
+func typeAttr(t typb.DataType) *apb.AttrValue {
+	return &apb.AttrValue{Value: &apb.AttrValue_Type{Type: t}}
+}
 
 func strAttr(s string) *apb.AttrValue { return &apb.AttrValue{Value: &apb.AttrValue_S{S: []byte(s)}} }
 
