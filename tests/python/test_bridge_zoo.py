@@ -27,9 +27,6 @@ SKIPS = {
 
 # Known failures, open, marked strict xfail so that a fix shows up as an unexpected pass.
 XFAILS = {
-    "gpt": "variables differ under the full default Grappler configuration: the dependency "
-    "optimizer bypasses the gradients' tuple/control_dependency Identity nodes (see "
-    "tfrun TestGPTBitIdenticalUnderGrappler and docs/PLANNING.md)",
     "rnn_v1": "the bridge swaps nothing on the v1 dynamic_rnn graph (uninvestigated)",
     "rnn_v2": "the bridge swaps nothing on the v2 dynamic_rnn graph, though tfswap's LMS "
     "swaps 7 tensors on the unoptimized graph (uninvestigated)",
