@@ -332,9 +332,11 @@ func newProblemWith(model *graphdef.Model, a *Analysis, po PlanOptions, grappler
 	pr.simOpts = po.Sim
 	pr.simOpts.Timeline = false
 	pr.simOpts.TopLive = -1
-	if pr.simOpts.ComputeDevice == "" && a.Opts.ComputeDevice != "" {
-		if d, err := graphdef.ParseDevice(a.Opts.ComputeDevice); err == nil && d.Type != "" {
-			pr.simOpts.ComputeDevice = a.Opts.ComputeDevice
+	if pr.simOpts.ComputeDevice == "" && a.computeSpec.Type != "" {
+		// Nodes without a device run on the first compute device (Analysis.Device); the
+		// others are named by the graph's nodes, and all share one type (CheckDevices).
+		if d := a.computeSpec; d.Type != "" {
+			pr.simOpts.ComputeDevice = SplitComputeDevices(a.Opts.ComputeDevice)[0]
 			if d.Type != "GPU" {
 				// A compute device that is not a GPU (the two-device CPU emulation of the
 				// runtime tests) is simulated as the GPU of the same index.
@@ -401,7 +403,7 @@ func (pr *Problem) deviceName(simName string) string {
 		return simName
 	}
 	d.Type = pr.realType
-	if !pr.Analysis.computeSpec.IsZero() && !d.Matches(pr.Analysis.computeSpec) {
+	if !pr.Analysis.computeSpec.IsZero() && !pr.Analysis.IsComputeDevice(d) {
 		return simName
 	}
 	return d.String()
