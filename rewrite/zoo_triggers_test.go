@@ -214,3 +214,48 @@ func TestLMSSwapsAfterV1Loop(t *testing.T) {
 	}
 	t.Logf("%d swaps", len(res.Swaps))
 }
+
+// TestCondScaleEarlyMerges: on the small v1-cond fixture whose inference branch scales by a
+// variable read outside the cond (testmodels/controlflow cond_scale), the simulator runs the
+// training branch, so the Merges of the scale's Switch gradients (the training side's zeros
+// against the gradient through the inference side) run before the gradient they depend on:
+// the timing marks them early (timing.isEarly). Auto's plan at 90% of the batch-x64 peak
+// fits, passes Verify (acyclic, nothing in a branch) and triggers nothing early.
+func TestCondScaleEarlyMerges(t *testing.T) {
+	m, g := controlFlowModel(t, "cond_scale")
+	sim := cost.Options{Fetch: []string{"train"}, BatchScale: 64}
+	opts, err := Options{MinTensorBytes: -1}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, err := newProblem(m, Analyze(g, opts), PlanOptions{Strategy: "auto", Budget: 1 << 40, Sim: sim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	early := map[string]bool{}
+	for _, n := range g.Nodes {
+		if pr.timing.isEarly(g, n) {
+			early[n.Name] = true
+		}
+	}
+	for _, name := range []string{"gradients/cond/mul/Switch_grad/cond_grad", "gradients/cond/mul/Switch_1_grad/cond_grad"} {
+		if !early[name] {
+			t.Errorf("%s is not early; early: %v", name, early)
+		}
+	}
+	res, err := RewriteWithPlanner(m, Options{MinTensorBytes: -1}, PlanOptions{Strategy: "auto", Budget: pr.Base.Result.Compute().PeakBytes * 9 / 10, Sim: sim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Swaps) == 0 {
+		t.Fatal("the plan swaps nothing")
+	}
+	checkNothingInBranches(t, res.Result, branchNodes(t, g))
+	for _, s := range res.Swaps {
+		for _, in := range s.SwapIns {
+			if early[in.Trigger] {
+				t.Errorf("swap-in %s is triggered by %s, which runs before its own ancestors", in.Node, in.Trigger)
+			}
+		}
+	}
+}
