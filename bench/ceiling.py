@@ -174,6 +174,20 @@ def op_bound(path):
     return best, best_op
 
 
+def grappler_live(tfswap, path):
+    """What the VirtualCluster's accounting holds at its peaks of the planned graph: for the
+    nanosecond and the microsecond figure, the peak, when, and the largest buffers live then
+    (name, op, bytes)."""
+    g = simulate(tfswap, path, True)
+    out = {}
+    for key, peak, at, live in (("ns", "peak_bytes", "peak_time_ns", "live"),
+                                ("us", "peak_bytes_us", "peak_time_us_ns", "live_us")):
+        bufs = sorted(g.get(live) or [], key=lambda x: -x["Bytes"])
+        out[key] = {"peak": g.get(peak, 0), "at_ns": g.get(at, 0),
+                    "live": [[x["Name"], x["Op"], x["Bytes"]] for x in bufs[:10]]}
+    return out
+
+
 def rewrite(tfswap, src, acc):
     with tempfile.TemporaryDirectory() as tmp:
         rep = os.path.join(tmp, "r.json")
@@ -188,6 +202,8 @@ def rewrite(tfswap, src, acc):
                        peak=dev["peak"], grappler_peak=dev.get("grappler_peak", 0),
                        grappler_peak_us=dev.get("grappler_peak_us", 0), budget=dev["budget"],
                        to_host=plan.get("bytes_to_host", 0), from_host=plan.get("bytes_to_device", 0))
+            if rec["fits"] and max(rec["grappler_peak"], rec["grappler_peak_us"]) > rec["budget"]:
+                rec["grappler_live"] = grappler_live(tfswap, os.path.join(tmp, "o.pb"))
         else:
             rec["fits"] = False
             m = re.search(r"the smallest peak any plan reached is ([0-9.]+) GiB", p.stderr)
@@ -334,6 +350,21 @@ def markdown(data):
         out.append("* Target (8x B0 within +82%%, fitting by both accountings): %s%s." % (
             "met" if met else "missed",
             "" if r.get("exit") != 0 else " (%+.1f%% at 8x)" % (100 * r["overhead"])))
+    diag = [r for r in rows if r.get("grappler_live")]
+    if diag:
+        out.append("")
+        out.append("What the VirtualCluster's accounting holds where a plan that fits by tfswap's accounting does not fit "
+                   "by it (`tfswap simulate --grappler` of that plan's rewrite; the buffers of at least half the largest "
+                   "live one, largest first):\n")
+        for r in diag:
+            for key, what in (("us", "microsecond"), ("ns", "nanosecond")):
+                d = r["grappler_live"][key]
+                if d["peak"] <= r["budget"]:
+                    continue
+                big = [x for x in d["live"] if d["live"] and x[2] * 2 >= d["live"][0][2]]
+                out.append("* %d (%gx), %s plan, %s figure %s GiB at %.3f s: %s." % (
+                    r["batch"], r["multiple"], r["accounting"], what, gib(d["peak"]), d["at_ns"] / 1e9,
+                    ", ".join("`%s` (%s, %s GiB)" % (n, op, gib(b)) for n, op, b in big)))
     out.append("")
     out.append(NOTES)
     return "\n".join(out) + "\n"
