@@ -20,9 +20,6 @@ import (
 // reason.
 var zooBitIDSkips = map[string]string{
 	"gpt": "covered by TestGPTBitIdenticalUnderGrappler",
-	// Open: the step reads its variables through resource placeholders (the concrete
-	// function's captured inputs), which Train's variable fetch cannot feed.
-	"concrete": "the TF2 concrete-function graph reads variables through resource placeholders that Train cannot feed (harness gap, open)",
 }
 
 // zooRewrite is one rewrite TestZooBitIdenticalUnderGrappler trains: its name, model and the
