@@ -49,6 +49,12 @@ type Options struct {
 	// ExcludeOps are op types whose outputs are never swapped, in addition to the ops that
 	// never are (constants, variables, control flow).
 	ExcludeOps []string
+	// Preserve names nodes tfswap leaves exactly as they are: their outputs are never
+	// swapped or recomputed, they never read a swapped-in or recomputed copy instead of
+	// their input, and they neither gate a swap-in nor wait for a swap-out (no input, data or
+	// control, is added to them). A name may carry a port or a leading ^ ("a:1", "^a"): the
+	// node is meant. Every name must be a node of the graph.
+	Preserve []string
 	// ComputeDevice names the device whose tensors are swapped, e.g. "/device:GPU:0". Empty
 	// means every GPU. Nodes with no device are taken to run on the default compute device:
 	// ComputeDevice when set, else /device:GPU:0.
