@@ -30,6 +30,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "tensorflow/core/framework/attr_value.pb.h"
 #include "tensorflow/core/framework/attr_value_util.h"
 #include "tensorflow/core/framework/graph.pb.h"
@@ -49,6 +51,7 @@ constexpr char kRoleAttr[] = "_tfswap_role";
 constexpr char kIDAttr[] = "_tfswap_id";
 constexpr char kDoNotRemoveAttr[] = "_grappler_do_not_remove";
 constexpr char kRecompute[] = "/recompute/";
+constexpr char kShapesAttr[] = "_output_shapes";
 constexpr char kWarningPrefix[] = "tfswap: warning: ";
 // tfswap's exit statuses (cmd/tfswap/main.go, README's table).
 constexpr int kBadInputExit = 1;
@@ -695,6 +698,48 @@ void Warn(Result* r, const std::string& kind, const std::string& text) {
   r->warnings.push_back({kind, text});
 }
 
+// KeepInputShapes gives every node of out that is also a node of in (by name) the
+// _output_shapes attr it has in in, or none when it has none there, and reports whether it
+// changed anything. tfswap infers shapes on load (and --batch fills an unknown batch), and
+// writes what it inferred into the nodes it returns; the graph TensorFlow runs must keep its
+// own attrs, and the attr is only a hint, so the bridge puts the input's back rather than
+// refusing the rewrite. tfswap's nodes keep theirs.
+// SerializeDeterministic writes g to *out with map fields (attrs) in key order, so that the
+// same graph always gives the same bytes.
+bool SerializeDeterministic(const GraphDef& g, std::string* out) {
+  out->clear();
+  {
+    google::protobuf::io::StringOutputStream stream(out);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    if (!g.SerializeToCodedStream(&coded)) return false;
+  }
+  return true;
+}
+
+bool KeepInputShapes(const GraphDef& in, GraphDef* out) {
+  std::unordered_map<std::string, const NodeDef*> by_name;
+  for (const NodeDef& n : in.node()) by_name[n.name()] = &n;
+  bool changed = false;
+  for (NodeDef& n : *out->mutable_node()) {
+    auto it = by_name.find(n.name());
+    if (it == by_name.end()) continue;
+    auto want = it->second->attr().find(kShapesAttr);
+    auto got = n.attr().find(kShapesAttr);
+    if (want == it->second->attr().end()) {
+      if (got != n.attr().end()) {
+        n.mutable_attr()->erase(kShapesAttr);
+        changed = true;
+      }
+    } else if (got == n.attr().end() ||
+               !tensorflow::AreAttrValuesEqual(got->second, want->second)) {
+      (*n.mutable_attr())[kShapesAttr] = want->second;
+      changed = true;
+    }
+  }
+  return changed;
+}
+
 }  // namespace
 
 bool SetParameter(Config* cfg, const std::string& key, const std::vector<std::string>& values,
@@ -914,6 +959,7 @@ Result RunSwap(const std::string& graph, const std::vector<std::string>& fetch,
          absl::StrCat(what, " runs unchanged: tfswap's output is not a binary GraphDef"));
     return Unchanged(r, "bad output");
   }
+  const bool shapes_restored = KeepInputShapes(in, &out);
   std::vector<std::string> keep = fetch;
   keep.insert(keep.end(), preserve.begin(), preserve.end());
   const bool offload = Offloads(cfg.flags);
@@ -932,8 +978,15 @@ Result RunSwap(const std::string& graph, const std::vector<std::string>& fetch,
   if (r.added_nodes == 0 && !(offload && DevicesMoved(in, out))) {
     return Unchanged(r, "nothing to swap");
   }
+  if (shapes_restored) {
+    if (!SerializeDeterministic(out, &r.graph)) {
+      Warn(&r, "output", absl::StrCat(what, " runs unchanged: cannot serialize the rewrite"));
+      return Unchanged(r, "bad output");
+    }
+  } else {
+    r.graph = std::move(c.out);
+  }
   r.rewritten = true;
-  r.graph = std::move(c.out);
   return r;
 }
 

@@ -159,6 +159,9 @@ func Apply(model *graphdef.Model, a *Analysis, plan *Plan) (*Result, error) {
 			if grp.Trigger == nil || len(grp.Uses) == 0 {
 				return nil, fmt.Errorf("tensor %s: swap-in %d has no trigger or no consumers", t, k)
 			}
+			if err := a.checkTriggerDevice(grp); err != nil {
+				return nil, fmt.Errorf("tensor %s: swap-in %d: %v", t, k, err)
+			}
 			inName := SwapNodeName(t, "swap_in_"+strconv.Itoa(k))
 			dev := host
 			if a.Opts.Gate == GateDevice {

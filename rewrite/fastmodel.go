@@ -685,8 +685,8 @@ func (fm *fastModel) sweep(plan *Plan, throttle []int64) *fastResult {
 					after = o
 				}
 			}
-			if after.ps.Tensor.Node.TopoIndex >= n.TopoIndex {
-				continue
+			if after.ps.Tensor.Node.TopoIndex >= n.TopoIndex || pr.timing.isEarly(pr.Analysis.Graph, after.ps.Tensor.Node) {
+				continue // the wait could close a cycle (see timing.isEarly)
 			}
 			res.waits = append(res.waits, Wait{Node: n, After: after.ps.Tensor})
 			ds.addShift(ev.t, last.outDone+lat-(ev.t+ds.shift))

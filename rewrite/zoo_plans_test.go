@@ -119,7 +119,7 @@ func TestZooPlans(t *testing.T) {
 	}
 }
 
-// zooPlanSkips are the zoo graphs TestZooPlans does not plan, with the reason.
-var zooPlanSkips = map[string]string{
-	"cond_v1": "known bug: the planned rewrite of the v1 learning-phase cond (Switch/Merge) graph has a cycle through gradients/.../cond/Merge_grad (RewriteWithPlanner fails in NewGraph); not fixed yet",
-}
+// zooPlanSkips are the zoo graphs TestZooPlans does not plan, with the reason (none at
+// present: cond_v1, whose planned rewrite had a cycle through a v1 Merge, is planned since
+// the fix).
+var zooPlanSkips = map[string]string{}

@@ -21,9 +21,6 @@ var zooBitIDSkips = map[string]string{
 	// Open: the step reads its variables through resource placeholders (the concrete
 	// function's captured inputs), which Train's variable fetch cannot feed.
 	"concrete": "the TF2 concrete-function graph reads variables through resource placeholders that Train cannot feed (harness gap, open)",
-	// Open, a rewriter bug: the LMS rewrite's gate on gradients/cnn/batch_normalization_1/
-	// cond_grad/StatelessIf pulls the unfed Keras placeholder conv2d_input into the step.
-	"cond_v2": "known bug: LMS's swap gate on the StatelessIf gradient pulls the unfed placeholder conv2d_input into the step (open)",
 	// Open: fixed-threshold LMS finds no tensor to swap on these graphs (uninvestigated).
 	"noshapes": "LMS (threshold 4) swaps nothing on the shapeless graph: nothing to check (open)",
 	"rnn_v1":   "LMS (threshold 4) swaps nothing on the v1 dynamic_rnn (while-loop) graph: nothing to check (open)",
@@ -108,8 +105,6 @@ func TestZooBitIdenticalUnderGrappler(t *testing.T) {
 			switch {
 			case errors.As(err, &nf):
 				t.Logf("no plan at 90%% of %d bytes (batch x%d): only LMS trained", peak, sim.BatchScale)
-			case err != nil && name == "cond_v1" && strings.Contains(err.Error(), "cycle"):
-				t.Logf("known bug (see rewrite TestZooPlans): the planned cond_v1 graph has a cycle: only LMS trained")
 			case err != nil:
 				t.Errorf("plan at 90%% of %d bytes (batch x%d): %v", peak, sim.BatchScale, err)
 			default:
