@@ -25,7 +25,8 @@
 //   TFSWAP_BINARY          the tfswap binary (default: "tfswap" on PATH)
 //   TFSWAP_BUDGET          --budget;   TFSWAP_STRATEGY  --strategy;   TFSWAP_DEVICE  --device
 //   TFSWAP_RECOMPUTE       --recompute; TFSWAP_MIN_BYTES --min-bytes
-//   TFSWAP_COMPUTE_DEVICE  --compute-device (e.g. /device:CPU:1 in the CPU emulation)
+//   TFSWAP_COMPUTE_DEVICE  --compute-device: one device or a comma list (e.g. /device:CPU:1 in
+//                          the CPU emulation); unset on a CPU registration: every CPU but CPU:0
 //   TFSWAP_FLAGS           more tfswap rewrite flags, separated by spaces
 //   TFSWAP_TIMEOUT         seconds one rewrite may take (default 60)
 //   TFSWAP_LOG             0: warnings only; 1 (default): one line per plan; 2: also tfswap's
@@ -58,6 +59,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdint>
 #include <fstream>
 #include <map>
@@ -160,18 +162,21 @@ class TempDir {
 };
 
 // SummaryField returns the text after "key:" on the line of tfswap's summary that starts
-// with it ("tensors swapped: 43 (45 swap-ins)" -> "43 (45 swap-ins)"), or "".
-std::string SummaryField(const std::string& summary, const std::string& key) {
+// with it ("tensors swapped: 43 (45 swap-ins)" -> "43 (45 swap-ins)"), or "". With all, the
+// texts of every such line, joined by ", " (tfswap prints one "predicted peak:" line per
+// compute device: the replicas of a MirroredStrategy step).
+std::string SummaryField(const std::string& summary, const std::string& key, bool all = false) {
   std::istringstream in(summary);
-  std::string line;
+  std::string line, out;
   while (std::getline(in, line)) {
     size_t b = line.find_first_not_of(' ');
     if (b == std::string::npos || line.compare(b, key.size() + 1, key + ":") != 0) continue;
     std::string v = line.substr(b + key.size() + 1);
     v.erase(0, v.find_first_not_of(' '));
-    return v;
+    if (!all) return v;
+    out += (out.empty() ? "" : ", ") + v;
   }
-  return "";
+  return out;
 }
 
 std::string JsonString(const std::string& s) {
@@ -304,6 +309,59 @@ bool Annotate(const TF_GrapplerItem* item, GraphDef* g, int64_t batch,
   return ok;
 }
 
+// ComputeDevices returns the --compute-device value for graph (empty for tfswap's default,
+// every GPU). TFSWAP_COMPUTE_DEVICE names one device or several, comma separated (the
+// replicas of a MirroredStrategy step); a function graph is placed with full device names
+// (/job:localhost/replica:0/task:0/device:CPU:1), and tfswap compares names whole, so each
+// short name becomes the full name of the first of the graph's devices it ends with. Without
+// it, a plugin registered for CPU (the CPU emulation) plans every CPU of the graph but CPU:0
+// of its task, the host: the emulated GPUs, one per replica; sorted, so the flag is the same
+// for the same graph.
+std::string ComputeDevices(const GraphDef& graph) {
+  std::vector<std::string> out;
+  const std::string spec = Env("TFSWAP_COMPUTE_DEVICE");
+  if (!spec.empty()) {
+    std::istringstream in(spec);
+    std::string c;
+    while (std::getline(in, c, ',')) {
+      const size_t b = c.find_first_not_of(" \t");
+      if (b == std::string::npos) continue;
+      c = c.substr(b, c.find_last_not_of(" \t") - b + 1);
+      std::string full = c;
+      for (const NodeDef& n : graph.node()) {
+        const std::string& d = n.device();
+        if (d.size() > c.size() && d.compare(d.size() - c.size(), c.size(), c) == 0 &&
+            d[d.size() - c.size() - 1] != ':') {
+          full = d;
+          break;
+        }
+      }
+      out.push_back(full);
+    }
+  } else if (Env("TFSWAP_DEVICE_TYPE", "GPU") == "CPU") {
+    std::set<std::string> cpus;
+    for (const NodeDef& n : graph.node()) {
+      const std::string& d = n.device();
+      const size_t slash = d.rfind('/');
+      std::string last = slash == std::string::npos ? d : d.substr(slash + 1);
+      if (last.compare(0, 7, "device:") == 0) last = last.substr(7);
+      const size_t colon = last.find(':');
+      if (colon == std::string::npos) continue;
+      std::string type = last.substr(0, colon);
+      for (char& ch : type) ch = toupper(static_cast<unsigned char>(ch));
+      const std::string index = last.substr(colon + 1);
+      if (type == "CPU" && !index.empty() && index != "0" &&
+          index.find_first_not_of("0123456789") == std::string::npos) {
+        cpus.insert(d);
+      }
+    }
+    out.assign(cpus.begin(), cpus.end());
+  }
+  std::string flag;
+  for (const std::string& d : out) flag += (flag.empty() ? "" : ",") + d;
+  return flag;
+}
+
 // CallCount returns how many times a graph with this id has been handed to the plugin,
 // this call included.
 int CallCount(const std::string& id) {
@@ -344,8 +402,8 @@ std::vector<std::string> Split(const std::string& s) {
 
 // Configure builds the core's configuration from the environment as it is now; false (with
 // *error set) when a setting is bad. report is the file tfswap writes its JSON report to,
-// fetch the item's fetch nodes that are in the graph, graph the graph (for the full name of
-// TFSWAP_COMPUTE_DEVICE).
+// fetch the item's fetch nodes that are in the graph, graph the graph (for its compute
+// devices, ComputeDevices).
 bool Configure(const GraphDef& graph, const std::string& report,
                const std::set<std::string>& fetch, tfswap_core::Config* cfg,
                std::string* error) {
@@ -370,22 +428,8 @@ bool Configure(const GraphDef& graph, const std::string& report,
     const std::string v = Env(o.env);
     if (!v.empty() && !tfswap_core::SetParameter(cfg, o.key, {v}, true, error)) return false;
   }
-  std::string compute = Env("TFSWAP_COMPUTE_DEVICE");
-  if (!compute.empty()) {
-    // A function graph is placed with full device names (/job:localhost/replica:0/task:0/
-    // device:CPU:1), and tfswap compares names whole: a short name given by the user becomes
-    // the full name of the graph's device it ends with.
-    for (const NodeDef& n : graph.node()) {
-      const std::string& d = n.device();
-      if (d.size() > compute.size() &&
-          d.compare(d.size() - compute.size(), compute.size(), compute) == 0 &&
-          d[d.size() - compute.size() - 1] != ':') {
-        compute = d;
-        break;
-      }
-    }
-    cfg->flags.push_back("--compute-device=" + compute);
-  }
+  const std::string compute = ComputeDevices(graph);
+  if (!compute.empty()) cfg->flags.push_back("--compute-device=" + compute);
   {
     std::istringstream extra(Env("TFSWAP_FLAGS"));
     std::string f;
@@ -492,7 +536,7 @@ void OptimizeFunc(void*, const TF_Buffer* graph_buf, const TF_GrapplerItem* c_it
   const int log_level = atoi(Env("TFSWAP_LOG", "1").c_str());
   std::string swapped = SummaryField(err, "tensors swapped");
   std::string recomputed = SummaryField(err, "recomputed");
-  std::string peak = SummaryField(err, "predicted peak");
+  std::string peak = SummaryField(err, "predicted peak", true);
   std::string step = SummaryField(err, "predicted step");
   if (added > 0) {
     // The shapes the plugin added stay out of the original nodes: the rewrite changes nothing

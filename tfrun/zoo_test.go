@@ -18,9 +18,6 @@ import (
 // reason.
 var zooBitIDSkips = map[string]string{
 	"gpt": "covered by TestGPTBitIdenticalUnderGrappler",
-	// Open: the step reads its variables through resource placeholders (the concrete
-	// function's captured inputs), which Train's variable fetch cannot feed.
-	"concrete": "the TF2 concrete-function graph reads variables through resource placeholders that Train cannot feed (harness gap, open)",
 	// Open: fixed-threshold LMS finds no tensor to swap on these graphs (uninvestigated).
 	"noshapes": "LMS (threshold 4) swaps nothing on the shapeless graph: nothing to check (open)",
 	"rnn_v1":   "LMS (threshold 4) swaps nothing on the v1 dynamic_rnn (while-loop) graph: nothing to check (open)",

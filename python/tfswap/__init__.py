@@ -138,7 +138,10 @@ def enable(budget=None, strategy=None, device=None, recompute=None, min_bytes=No
     "v100-16gb"; by default the GPU TensorFlow sees), recompute ("auto", "off", "max") and
     min_bytes are tfswap rewrite's options of the same names. Without device, the profile is
     the one that names the first GPU TensorFlow sees (profile_for). compute_device limits the
-    swapping to one device (e.g. "/device:CPU:1"). batch_size is the batch size tfswap
+    swapping to one device (e.g. "/device:CPU:1") or to several (a list, or a comma-separated
+    string: the replicas of a MirroredStrategy step), each planned against its own budget;
+    without it the plugin plans every GPU, or, registered for CPU, every CPU of the graph but
+    CPU:0 of its task (the host). batch_size is the batch size tfswap
     assumes where a shape's leading dimension is unknown: Keras traces its train function for
     batches of any size, and tfswap sizes only tensors of known shape (without it, the plan's
     log line says how many tensors were left unsized). preserve lists node names tfswap
@@ -171,6 +174,8 @@ def enable(budget=None, strategy=None, device=None, recompute=None, min_bytes=No
             v = values[key]
             if v is None:
                 os.environ.pop(env, None)
+            elif key == "compute_device" and isinstance(v, (list, tuple)):
+                os.environ[env] = ",".join(str(d) for d in v)
             else:
                 os.environ[env] = str(v)
         if _plan_log is None:

@@ -9,7 +9,8 @@ fixed, once per process. With the plugin, the partition graphs of the training f
 hold tfswap's swap nodes, the swap-outs and swap-ins placed on CPU:0, and the losses and every
 weight must be bit-identical, over three steps, to the same training without the plugin,
 and the profiler's trace must show no swap-in before its gate. The same holds under
-MirroredStrategy and under MultiWorkerMirroredStrategy with two local worker processes. Each
+MirroredStrategy (three logical CPUs: the replicas on CPU:1 and CPU:2 each swap to CPU:0) and
+under MultiWorkerMirroredStrategy with two local worker processes. Each
 planner failure (no binary, exit status 1, 2 or 3, a timeout, garbage or an invalid graph)
 leaves the function unchanged with one warning.
 
@@ -41,6 +42,11 @@ BATCH = 8
 # default budget the auto plan would rightly leave them unchanged).
 SWAP = dict(strategy="lms-fixed", min_bytes=0, compute_device="/device:CPU:1", device_type="CPU",
             batch_size=BATCH)
+# MirroredStrategy's replicas: the two emulated GPUs, both named to tfswap.
+MIRRORED = ["/CPU:1", "/CPU:2"]
+REPLICAS = ["/job:localhost/replica:0/task:0/device:CPU:1", "/job:localhost/replica:0/task:0/device:CPU:2"]
+# A list: enable() passes it to the plugin as a comma list.
+SWAP_MIRRORED = dict(SWAP, compute_device=["/device:CPU:1", "/device:CPU:2"])
 WARNING = re.compile(r"^tfswap: warning: (.*)$", re.M)
 
 
@@ -153,11 +159,13 @@ def train_loop(tf, np, dynamic=False):
 
 
 def train_mirrored(tf, np):
-    """MirroredStrategy over the two logical devices, a custom loop with per-replica steps."""
+    """MirroredStrategy over two logical devices, CPU:1 and CPU:2 (the two GPUs of the
+    emulation; the worker sets up three logical CPUs, CPU:0 the host), a custom loop with
+    per-replica steps."""
     import keras
 
     keras.utils.set_random_seed(1)
-    strategy = tf.distribute.MirroredStrategy(["/CPU:0", "/CPU:1"])
+    strategy = tf.distribute.MirroredStrategy(MIRRORED)
     x, y = _data(np, (16, 16, 3), 10)
     with strategy.scope():
         model = _keras_model("cnn", keras)
@@ -277,7 +285,8 @@ def timing_probe(md, logdir):
 
 
 def worker(spec):
-    tf = _setup_tf()
+    # MirroredStrategy's replicas run on CPU:1 and CPU:2: three logical devices, CPU:0 the host.
+    tf = _setup_tf(3 if spec["kind"] == "mirrored" else 2)
     import numpy as np
     from tensorflow.python.eager import context
 
@@ -443,18 +452,34 @@ def test_training_swaps_and_is_bit_identical(kind, built):
         assert p["tfswap_seconds"] > 0
 
 
-def test_mirrored_strategy_is_bit_identical(built):
-    """MirroredStrategy over CPU:0 and CPU:1: the replica on CPU:1 swaps to CPU:0, the
-    collectives (the gradients' all-reduce) are untouched, and training is bit-identical.
-
-    tfswap's --compute-device names one device, so in the CPU emulation only the CPU:1
-    replica is planned (on GPUs, tfswap's default plans every GPU)."""
-    result, log = run_worker({"kind": "mirrored", "plugin": True})
+@pytest.mark.parametrize("compute", ["named", "default"])
+def test_mirrored_strategy_is_bit_identical(compute, built):
+    """MirroredStrategy over CPU:1 and CPU:2 (three logical CPUs, CPU:0 the host): EACH
+    replica swaps on its own device, to CPU:0, with its swap-ins gated by its own work; the
+    cross-replica reduction is untouched; losses and weights are bit-identical over three
+    steps to the training without the plugin. Both replica devices are named to tfswap
+    (compute_device=["/device:CPU:1", "/device:CPU:2"]), or left to the plugin's default for a
+    CPU registration (every CPU of the graph but the host)."""
+    options = dict(SWAP_MIRRORED)
+    if compute == "default":
+        del options["compute_device"]
+    result, log = run_worker({"kind": "mirrored", "plugin": True, "options": options})
     result = result[0]
     check_swapped(result, log)
+    # A swap-in's gate runs on its trigger's device, which is its consumers' (tfswap never
+    # gates one replica's swap-in by another's work): gates on both replicas mean swap-ins
+    # for both. check_swapped put every swap-out and swap-in on the host.
+    gates = {}
     for name, device, role, _ in result["swaps"]:
         if role == "gate":
-            assert device == DEVICE, (name, device)
+            gates.setdefault(device, []).append(name)
+    assert set(gates) == set(REPLICAS), "gates by device: %s\n%s" % (gates, log[-3000:])
+    # Each replica was planned as a device of its own, against its own budget.
+    reports = [p["report"] for p in result["plans"] if p["swap_nodes"] > 0 and p["report"]]
+    assert reports, result["plans"]
+    for r in reports:
+        planned = sorted(d["name"] for d in r["plan"]["devices"])
+        assert planned == REPLICAS, planned
     check_identical(result, baseline("mirrored"))
 
 
