@@ -117,8 +117,13 @@ func Analyze(g *graphdef.Graph, opts Options) *Analysis {
 	a.inLoop = a.reachFrom(func(n *graphdef.Node) bool { return n.Op == "Enter" || n.Op == "RefEnter" },
 		func(n *graphdef.Node) bool { return n.Op == "Exit" || n.Op == "RefExit" }, true)
 	a.foldable = foldable(g)
-	a.conditional = a.reachFrom(func(n *graphdef.Node) bool { return n.Op == "Switch" || n.Op == "RefSwitch" },
-		func(n *graphdef.Node) bool { return n.Op == "Merge" || n.Op == "RefMerge" }, false)
+	// Only conditionals' Switches start a conditional region: a while loop's Switch (its
+	// predicate a LoopCond) feeds the loop's Exit, and what follows the loop runs whenever
+	// the step does (issue 12: marking it made LMS find no trigger after rnn_v1's loop).
+	a.conditional = a.reachFrom(func(n *graphdef.Node) bool {
+		_, cond := graphdef.CondPred(n)
+		return cond
+	}, func(n *graphdef.Node) bool { return n.Op == "Merge" || n.Op == "RefMerge" }, false)
 	// The branches of v1 conditionals as TensorFlow's executor decides them (dead-ness),
 	// which also covers what follows an inner conditional's Merge inside an outer branch, and
 	// leaves out what follows a while loop's Exit (downstream of the loop's Switch, above).

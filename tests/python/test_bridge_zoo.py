@@ -35,9 +35,10 @@ SKIPS = {}
 # level. With the loop's unknown trip count filled in by hand (T=12) and
 # --swapout-threshold=1, tfswap still swaps nothing. On the unoptimized graphs the CLI with
 # the same flags swaps nothing on rnn_v1 and one tensor on rnn_v2 (rnn/while:8, the LSTM
-# kernel passed through the functional While, read by the functional gradient While), which
-# exists after lowering only as an Exit read by an Enter. Swapping around Exit/Enter, or
-# inside loop frames, is a rewriter feature tfswap does not have (open).
+# kernel's variable read passed through the functional While to the gradient While: it shares
+# the variable's buffer, so that swap frees nothing), which exists after lowering only as an
+# Exit read by an Enter. The tensors worth moving sit in the loop's accumulators, where only
+# TensorFlow's while_loop(swap_memory=True) moves them.
 RNN_XFAIL = ("the bridge swaps nothing on the lowered while loop: the tensors kept for the "
              "backward pass leave the loop only through Exit->Enter edges, which tfswap never "
              "swaps (see the comment above XFAILS)")
