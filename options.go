@@ -109,6 +109,10 @@ type Options struct {
 	// are never swapped (--exclude-op).
 	ExcludeScopes []string
 	ExcludeOps    []string
+	// Preserve names nodes tfswap leaves exactly as they are (--preserve): their outputs are
+	// never swapped or recomputed, and no input is added to them or redirected. Every name
+	// must be a node of the graph ("a:1" and "^a" name node a).
+	Preserve []string
 	// ComputeDevice is the device whose tensors are swapped, such as "/device:GPU:1", or
 	// "/device:CPU:1" in the two-device CPU emulation (--compute-device); or several, comma
 	// separated, for the replicas of a data-parallel step ("/device:CPU:1,/device:CPU:2"):
@@ -229,7 +233,7 @@ func (o *Options) rewriteOptions() (rewrite.Options, rewrite.PlanOptions, error)
 		return ro, po, badOptions("FitAccounting: %v", err)
 	}
 	ro = rewrite.Options{SwapoutThreshold: o.SwapoutThreshold, SwapinAhead: o.SwapinAhead, SwapinGroupBy: o.SwapinGroupBy, MinTensorBytes: o.MinTensorBytes,
-		ExcludeScopes: clone(o.ExcludeScopes), ExcludeOps: clone(o.ExcludeOps), ComputeDevice: o.ComputeDevice, HostDevice: o.HostDevice}
+		ExcludeScopes: clone(o.ExcludeScopes), ExcludeOps: clone(o.ExcludeOps), Preserve: clone(o.Preserve), ComputeDevice: o.ComputeDevice, HostDevice: o.HostDevice}
 	if o.OneSwapInPerConsumer {
 		ro.SwapinGroupBy = -1
 	}

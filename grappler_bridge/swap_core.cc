@@ -530,6 +530,33 @@ class Checker {
     return "";
   }
 
+  // Strict returns "" when every node of names that is in the input kept its inputs (data
+  // and control, in order) and its device, else why not.
+  std::string Strict(const std::vector<std::string>& names) {
+    for (const std::string& k : names) {
+      if (k.empty()) continue;
+      const std::string name = ParseInput(k).node;
+      auto o = orig_.find(name);
+      auto n = by_name_.find(name);
+      if (o == orig_.end() || n == by_name_.end()) continue;
+      const NodeDef& a = *o->second;
+      const NodeDef& b = *n->second;
+      if (a.device() != b.device()) {
+        return absl::StrCat("preserved node ", name, " moved to ", b.device());
+      }
+      if (a.input_size() != b.input_size()) {
+        return absl::StrCat("preserved node ", name, " has other inputs");
+      }
+      for (int i = 0; i < a.input_size(); i++) {
+        if (a.input(i) != b.input(i)) {
+          return absl::StrCat("preserved node ", name, " reads ", b.input(i), " instead of ",
+                              a.input(i));
+        }
+      }
+    }
+    return "";
+  }
+
  private:
   static std::vector<Tensor> DataInputs(const NodeDef& n) {
     std::vector<Tensor> v;
@@ -791,8 +818,12 @@ bool IsRewritten(const GraphDef& g) {
 }
 
 std::string CheckRewrite(const GraphDef& in, const GraphDef& out,
-                         const std::vector<std::string>& keep, bool offload) {
-  return Checker(in, out, offload).Run(keep);
+                         const std::vector<std::string>& keep, bool offload,
+                         const std::vector<std::string>& strict) {
+  Checker c(in, out, offload);
+  std::string bad = c.Run(keep);
+  if (bad.empty()) bad = c.Strict(strict);
+  return bad;
 }
 
 Result RunSwap(const std::string& graph, const std::vector<std::string>& fetch,
@@ -807,7 +838,20 @@ Result RunSwap(const std::string& graph, const std::vector<std::string>& fetch,
   if (IsRewritten(in)) return Unchanged(r, "already rewritten");
   std::vector<std::string> argv = {cfg.binary, "rewrite", "-", "-o", "-"};
   argv.insert(argv.end(), cfg.flags.begin(), cfg.flags.end());
+  // What a usage refusal remembers: the flags of the configuration, not those of one call.
   const std::string cmdline = Joined(argv);
+  argv.insert(argv.end(), cfg.call_flags.begin(), cfg.call_flags.end());
+  // The preserved nodes of this graph, once each, in a stable order.
+  std::set<std::string> preserved;
+  {
+    std::unordered_set<std::string> names;
+    for (const NodeDef& n : in.node()) names.insert(n.name());
+    for (const std::string& p : preserve) {
+      std::string name = ParseInput(p).node;
+      if (!p.empty() && names.count(name)) preserved.insert(name);
+    }
+  }
+  for (const std::string& p : preserved) argv.push_back(absl::StrCat("--preserve=", p));
   {
     std::lock_guard<std::mutex> lock(state_mu);
     if (timed_out_before) {
@@ -855,7 +899,8 @@ Result RunSwap(const std::string& graph, const std::vector<std::string>& fetch,
     Warn(&r, "timeout",
          absl::StrCat(what, " runs unchanged: tfswap did not finish within ",
                       FormatSeconds(timeout),
-                      " s (parameter timeout_seconds) and its process group was killed; tfswap "
+                      " s (", cfg.timeout_setting,
+                      ") and its process group was killed; tfswap "
                       "is not run again in this process"));
     return Unchanged(r, "timeout");
   }
@@ -918,7 +963,8 @@ Result RunSwap(const std::string& graph, const std::vector<std::string>& fetch,
   std::vector<std::string> keep = fetch;
   keep.insert(keep.end(), preserve.begin(), preserve.end());
   const bool offload = Offloads(cfg.flags);
-  std::string bad = CheckRewrite(in, out, keep, offload);
+  std::string bad = CheckRewrite(in, out, keep, offload,
+                                 std::vector<std::string>(preserved.begin(), preserved.end()));
   if (!bad.empty()) {
     Warn(&r, "not-rewrite",
          absl::StrCat(what, " runs unchanged: tfswap's output is not a rewrite of its input (",

@@ -80,6 +80,7 @@ type Analysis struct {
 	inBranch      []bool
 	foldable      []bool
 	excludedOps   map[string]bool
+	preserved     map[string]bool // Options.Preserve, by node name
 }
 
 // Analyze prepares the analysis of g under opts (whose defaults must be applied).
@@ -106,12 +107,23 @@ func Analyze(g *graphdef.Graph, opts Options) *Analysis {
 	for _, op := range opts.ExcludeOps {
 		a.excludedOps[op] = true
 	}
+	for _, p := range opts.Preserve {
+		if a.preserved == nil {
+			a.preserved = map[string]bool{}
+		}
+		a.preserved[preservedNode(p)] = true
+	}
 	// An Exit runs in its loop's frame; a Merge's output is live whichever branch ran.
 	a.inLoop = a.reachFrom(func(n *graphdef.Node) bool { return n.Op == "Enter" || n.Op == "RefEnter" },
 		func(n *graphdef.Node) bool { return n.Op == "Exit" || n.Op == "RefExit" }, true)
 	a.foldable = foldable(g)
-	a.conditional = a.reachFrom(func(n *graphdef.Node) bool { return n.Op == "Switch" || n.Op == "RefSwitch" },
-		func(n *graphdef.Node) bool { return n.Op == "Merge" || n.Op == "RefMerge" }, false)
+	// Only conditionals' Switches start a conditional region: a while loop's Switch (its
+	// predicate a LoopCond) feeds the loop's Exit, and what follows the loop runs whenever
+	// the step does (issue 12: marking it made LMS find no trigger after rnn_v1's loop).
+	a.conditional = a.reachFrom(func(n *graphdef.Node) bool {
+		_, cond := graphdef.CondPred(n)
+		return cond
+	}, func(n *graphdef.Node) bool { return n.Op == "Merge" || n.Op == "RefMerge" }, false)
 	// The branches of v1 conditionals as TensorFlow's executor decides them (dead-ness),
 	// which also covers what follows an inner conditional's Merge inside an outer branch, and
 	// leaves out what follows a while loop's Exit (downstream of the loop's Switch, above).
@@ -214,6 +226,10 @@ func (a *Analysis) Conditional(n *graphdef.Node) bool { return a.conditional[n.I
 // it runs only when the conditional's predicate has one value.
 func (a *Analysis) InBranch(n *graphdef.Node) bool { return a.inBranch[n.Index] }
 
+// Preserved reports whether n is one of the nodes Options.Preserve names, which tfswap
+// leaves exactly as they are.
+func (a *Analysis) Preserved(n *graphdef.Node) bool { return a.preserved[n.Name] }
+
 // Excluded reports whether n's outputs are never swapped, and why.
 func (a *Analysis) Excluded(n *graphdef.Node) (bool, string) {
 	if neverSwappedOps[n.Op] {
@@ -232,6 +248,9 @@ func (a *Analysis) Excluded(n *graphdef.Node) (bool, string) {
 	}
 	if a.excludedOps[n.Op] {
 		return true, "op " + n.Op + " is excluded"
+	}
+	if a.Preserved(n) {
+		return true, "the node is preserved"
 	}
 	for _, s := range a.Opts.ExcludeScopes {
 		s = strings.TrimSuffix(s, "/")
@@ -257,6 +276,9 @@ func (a *Analysis) Excluded(n *graphdef.Node) (bool, string) {
 func (a *Analysis) TriggerEligible(n *graphdef.Node) bool {
 	if !a.OnCompute(n) || a.InLoop(n) || a.Conditional(n) {
 		return false
+	}
+	if a.Preserved(n) {
+		return false // a trigger may be made to wait for a swap-out: a control input
 	}
 	if _, ok := n.Def.GetAttr()[RoleAttr]; ok {
 		return false // a node tfswap added (a recomputation planned before the swaps)
@@ -420,12 +442,13 @@ func singleReader(n *graphdef.Node) *graphdef.Node {
 	return r
 }
 
-// ConsumerEligible reports whether use may be redirected to a swapped-in copy: not inside a
+// ConsumerEligible reports whether use may be redirected to a swapped-in copy: not a
+// preserved node (Options.Preserve), not inside a
 // while loop or a conditional branch (a swap-in read only by a branch would run, and hold
 // device memory, whichever side is taken), no control-flow op, no collective (collectiveOps),
 // and no objection from ConsumerExclusion.
 func (a *Analysis) ConsumerEligible(u graphdef.Use) bool {
-	return a.OnCompute(u.Node) && !notConsumers[u.Node.Op] && !collectiveOps[u.Node.Op] && !a.InLoop(u.Node) && !a.InBranch(u.Node) && ConsumerExclusion(u) == ""
+	return a.OnCompute(u.Node) && !notConsumers[u.Node.Op] && !collectiveOps[u.Node.Op] && !a.Preserved(u.Node) && !a.InLoop(u.Node) && !a.InBranch(u.Node) && ConsumerExclusion(u) == ""
 }
 
 // Candidate is a tensor that may be swapped: made on a compute device, of known size, by an

@@ -35,7 +35,7 @@ func PlanLMS(a *Analysis) (*Plan, []Skipped) {
 			})
 			ps.Groups = append(ps.Groups, gs...)
 			if err != nil {
-				skipped = append(skipped, Skipped{Tensor: c.Tensor.String(), Reason: fmt.Sprintf("no trigger for consumer %q: %v", rest[0].Node.Name, err)})
+				skipped = append(skipped, Skipped{Tensor: c.Tensor.String(), Reason: fmt.Sprintf("no trigger for consumer %q: %v (%s)", rest[0].Node.Name, err, a.noTriggerWhy(p, useNodes(rest)))})
 			}
 		}
 		if len(ps.Groups) > 0 {
@@ -97,6 +97,38 @@ func runsWith(g *graphdef.Graph, t, c *graphdef.Node) bool {
 		}
 	}
 	return true
+}
+
+// NoTriggerInLoop is the phrase a Skipped reason holds when no swap-in trigger could be found
+// because every op between the producer and its consumer lies inside a while loop.
+const NoTriggerInLoop = "inside a while loop"
+
+// noTriggerWhy says why no op on the path ByDistance walks back from the earliest of consumers
+// to producer (triggers.Ancestry) may trigger a swap-in: how many of those ops lie inside a
+// while loop (NoTriggerInLoop when all do), inside a conditional branch, off the compute
+// device, or do no work a trigger may be hung on.
+func (a *Analysis) noTriggerWhy(producer *graphdef.Node, consumers []*graphdef.Node) string {
+	path := triggers.Ancestry(producer, consumers)
+	if len(path) == 0 {
+		return "no op lies between them"
+	}
+	var loop, cond, off, other int
+	for _, n := range path {
+		switch {
+		case a.InLoop(n):
+			loop++
+		case a.Conditional(n):
+			cond++
+		case !a.OnCompute(n):
+			off++
+		default:
+			other++
+		}
+	}
+	if loop == len(path) {
+		return fmt.Sprintf("all %d ops between them lie %s", len(path), NoTriggerInLoop)
+	}
+	return fmt.Sprintf("of the %d ops between them, %d lie inside a while loop, %d inside a conditional branch, %d off the compute device, and %d do no work a trigger can be hung on", len(path), loop, cond, off, other)
 }
 
 // isBackEdgeOp reports whether op's outputs are while loops' back edges.

@@ -50,6 +50,12 @@ type Options struct {
 	// ExcludeOps are op types whose outputs are never swapped, in addition to the ops that
 	// never are (constants, variables, control flow).
 	ExcludeOps []string
+	// Preserve names nodes tfswap leaves exactly as they are: their outputs are never
+	// swapped or recomputed, they never read a swapped-in or recomputed copy instead of
+	// their input, and they neither gate a swap-in nor wait for a swap-out (no input, data or
+	// control, is added to them). A name may carry a port or a leading ^ ("a:1", "^a"): the
+	// node is meant. Every name must be a node of the graph.
+	Preserve []string
 	// ComputeDevice names the device whose tensors are swapped, e.g. "/device:GPU:0", or
 	// several separated by commas, one per replica of a data-parallel step
 	// (SplitComputeDevices): each has its own budget and peak, swaps to CPU:0 of its own

@@ -168,3 +168,94 @@ func mustApply(t *testing.T, m *graphdef.Model, a *Analysis, plan *Plan) *Result
 	}
 	return res
 }
+
+// TestLMSSwapsAfterV1Loop is issue 12's rnn_v1 finding: a while loop's Switch was taken for a
+// conditional's, so every op after the v1 dynamic_rnn's loop (the whole loss and most of the
+// backward pass) counted as possibly dead and none could trigger a swap-in; fixed-threshold
+// LMS swapped nothing. Now what follows the loop's Exit is not conditional, LMS (threshold 4)
+// swaps, and nothing it swaps, triggers from or feeds lies inside the loop.
+func TestLMSSwapsAfterV1Loop(t *testing.T) {
+	m, g := zooModel(t, "rnn_v1")
+	opts, err := Options{MinTensorBytes: -1, SwapoutThreshold: 4, SwapinAhead: 1}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := Analyze(g, opts)
+	for _, name := range []string{"MatMul", "xent/xent", "gradients/add_grad/Reshape"} {
+		n := g.Node(name)
+		if n == nil {
+			t.Fatalf("no node %s", name)
+		}
+		if a.Conditional(n) || a.InLoop(n) {
+			t.Errorf("%s, after the loop, is taken as conditional (%v) or in the loop (%v)", name, a.Conditional(n), a.InLoop(n))
+		}
+	}
+	res, err := Rewrite(m, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Swaps) == 0 {
+		t.Fatalf("nothing swapped; skipped: %v", res.Skipped)
+	}
+	for _, s := range res.Swaps {
+		if a.InLoop(g.Node(s.Producer)) {
+			t.Errorf("swapped %s, made inside the loop", s.Tensor)
+		}
+		for _, in := range s.SwapIns {
+			if a.InLoop(g.Node(in.Trigger)) {
+				t.Errorf("swap-in %s triggered inside the loop by %s", in.Node, in.Trigger)
+			}
+			for _, c := range in.Consumers {
+				if a.InLoop(g.Node(c)) {
+					t.Errorf("swap-in %s read inside the loop by %s", in.Node, c)
+				}
+			}
+		}
+	}
+	t.Logf("%d swaps", len(res.Swaps))
+}
+
+// TestCondScaleEarlyMerges: on the small v1-cond fixture whose inference branch scales by a
+// variable read outside the cond (testmodels/controlflow cond_scale), the simulator runs the
+// training branch, so the Merges of the scale's Switch gradients (the training side's zeros
+// against the gradient through the inference side) run before the gradient they depend on:
+// the timing marks them early (timing.isEarly). Auto's plan at 90% of the batch-x64 peak
+// fits, passes Verify (acyclic, nothing in a branch) and triggers nothing early.
+func TestCondScaleEarlyMerges(t *testing.T) {
+	m, g := controlFlowModel(t, "cond_scale")
+	sim := cost.Options{Fetch: []string{"train"}, BatchScale: 64}
+	opts, err := Options{MinTensorBytes: -1}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, err := newProblem(m, Analyze(g, opts), PlanOptions{Strategy: "auto", Budget: 1 << 40, Sim: sim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	early := map[string]bool{}
+	for _, n := range g.Nodes {
+		if pr.timing.isEarly(g, n) {
+			early[n.Name] = true
+		}
+	}
+	for _, name := range []string{"gradients/cond/mul/Switch_grad/cond_grad", "gradients/cond/mul/Switch_1_grad/cond_grad"} {
+		if !early[name] {
+			t.Errorf("%s is not early; early: %v", name, early)
+		}
+	}
+	res, err := RewriteWithPlanner(m, Options{MinTensorBytes: -1}, PlanOptions{Strategy: "auto", Budget: pr.Base.Result.Compute().PeakBytes * 9 / 10, Sim: sim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Swaps) == 0 {
+		t.Fatal("the plan swaps nothing")
+	}
+	checkNothingInBranches(t, res.Result, branchNodes(t, g))
+	for _, s := range res.Swaps {
+		for _, in := range s.SwapIns {
+			if early[in.Trigger] {
+				t.Errorf("swap-in %s is triggered by %s, which runs before its own ancestors", in.Node, in.Trigger)
+			}
+		}
+	}
+}

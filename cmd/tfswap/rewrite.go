@@ -24,6 +24,7 @@ func lmsFlags() []cli.Flag {
 		&cli.StringFlag{Name: "min-bytes", Value: "64KiB", Usage: "smallest tensor to swap (e.g. 65536, 64KiB, 1MiB; 0 for no minimum)"},
 		&cli.StringSliceFlag{Name: "exclude-scope", Usage: "never swap tensors made in this name scope (repeatable)"},
 		&cli.StringSliceFlag{Name: "exclude-op", Usage: "never swap outputs of this op type (repeatable)"},
+		&cli.StringSliceFlag{Name: "preserve", Usage: "leave this node exactly as it is: never swap or recompute its outputs, never redirect or add to its inputs (repeatable; the node must exist)"},
 		&cli.StringSliceFlag{Name: "compute-device", Usage: "a device whose tensors are swapped, e.g. /device:GPU:1; repeat it or give a comma list for the replicas of a data-parallel step, each planned with its own budget (default: every GPU; nodes without a device count as the first named, or /device:GPU:0)"},
 		&cli.StringFlag{Name: "host-device", Usage: "the device swapped tensors are kept on (default: CPU:0 of the producer's task)"},
 		&cli.StringFlag{Name: "gate", Value: "host", Usage: "which swap-in carries the trigger: host (saves memory) or device (an experiment: TensorFlow copies early)", Hidden: true},
@@ -57,6 +58,7 @@ func lmsOptions(c *cli.Context, opts *tfswap.Options) error {
 	}
 	opts.ExcludeScopes = c.StringSlice("exclude-scope")
 	opts.ExcludeOps = c.StringSlice("exclude-op")
+	opts.Preserve = c.StringSlice("preserve")
 	opts.ComputeDevice = strings.Join(c.StringSlice("compute-device"), ",")
 	opts.HostDevice = c.String("host-device")
 	n, err := units.ParseBytes(c.String("min-bytes"))
@@ -95,7 +97,7 @@ func lmsRewriteOptions(c *cli.Context) (rewrite.Options, error) {
 		return rewrite.Options{}, err
 	}
 	ro := rewrite.Options{SwapoutThreshold: o.SwapoutThreshold, SwapinAhead: o.SwapinAhead, SwapinGroupBy: o.SwapinGroupBy, MinTensorBytes: o.MinTensorBytes,
-		ExcludeScopes: o.ExcludeScopes, ExcludeOps: o.ExcludeOps, ComputeDevice: o.ComputeDevice, HostDevice: o.HostDevice}
+		ExcludeScopes: o.ExcludeScopes, ExcludeOps: o.ExcludeOps, Preserve: o.Preserve, ComputeDevice: o.ComputeDevice, HostDevice: o.HostDevice}
 	if o.OneSwapInPerConsumer {
 		ro.SwapinGroupBy = -1
 	}
