@@ -25,7 +25,8 @@ func (lmsFixedPlanner) Plan(pr *Problem) (*Evaluation, error) {
 // the prediction of that very plan for po's device and budget. opts has its defaults applied
 // and g is model's graph.
 func rewriteFixedLMS(model *graphdef.Model, g *graphdef.Graph, opts Options, po PlanOptions) (*Planned, error) {
-	// Rewrite plans exactly what lmsFixedPlanner evaluates (PlanLMS is deterministic). The
+	// The rewrite plans exactly what lmsFixedPlanner evaluates (PlanLMS is deterministic),
+	// on the same graph and analysis (Rewrite's, without indexing the graph again). The
 	// prediction comes first, so that the planning problem's simulations are garbage before
 	// the rewritten graph is built (on large graphs the peak memory is the two together).
 	a := Analyze(g, opts)
@@ -42,7 +43,7 @@ func rewriteFixedLMS(model *graphdef.Model, g *graphdef.Graph, opts Options, po 
 		return nil, err
 	}
 	pr.release()
-	res, err := Rewrite(model, opts)
+	res, err := rewriteLMS(model, a)
 	if err != nil {
 		return nil, err
 	}
