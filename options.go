@@ -109,9 +109,16 @@ type Options struct {
 	// are never swapped (--exclude-op).
 	ExcludeScopes []string
 	ExcludeOps    []string
+	// Preserve names nodes tfswap leaves exactly as they are (--preserve): their outputs are
+	// never swapped or recomputed, and no input is added to them or redirected. Every name
+	// must be a node of the graph ("a:1" and "^a" name node a).
+	Preserve []string
 	// ComputeDevice is the device whose tensors are swapped, such as "/device:GPU:1", or
-	// "/device:CPU:1" in the two-device CPU emulation (--compute-device). Empty means every
-	// GPU; nodes without a device count as /device:GPU:0 (or ComputeDevice).
+	// "/device:CPU:1" in the two-device CPU emulation (--compute-device); or several, comma
+	// separated, for the replicas of a data-parallel step ("/device:CPU:1,/device:CPU:2"):
+	// each is planned against its own budget (Budget applies per device, DeviceBudgets by
+	// name) and swaps to the host of its own task. Empty means every GPU; nodes without a
+	// device count as /device:GPU:0 (or the first device named).
 	ComputeDevice string
 	// HostDevice is the CPU swapped tensors are kept on (--host-device). Empty means CPU:0
 	// of the producer's task.
@@ -226,7 +233,7 @@ func (o *Options) rewriteOptions() (rewrite.Options, rewrite.PlanOptions, error)
 		return ro, po, badOptions("FitAccounting: %v", err)
 	}
 	ro = rewrite.Options{SwapoutThreshold: o.SwapoutThreshold, SwapinAhead: o.SwapinAhead, SwapinGroupBy: o.SwapinGroupBy, MinTensorBytes: o.MinTensorBytes,
-		ExcludeScopes: clone(o.ExcludeScopes), ExcludeOps: clone(o.ExcludeOps), ComputeDevice: o.ComputeDevice, HostDevice: o.HostDevice}
+		ExcludeScopes: clone(o.ExcludeScopes), ExcludeOps: clone(o.ExcludeOps), Preserve: clone(o.Preserve), ComputeDevice: o.ComputeDevice, HostDevice: o.HostDevice}
 	if o.OneSwapInPerConsumer {
 		ro.SwapinGroupBy = -1
 	}
@@ -236,10 +243,11 @@ func (o *Options) rewriteOptions() (rewrite.Options, rewrite.PlanOptions, error)
 	if o.DeviceGate {
 		ro.Gate = rewrite.GateDevice
 	}
-	for _, d := range []struct{ field, val string }{{"ComputeDevice", o.ComputeDevice}, {"HostDevice", o.HostDevice}} {
-		if _, err := graphdef.ParseDevice(d.val); err != nil {
-			return ro, po, badOptions("%s: %v", d.field, err)
-		}
+	if _, err := rewrite.ParseComputeDevices(o.ComputeDevice); err != nil {
+		return ro, po, badOptions("ComputeDevice: %v", err)
+	}
+	if _, err := graphdef.ParseDevice(o.HostDevice); err != nil {
+		return ro, po, badOptions("HostDevice: %v", err)
 	}
 	if err := rewrite.CheckDevices(o.ComputeDevice, o.HostDevice); err != nil {
 		return ro, po, &Error{Kind: ErrBadOptions, Err: err}
@@ -257,8 +265,7 @@ func (o *Options) rewriteOptions() (rewrite.Options, rewrite.PlanOptions, error)
 		if d.Type == "CPU" {
 			// A CPU is a compute device only when ComputeDevice names it (the two-device CPU
 			// emulation); every other CPU is a host, which has no budget.
-			cd, err := graphdef.ParseDevice(o.ComputeDevice)
-			if err != nil || cd.Type != "CPU" || !d.Matches(cd) {
+			if !namesComputeCPU(o.ComputeDevice, d) {
 				return ro, po, badOptions("DeviceBudgets: %s is a CPU, not a compute device (budgets are for GPUs, or for the CPU ComputeDevice names)", d)
 			}
 		}
@@ -288,4 +295,19 @@ func (o *Options) rewriteOptions() (rewrite.Options, rewrite.PlanOptions, error)
 	po.Sim.Fetch = clone(o.Fetch)
 	po.Sim.NoTF32 = o.NoTF32
 	return ro, po, nil
+}
+
+// namesComputeCPU reports whether the compute-device option compute (one device or a comma
+// list) names the CPU d as a compute device (the CPU emulation of GPUs).
+func namesComputeCPU(compute string, d graphdef.Device) bool {
+	cds, err := rewrite.ParseComputeDevices(compute)
+	if err != nil {
+		return false
+	}
+	for _, cd := range cds {
+		if cd.Type == "CPU" && d.Matches(cd) {
+			return true
+		}
+	}
+	return false
 }

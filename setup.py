@@ -1,5 +1,5 @@
 """setup.py adds to pyproject.toml the build step that makes the package's binaries: it
-builds bin/tfswap (go build, pure Go) and the TF2 plugin (grappler_bridge/build_plugin.sh,
+builds bin/tfswap (go build, pure Go) and the TF2 plugin (grappler_bridge/build.sh plugin,
 against an installed TensorFlow) into the wheel's tfswap/_bin/.
 
 The plugin is compiled with TensorFlow's headers and flags, so the build needs a Python with
@@ -55,7 +55,7 @@ class BuildWithBinaries(build_py):
         env = dict(os.environ, CGO_ENABLED="0")
         subprocess.run([go, "build", "-o", os.path.join(out, "tfswap"), "./cmd/tfswap"], cwd=ROOT, env=env, check=True)
         env = dict(_outside_env(), PYTHON=_tensorflow_python())
-        subprocess.run([os.path.join(ROOT, "grappler_bridge", "build_plugin.sh"), "-o",
+        subprocess.run([os.path.join(ROOT, "grappler_bridge", "build.sh"), "plugin", "-o",
                         os.path.join(out, "libtfswap_plugin.so")], cwd=ROOT, env=env, check=True)
 
 

@@ -36,7 +36,7 @@ func (r *Report) WriteText(w io.Writer, opts TextOptions) error {
 	} else {
 		r.writeSummary(bw, opts)
 		if p.Unchanged {
-			fmt.Fprintf(bw, "  nothing swapped: no tensor meets the fixed thresholds; written unchanged\n")
+			fmt.Fprintf(bw, "  nothing swapped: %s; written unchanged\n", r.whyNothingSwapped())
 		}
 	}
 	p.writeText(bw)
@@ -44,6 +44,32 @@ func (r *Report) WriteText(w io.Writer, opts TextOptions) error {
 		fmt.Fprint(bw, "\nexplanation:\n"+rewrite.FormatExplanation(rewriteExplanation(p.Explanation), units.FormatBytes))
 	}
 	return bw.Flush()
+}
+
+// whyNothingSwapped says, in one clause, why a fixed-threshold rewrite swapped nothing: no
+// tensor met the thresholds, or those that did have no op that may trigger their swap-ins
+// (every op between producer and consumer inside a while loop, say), or have unknown sizes.
+func (r *Report) whyNothingSwapped() string {
+	var noTrigger, loop, unsized int
+	for _, s := range r.Skipped {
+		if strings.HasPrefix(s.Reason, "no trigger") {
+			noTrigger++
+			if strings.Contains(s.Reason, rewrite.NoTriggerInLoop) {
+				loop++
+			}
+		} else {
+			unsized++
+		}
+	}
+	switch {
+	case noTrigger > 0 && loop == noTrigger:
+		return fmt.Sprintf("the %d consumer group(s) that meet the fixed thresholds have no op that may trigger their swap-in: every op between producer and consumer lies %s, where tfswap swaps nothing (-v lists them)", noTrigger, rewrite.NoTriggerInLoop)
+	case noTrigger > 0:
+		return fmt.Sprintf("the %d consumer group(s) that meet the fixed thresholds have no op that may trigger their swap-in (-v lists them with the reasons)", noTrigger)
+	case unsized > 0:
+		return fmt.Sprintf("no tensor of known size meets the fixed thresholds (%d tensors of unknown size; see the shape warning)", unsized)
+	}
+	return "no tensor meets the fixed thresholds"
 }
 
 // writeSummary writes what the rewrite did.

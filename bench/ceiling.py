@@ -5,6 +5,12 @@ what bounds the batch.
 
     .venv/bin/python bench/ceiling.py [--tfswap BIN] [--cache out/ceiling] [--b0 185]
                                       [--multiples 1,2,4,6,8,10] [--json out.json]
+                                      [--device v100-16gb] [--compare other.json]
+                                      [--from-json run.json] [--update-docs]
+
+The documented run: `--device v100-16gb-nvlink --multiples 4,6,8 --json nvlink.json` (the
+anchor paper's class of machine), then `--compare nvlink.json --update-docs`; `--from-json`
+renders a saved run instead of running again.
 
 It builds tfswap from this checkout without cgo, checks B0 on the default budget of
 `v100-16gb` (14.97 GiB: the unswapped step at B0 fits by tfswap's accounting and by both of Grappler's,
@@ -14,7 +20,9 @@ as `rewrite` judges by default, and at B0+1 it does not), generates ResNet-50
 (`--fit-accounting tfswap`) and by every accounting (`all`, the default, which adds the
 VirtualCluster's figures). It prints a Markdown table: per batch and accounting, whether a plan
 fits, its peaks, simulated overhead, bytes over the host link and the rewrite's wall time; when
-nothing fits, the lowest peak any plan reached (from the no-fit message).
+nothing fits, the lowest peak any plan reached (from the no-fit message). Where a plan fits by
+tfswap's accounting but not by the VirtualCluster's, it lists the buffers live at the
+VirtualCluster's peaks (`tfswap simulate --grappler` of the plan's rewrite).
 
 What bounds the batch, in two figures:
 
@@ -59,6 +67,12 @@ FORWARDING = {
 }
 RESIDENT = {"VarHandleOp", "ReadVariableOp", "VariableV2", "Variable", "Const", "HostConst"}
 ALIASES = {"Identity", "Reshape", "Squeeze", "ExpandDims", "Snapshot", "StopGradient"}
+
+
+def set_device(name):
+    """Plans and simulates for the device profile name instead of DEVICE."""
+    global DEVICE
+    DEVICE = name
 
 
 def gib(n):
@@ -174,6 +188,20 @@ def op_bound(path):
     return best, best_op
 
 
+def grappler_live(tfswap, path):
+    """What the VirtualCluster's accounting holds at its peaks of the planned graph: for the
+    nanosecond and the microsecond figure, the peak, when, and the largest buffers live then
+    (name, op, bytes)."""
+    g = simulate(tfswap, path, True)
+    out = {}
+    for key, peak, at, live in (("ns", "peak_bytes", "peak_time_ns", "live"),
+                                ("us", "peak_bytes_us", "peak_time_us_ns", "live_us")):
+        bufs = sorted(g.get(live) or [], key=lambda x: -x["Bytes"])
+        out[key] = {"peak": g.get(peak, 0), "at_ns": g.get(at, 0),
+                    "live": [[x["Name"], x["Op"], x["Bytes"]] for x in bufs[:10]]}
+    return out
+
+
 def rewrite(tfswap, src, acc):
     with tempfile.TemporaryDirectory() as tmp:
         rep = os.path.join(tmp, "r.json")
@@ -188,6 +216,8 @@ def rewrite(tfswap, src, acc):
                        peak=dev["peak"], grappler_peak=dev.get("grappler_peak", 0),
                        grappler_peak_us=dev.get("grappler_peak_us", 0), budget=dev["budget"],
                        to_host=plan.get("bytes_to_host", 0), from_host=plan.get("bytes_to_device", 0))
+            if rec["fits"] and max(rec["grappler_peak"], rec["grappler_peak_us"]) > rec["budget"]:
+                rec["grappler_live"] = grappler_live(tfswap, os.path.join(tmp, "o.pb"))
         else:
             rec["fits"] = False
             m = re.search(r"the smallest peak any plan reached is ([0-9.]+) GiB", p.stderr)
@@ -206,9 +236,29 @@ def main():
     ap.add_argument("--b0", type=int, default=185, help="the largest batch without swapping on v100-16gb (checked)")
     ap.add_argument("--multiples", default="1,2,4,6,8,10", help="the ladder, as multiples of B0")
     ap.add_argument("--json", help="also write the results as JSON to this file")
+    ap.add_argument("--compare", help="a --json file of a run on another device (v100-16gb-nvlink), summarised in the notes")
+    ap.add_argument("--from-json", help="render (and with --update-docs write) a saved --json run instead of running")
+    ap.add_argument("--device", default=DEVICE,
+                    help="the device profile (default %s; --update-docs only with it)" % DEVICE)
     ap.add_argument("--update-docs", action="store_true",
                     help="write docs/bench/ceiling.json and the ceiling section of docs/BENCHMARKS.md")
     args = ap.parse_args()
+    if args.device != DEVICE and args.update_docs:
+        raise SystemExit("--update-docs writes the %s section; run other devices with --json" % DEVICE)
+    set_device(args.device)
+    compare = None
+    if args.compare:
+        with open(args.compare) as f:
+            compare = json.load(f)
+    if args.from_json:
+        with open(args.from_json) as f:
+            data = json.load(f)
+        data["compare"] = compare
+        print(markdown(data))
+        if args.update_docs:
+            write_json(os.path.join(ROOT, "docs", "bench", "ceiling.json"), data)
+            update_section(os.path.join(ROOT, "docs", "BENCHMARKS.md"), data)
+        return 0
     os.makedirs(args.cache, exist_ok=True)
     tfswap = args.tfswap
     if not tfswap:
@@ -238,8 +288,8 @@ def main():
             rows.append(rec)
             print("batch %d (%gx) %s: %s" % (batch, m, acc, json.dumps(rec)), file=sys.stderr, flush=True)
 
-    data = {"b0": b0, "b0_checked": b0_ok, "budget": budget, "resident": resident, "op_bound_bytes": opmax,
-            "op_bound_op": opname, "bound_batch": bound, "rows": rows, "commit": git_commit()}
+    data = {"device": DEVICE, "b0": b0, "b0_checked": b0_ok, "budget": budget, "resident": resident, "op_bound_bytes": opmax,
+            "op_bound_op": opname, "bound_batch": bound, "rows": rows, "commit": git_commit(), "compare": compare}
     print(markdown(data))
     if args.json:
         write_json(args.json, data)
@@ -263,31 +313,53 @@ def git_commit():
 
 TITLE = "## The ResNet-50 ceiling on `v100-16gb` (issue 14 item 5)"
 
-NOTES = """What bounds the batch. By tfswap's accounting the op bound is the ceiling: `FusedBatchNormGradV3`
-holds its output gradient's input, its `x` and the `x_backprop` it allocates (TensorFlow's kernel never
-forwards a buffer there, unlike `FusedBatchNorm`, whose `y` may take `x`'s buffer and is modelled so), three
-tensors of the block's activation size at once, so no plan of any strategy trains ResNet-50 above about
-9x B0 on a 16 GB V100; 10x is out of reach. Below it, what a plan reaches depends on the order of the
-backward pass's independent branches: in a projection block the shortcut's and the main branch's
-batch-norm gradients both read the block's output gradient, and whichever runs first holds its own three
-tensors beside the other's swapped-in input. tfswap now swaps gradients that wait between their production
-and their first read (the shortcut's gradient waiting for its sum with the main branch's), with a trigger
-off the producer's descent that waits for the swap-out, and repairs the peak by re-triggering copies that
-wait at it from an op that runs after it, which defers their readers: that is what makes 8x fit by tfswap's
-accounting. By all three accountings (the VirtualCluster's microsecond figure included) the 6x and 8x plans
-do not fit: the swap-ins' 1 ns receives and gates share a microsecond with the tensors beside them
-(section "Which peak must fit" of the README), and a plan that swaps hundreds of tensors accumulates that.
+NOTES = """What bounds the batch by tfswap's accounting: the op bound. `FusedBatchNormGradV3` holds its output
+gradient's input, its `x` and the `x_backprop` it allocates (TensorFlow's kernel never forwards a buffer there,
+unlike `FusedBatchNorm`, whose `y` may take `x`'s buffer and is modelled so): three tensors of the block's
+activation size at once, so no plan of any strategy trains ResNet-50 above about 9x B0 on a 16 GB V100; 10x is
+out of reach. Below it, what a plan reaches depends on the order of the backward pass's independent branches
+(in a projection block the shortcut's and the main branch's batch-norm gradients both read the block's output
+gradient). tfswap swaps gradients that wait between their production and their first read, with a trigger off
+the producer's descent that waits for the swap-out, and repairs the peak by re-triggering copies that wait at
+it from an op that runs after it: that is what makes 8x fit by tfswap's accounting.
 
-What limits the overhead. The host link: at 8x B0 the unswapped step holds about 117 GiB at its peak
-against a 15 GiB budget, and a swap-only plan cannot be faster than moving the difference both ways over
-12.8 GB/s (section "How close to the link's limit": at least +376% at 8x). The plans that fit at 6x and 8x
-come from tfswap's lowest-memory plan (every gap of every tensor swapped), held back by waits where the
-device runs ahead of its swap-outs and repaired at its peak; pruning keeps only a few of its swaps out, so
-they move far more than the budget needs. Reaching +82% needs most of the excess recomputed instead of
-swapped (batch-norm and ReLU outputs cost a few percent of the step each to remake; convolutions more),
-and tfswap's recomputation only remakes tensors whose lifetime spans the unswapped step's peak, from chains
-whose copies stay live until their last backward reader: at 6x and 8x the recomputed levels it screens did
-not fit, so the swap-only lowest-memory plan is what was left. The target is missed."""
+What bounds it by all accountings: the VirtualCluster's. It forwards no buffer and counts every op output,
+Identities included, as its own buffer; its microsecond figure also counts together everything allocated or
+freed within one microsecond, and the ops between a ReLU gradient and the next batch-norm gradient (the
+`tuple/control_dependency` Identities of `tf.gradients`, tfswap's gates and swap-in receives) take nanoseconds.
+The list above shows the result: at a residual block's gradient the microsecond figure holds the summed
+output gradient (`AddN`), the ReLU gradient and its two tuple Identities, the batch-norm gradient's output and
+`x`, and any gate or swap-in there, each of the block's activation size, six to eight such tensors where
+TensorFlow keeps three. That is why the 6x and 8x plans that fit by tfswap's accounting read 27 and 31 GiB by
+the microsecond figure, and why no plan was found there by all accountings (the lowest peak reached, 15.13 and
+15.68 GiB, is a few hundred MiB over). A gate reads its trigger's output, which this accounting counts as a
+copy: a gate on a gradient adds a block-sized tensor.
+
+What changed at 4x (all accountings: +352.5% before, +136.0% now). The plan that fits by tfswap's accounting
+at +21.4% recomputes a residual block's output through a chain Conv2D, FusedBatchNormV3, AddV2, Relu: two
+buffers at runtime, four block-sized tensors by the VirtualCluster's accounting (its nanosecond figure above,
+16.46 GiB). When Grappler's accounting is what keeps a faster plan from fitting, auto now plans recomputations
+again with chains of one large output each (re-run a ReLU from its kept batch-norm output, a batch
+normalisation from its kept convolution) and keeps the better plan: 30.6 GiB recomputed by 53 single-op
+copies (0.43 s of compute) and 14.5 GiB swapped each way.
+
+What limits the overhead. At 4x by all accountings the step is 4.25 s against 1.80 s unswapped: 0.43 s of
+recomputation, 0.95 s of compute stalled on swap-ins and about 1.1 s of forward ops held until their swap-outs
+reach the host. The swapped tensors are the first blocks' (stage 2), made in the first 0.2 s of the forward
+pass and read last in the backward pass: 14.5 GiB take 1.2 s each way over PCIe 3.0 (12.8 GB/s), which neither
+the forward nor the backward pass of those blocks can hide. At 6x and 8x only tfswap's lowest-memory plan (every
+gap of every tensor swapped, 190-360 GiB a step) fits by tfswap's accounting: +1218% and +1298%; a swap-only plan
+cannot be faster than moving the excess both ways (at least +376% at 8x, section "How close to the link's
+limit"), so +82% at 8x needs most of the excess recomputed, including convolutions, which tfswap's
+recomputation takes only from chains whose inputs stay on the device.
+
+The anchor. The adaptive-window paper (`../shared/papers/out-of-core-adaptive-window.txt`) measured 7.5x at
+55% of in-core speed on a V100 16 GB connected to the CPU by two NVLinks (50 GB/s each), swapping everything,
+with its own allocator, under no VirtualCluster accounting. On tfswap's closest profile, `v100-16gb-nvlink`
+(NVLink 2.0 to a POWER9 host, 40.6 GB/s each way), `bench/ceiling.py --device v100-16gb-nvlink` gives NVLINK.
+The target is missed on `v100-16gb`: by all accountings the largest batch is 4x B0 (+136.0%), bound by the
+VirtualCluster's microsecond accounting at the residual blocks' gradients; by tfswap's, 8x B0 (+1298.5%),
+bound by the host link and, at about 9x, by `FusedBatchNormGradV3`."""
 
 
 def markdown(data):
@@ -334,9 +406,39 @@ def markdown(data):
         out.append("* Target (8x B0 within +82%%, fitting by both accountings): %s%s." % (
             "met" if met else "missed",
             "" if r.get("exit") != 0 else " (%+.1f%% at 8x)" % (100 * r["overhead"])))
+    diag = [r for r in rows if r.get("grappler_live")]
+    if diag:
+        out.append("")
+        out.append("What the VirtualCluster's accounting holds where a plan that fits by tfswap's accounting does not fit "
+                   "by it (`tfswap simulate --grappler` of that plan's rewrite; the buffers of at least half the largest "
+                   "live one, largest first):\n")
+        for r in diag:
+            for key, what in (("us", "microsecond"), ("ns", "nanosecond")):
+                d = r["grappler_live"][key]
+                if d["peak"] <= r["budget"]:
+                    continue
+                big = [x for x in d["live"] if d["live"] and x[2] * 2 >= d["live"][0][2]]
+                out.append("* %d (%gx), %s plan, %s figure %s GiB at %.3f s: %s." % (
+                    r["batch"], r["multiple"], r["accounting"], what, gib(d["peak"]), d["at_ns"] / 1e9,
+                    ", ".join("`%s` (%s, %s GiB)" % (n, op, gib(b)) for n, op, b in big)))
     out.append("")
-    out.append(NOTES)
+    out.append(NOTES.replace("NVLINK", compared(data.get("compare"))))
     return "\n".join(out) + "\n"
+
+
+def compared(cmp):
+    """A sentence's worth of another device's run: per multiple and accounting, the overhead of
+    the plan or that none fits."""
+    if not cmp:
+        return "no figures (not run)"
+    parts = []
+    for r in cmp["rows"]:
+        if r.get("exit") == 0 and r["fits"]:
+            what = "%+.1f%%" % (100 * r["overhead"])
+        else:
+            what = "no plan"
+        parts.append("%gx by `%s` %s" % (r["multiple"], r["accounting"], what))
+    return "(simulated, at %s) %s" % (cmp.get("commit", "?"), ", ".join(parts))
 
 
 def update_section(md, data):

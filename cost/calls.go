@@ -19,8 +19,10 @@ type callCost struct {
 	transient int64
 }
 
-// bodyCost simulates function name of g's library on its own, with the simulation's profile
-// and conventions, on the device the call runs on (onHost: the host), and returns its cost.
+// bodyCost simulates function name of g's library on its own, with the simulation's profile,
+// conventions and batch scale (the body's arguments that carry the caller's batch are
+// scaled as the caller's placeholders are), on the device the call runs on (onHost: the
+// host), and returns its cost.
 // Bodies are cached by function and device.
 func (s *sim) bodyCost(name string, onHost bool) (callCost, bool) {
 	key := name
@@ -36,6 +38,10 @@ func (s *sim) bodyCost(name string, onHost bool) (callCost, bool) {
 		return callCost{}, false
 	}
 	opts := Options{Conventions: s.conv, NoTF32: s.opts.NoTF32, TopLive: -1, callDepth: s.opts.callDepth + 1}
+	if s.opts.BatchScale > 1 && s.shp.Batch > 0 {
+		// The body runs on the caller's scaled tensors: scale its batch too.
+		opts.BatchScale, opts.callerBatch = s.opts.BatchScale, s.shp.Batch
+	}
 	if onHost {
 		opts.ComputeDevice = "/device:CPU:0"
 	}

@@ -203,3 +203,33 @@ func TestControlFlowVirtualCluster(t *testing.T) {
 		}
 	}
 }
+
+// TestFunctionBodiesScaleWithBatch is issue 12's finding that --batch-scale left function
+// bodies at the graph's batch: fn_call (its conv block a tf.function, and the block's
+// gradient another call) at batch x8 must take the step and reach the peak of the same model
+// written inline (cond_cnn_twin) at x8, within 3% and 10% as at x1 (TestFunctionCallsFromBodies),
+// where bodies costed at x1 fall far short.
+func TestFunctionBodiesScaleWithBatch(t *testing.T) {
+	p, err := cost.LookupProfile("v100-16gb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim := func(name string) *cost.Result {
+		r, err := cost.Simulate(cfGraph(t, name), p, cost.Options{Fetch: []string{"train"}, BatchScale: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	twin, call := sim("cond_cnn_twin"), sim("fn_call")
+	t.Logf("x8: step %d ns with calls, %d inline; peak %d, %d", call.StepTime, twin.StepTime, call.Compute().PeakBytes, twin.Compute().PeakBytes)
+	if call.CostedCalls < 2 {
+		t.Fatalf("%d calls costed from their bodies, want 2", call.CostedCalls)
+	}
+	if d := absDiff(call.StepTime, twin.StepTime); d > 0.03 {
+		t.Errorf("fn_call's step at x8 (%d ns) is %.1f%% off the inline model's (%d ns)", call.StepTime, 100*d, twin.StepTime)
+	}
+	if d := absDiff(call.Compute().PeakBytes, twin.Compute().PeakBytes); d > 0.10 {
+		t.Errorf("fn_call's peak at x8 (%d) is %.1f%% off the inline model's (%d)", call.Compute().PeakBytes, 100*d, twin.Compute().PeakBytes)
+	}
+}

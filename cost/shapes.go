@@ -55,6 +55,9 @@ var batchContracting = map[string]bool{
 //     FusedBatchNorm*'s per-channel outputs (ports 1 to 5);
 //   - dimension 0 of every tensor that carries the batch is multiplied by scale.
 //
+// The body of a function a call runs (costed from the library, see calls.go) is scaled the
+// same way, with the caller's B: its arguments (_Arg) whose dimension 0 is B carry the batch.
+//
 // Batch-major layouts are assumed: a time-major sequence tensor ([T, B, ...]) is not scaled,
 // nor are the values of shape tensors (only sizes matter to the simulator).
 //
@@ -62,10 +65,18 @@ var batchContracting = map[string]bool{
 // when a scaled tensor would hold more than graphdef.MaxTensorBytes, or the graph's tensors
 // (scaled) more than graphdef.MaxGraphBytes together.
 func NewShapes(g *graphdef.Graph, scale int) (*Shapes, error) {
+	return newShapes(g, scale, 0)
+}
+
+// newShapes is NewShapes; for a function body (callerBatch > 0: the calling graph's batch),
+// the batch is callerBatch and the body's arguments (_Arg) whose dimension 0 it is carry
+// it, where a graph's placeholders would. A body none of whose arguments carries it is not
+// scaled.
+func newShapes(g *graphdef.Graph, scale int, callerBatch int64) (*Shapes, error) {
 	if scale < 1 {
 		return nil, fmt.Errorf("batch scale must be at least 1, not %d", scale)
 	}
-	s := &Shapes{g: g, out: make([][][]int64, len(g.Nodes)), Scale: scale}
+	s := &Shapes{g: g, out: make([][][]int64, len(g.Nodes)), Scale: scale, Batch: callerBatch}
 	for _, n := range g.Nodes {
 		s.out[n.Index] = n.OutputShapes
 	}
@@ -83,7 +94,11 @@ func NewShapes(g *graphdef.Graph, scale int) (*Shapes, error) {
 // scale multiplies dimension 0 of the tensors that carry the batch by scale (see NewShapes).
 func (s *Shapes) scale(scale int) error {
 	g := s.g
+	body := s.Batch > 0 // a function body, scaled with its caller's batch
 	for _, n := range g.Nodes {
+		if body {
+			break
+		}
 		if n.Op == "Placeholder" {
 			if sh := portShape(n, 0); len(sh) > 0 && sh[0] > 0 {
 				s.Batch = sh[0]
@@ -101,7 +116,7 @@ func (s *Shapes) scale(scale int) error {
 		}
 		c := make([]bool, len(n.OutputShapes))
 		carries[n.Index] = c
-		if n.Op == "Placeholder" {
+		if n.Op == "Placeholder" || body && n.Op == "_Arg" {
 			if sh := portShape(n, 0); len(sh) > 0 && sh[0] == s.Batch {
 				c[0] = true
 				s.BatchInputs = append(s.BatchInputs, n.Name)

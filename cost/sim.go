@@ -130,6 +130,10 @@ type Options struct {
 
 	// callDepth is how deep in function calls a simulation of a body is (calls.go).
 	callDepth int
+	// callerBatch is, in the simulation of a function body, the batch of the calling graph
+	// when BatchScale scales it: the body's arguments whose dimension 0 is this batch carry
+	// it, and the body is scaled like the caller (calls.go).
+	callerBatch int64
 }
 
 // LiveTensor is a buffer live at a device's peak.
@@ -455,7 +459,7 @@ func Simulate(g *graphdef.Graph, p *Profile, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	shp, err := NewShapes(g, opts.BatchScale)
+	shp, err := newShapes(g, opts.BatchScale, opts.callerBatch)
 	if err != nil {
 		return nil, err
 	}

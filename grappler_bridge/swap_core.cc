@@ -30,6 +30,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "tensorflow/core/framework/attr_value.pb.h"
 #include "tensorflow/core/framework/attr_value_util.h"
 #include "tensorflow/core/framework/graph.pb.h"
@@ -49,6 +51,7 @@ constexpr char kRoleAttr[] = "_tfswap_role";
 constexpr char kIDAttr[] = "_tfswap_id";
 constexpr char kDoNotRemoveAttr[] = "_grappler_do_not_remove";
 constexpr char kRecompute[] = "/recompute/";
+constexpr char kShapesAttr[] = "_output_shapes";
 constexpr char kWarningPrefix[] = "tfswap: warning: ";
 // tfswap's exit statuses (cmd/tfswap/main.go, README's table).
 constexpr int kBadInputExit = 1;
@@ -527,6 +530,33 @@ class Checker {
     return "";
   }
 
+  // Strict returns "" when every node of names that is in the input kept its inputs (data
+  // and control, in order) and its device, else why not.
+  std::string Strict(const std::vector<std::string>& names) {
+    for (const std::string& k : names) {
+      if (k.empty()) continue;
+      const std::string name = ParseInput(k).node;
+      auto o = orig_.find(name);
+      auto n = by_name_.find(name);
+      if (o == orig_.end() || n == by_name_.end()) continue;
+      const NodeDef& a = *o->second;
+      const NodeDef& b = *n->second;
+      if (a.device() != b.device()) {
+        return absl::StrCat("preserved node ", name, " moved to ", b.device());
+      }
+      if (a.input_size() != b.input_size()) {
+        return absl::StrCat("preserved node ", name, " has other inputs");
+      }
+      for (int i = 0; i < a.input_size(); i++) {
+        if (a.input(i) != b.input(i)) {
+          return absl::StrCat("preserved node ", name, " reads ", b.input(i), " instead of ",
+                              a.input(i));
+        }
+      }
+    }
+    return "";
+  }
+
  private:
   static std::vector<Tensor> DataInputs(const NodeDef& n) {
     std::vector<Tensor> v;
@@ -668,6 +698,48 @@ void Warn(Result* r, const std::string& kind, const std::string& text) {
   r->warnings.push_back({kind, text});
 }
 
+// KeepInputShapes gives every node of out that is also a node of in (by name) the
+// _output_shapes attr it has in in, or none when it has none there, and reports whether it
+// changed anything. tfswap infers shapes on load (and --batch fills an unknown batch), and
+// writes what it inferred into the nodes it returns; the graph TensorFlow runs must keep its
+// own attrs, and the attr is only a hint, so the bridge puts the input's back rather than
+// refusing the rewrite. tfswap's nodes keep theirs.
+// SerializeDeterministic writes g to *out with map fields (attrs) in key order, so that the
+// same graph always gives the same bytes.
+bool SerializeDeterministic(const GraphDef& g, std::string* out) {
+  out->clear();
+  {
+    google::protobuf::io::StringOutputStream stream(out);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    if (!g.SerializeToCodedStream(&coded)) return false;
+  }
+  return true;
+}
+
+bool KeepInputShapes(const GraphDef& in, GraphDef* out) {
+  std::unordered_map<std::string, const NodeDef*> by_name;
+  for (const NodeDef& n : in.node()) by_name[n.name()] = &n;
+  bool changed = false;
+  for (NodeDef& n : *out->mutable_node()) {
+    auto it = by_name.find(n.name());
+    if (it == by_name.end()) continue;
+    auto want = it->second->attr().find(kShapesAttr);
+    auto got = n.attr().find(kShapesAttr);
+    if (want == it->second->attr().end()) {
+      if (got != n.attr().end()) {
+        n.mutable_attr()->erase(kShapesAttr);
+        changed = true;
+      }
+    } else if (got == n.attr().end() ||
+               !tensorflow::AreAttrValuesEqual(got->second, want->second)) {
+      (*n.mutable_attr())[kShapesAttr] = want->second;
+      changed = true;
+    }
+  }
+  return changed;
+}
+
 }  // namespace
 
 bool SetParameter(Config* cfg, const std::string& key, const std::vector<std::string>& values,
@@ -746,8 +818,12 @@ bool IsRewritten(const GraphDef& g) {
 }
 
 std::string CheckRewrite(const GraphDef& in, const GraphDef& out,
-                         const std::vector<std::string>& keep, bool offload) {
-  return Checker(in, out, offload).Run(keep);
+                         const std::vector<std::string>& keep, bool offload,
+                         const std::vector<std::string>& strict) {
+  Checker c(in, out, offload);
+  std::string bad = c.Run(keep);
+  if (bad.empty()) bad = c.Strict(strict);
+  return bad;
 }
 
 Result RunSwap(const std::string& graph, const std::vector<std::string>& fetch,
@@ -762,7 +838,20 @@ Result RunSwap(const std::string& graph, const std::vector<std::string>& fetch,
   if (IsRewritten(in)) return Unchanged(r, "already rewritten");
   std::vector<std::string> argv = {cfg.binary, "rewrite", "-", "-o", "-"};
   argv.insert(argv.end(), cfg.flags.begin(), cfg.flags.end());
+  // What a usage refusal remembers: the flags of the configuration, not those of one call.
   const std::string cmdline = Joined(argv);
+  argv.insert(argv.end(), cfg.call_flags.begin(), cfg.call_flags.end());
+  // The preserved nodes of this graph, once each, in a stable order.
+  std::set<std::string> preserved;
+  {
+    std::unordered_set<std::string> names;
+    for (const NodeDef& n : in.node()) names.insert(n.name());
+    for (const std::string& p : preserve) {
+      std::string name = ParseInput(p).node;
+      if (!p.empty() && names.count(name)) preserved.insert(name);
+    }
+  }
+  for (const std::string& p : preserved) argv.push_back(absl::StrCat("--preserve=", p));
   {
     std::lock_guard<std::mutex> lock(state_mu);
     if (timed_out_before) {
@@ -810,7 +899,8 @@ Result RunSwap(const std::string& graph, const std::vector<std::string>& fetch,
     Warn(&r, "timeout",
          absl::StrCat(what, " runs unchanged: tfswap did not finish within ",
                       FormatSeconds(timeout),
-                      " s (parameter timeout_seconds) and its process group was killed; tfswap "
+                      " s (", cfg.timeout_setting,
+                      ") and its process group was killed; tfswap "
                       "is not run again in this process"));
     return Unchanged(r, "timeout");
   }
@@ -869,10 +959,12 @@ Result RunSwap(const std::string& graph, const std::vector<std::string>& fetch,
          absl::StrCat(what, " runs unchanged: tfswap's output is not a binary GraphDef"));
     return Unchanged(r, "bad output");
   }
+  const bool shapes_restored = KeepInputShapes(in, &out);
   std::vector<std::string> keep = fetch;
   keep.insert(keep.end(), preserve.begin(), preserve.end());
   const bool offload = Offloads(cfg.flags);
-  std::string bad = CheckRewrite(in, out, keep, offload);
+  std::string bad = CheckRewrite(in, out, keep, offload,
+                                 std::vector<std::string>(preserved.begin(), preserved.end()));
   if (!bad.empty()) {
     Warn(&r, "not-rewrite",
          absl::StrCat(what, " runs unchanged: tfswap's output is not a rewrite of its input (",
@@ -886,8 +978,15 @@ Result RunSwap(const std::string& graph, const std::vector<std::string>& fetch,
   if (r.added_nodes == 0 && !(offload && DevicesMoved(in, out))) {
     return Unchanged(r, "nothing to swap");
   }
+  if (shapes_restored) {
+    if (!SerializeDeterministic(out, &r.graph)) {
+      Warn(&r, "output", absl::StrCat(what, " runs unchanged: cannot serialize the rewrite"));
+      return Unchanged(r, "bad output");
+    }
+  } else {
+    r.graph = std::move(c.out);
+  }
   r.rewritten = true;
-  r.graph = std::move(c.out);
   return r;
 }
 

@@ -58,6 +58,11 @@ struct Config {
   // that writes more is killed and the graph kept.
   uint64_t max_output_bytes = 0;
   uint64_t max_stderr_bytes = 4 << 20;
+  // call_flags are more tfswap flags for this call only (a --report file, --fetch): unlike
+  // flags they are not part of what a usage refusal (exit status 2) remembers.
+  std::vector<std::string> call_flags;
+  // timeout_setting names where the timeout was set, for the timeout warning.
+  std::string timeout_setting = "parameter timeout_seconds";
 };
 
 // SetParameter applies one parameter to cfg: tfswap_binary, timeout_seconds, verbose and
@@ -102,8 +107,10 @@ struct Result {
 
 // RunSwap rewrites one graph with tfswap. graph is the serialized GraphDef to send; fetch
 // and preserve name nodes or tensors ("a", "a:1") that must survive (every original node must
-// anyway); what names the graph in warnings ("graph 3"); deadline_seconds, when positive,
-// shortens cfg.timeout_seconds. Thread-safe.
+// anyway); the preserved nodes of the graph are also passed as --preserve, and must come back
+// exactly as they were (tfswap neither swaps nor recomputes their outputs nor redirects or
+// adds to their inputs); what names the graph in warnings ("graph 3"); deadline_seconds, when
+// positive, shortens cfg.timeout_seconds. Thread-safe.
 Result RunSwap(const std::string& graph, const std::vector<std::string>& fetch,
                const std::vector<std::string>& preserve, const Config& cfg,
                const std::string& what, double deadline_seconds = 0);
@@ -118,8 +125,11 @@ Result RunSwap(const std::string& graph, const std::vector<std::string>& fetch,
 // fetch and preserved node is still there. With offload (tfswap's --offload all or auto), an
 // original node may also move to a CPU device (the host), and host copies of variable reads
 // (role weight_in, Identities) carry their input too.
+// Each node of strict (names, "a:1" and "^a" name a) must also keep its inputs, in order, and
+// its device: a preserved node (RunSwap's preserve).
 std::string CheckRewrite(const tensorflow::GraphDef& in, const tensorflow::GraphDef& out,
-                         const std::vector<std::string>& keep, bool offload);
+                         const std::vector<std::string>& keep, bool offload,
+                         const std::vector<std::string>& strict = {});
 
 // IsRewritten reports whether g already holds tfswap's nodes (a _tfswap_role attr).
 bool IsRewritten(const tensorflow::GraphDef& g);

@@ -18,20 +18,29 @@
 //                    Grappler's own deadline, when shorter, wins)
 //   verbose          0 (default): log nothing when all is well; 1: log tfswap's summary for
 //                    every rewritten graph; 2: also list every swap (tfswap --verbose)
-//   infer_shapes     true (default): give nodes without an _output_shapes attr the shapes of
-//                    Grappler's static shape inference before calling tfswap, which sizes
-//                    tensors from that attr only
+//   infer_shapes     true (default): give nodes without an _output_shapes attr, or with
+//                    unknown dimensions in it, the shapes of Grappler's static shape inference
+//                    before calling tfswap, which sizes tensors from that attr only (the graph
+//                    TensorFlow runs keeps its own attrs)
+//   batch_size       a positive integer: the batch of an unknown (None) leading dimension of
+//                    the placeholders. A session optimizes its graph before any feed, so a
+//                    placeholder of shape [None, ...] leaves every tensor downstream unsized
+//                    and unswapped; with batch_size, shape inference and tfswap (--batch)
+//                    assume this batch. The rewrite stays correct for other batches (it only
+//                    moves tensors); only the choice of what to swap is made for this one.
 //   anything else    passed to tfswap as --key=value, underscores turned into dashes
 //                    (min_bytes=1MiB -> --min-bytes=1MiB; a list gives the flag once per
 //                    element). New tfswap flags need no change here; a key tfswap does not know
 //                    makes it exit with status 2, which becomes the warning.
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -42,6 +51,7 @@
 #include "tensorflow/core/framework/attr_value.pb.h"
 #include "tensorflow/core/framework/graph.pb.h"
 #include "tensorflow/core/framework/node_def.pb.h"
+#include "tensorflow/core/framework/tensor_shape.pb.h"
 #include "tensorflow/core/grappler/costs/graph_properties.h"
 #include "tensorflow/core/grappler/grappler_item.h"
 #include "tensorflow/core/grappler/optimizers/custom_graph_optimizer.h"
@@ -151,6 +161,24 @@ class TFSwapOptimizer : public tensorflow::grappler::CustomGraphOptimizer {
               "parameter '", key, "' must be a string, number, bool or a list of them");
           break;
         }
+        if (key == "batch_size") {
+          char* end = nullptr;
+          long long b = 0;
+          if (vals.size() == 1 && v.value_case() != AttrValue::kList) {
+            b = strtoll(vals[0].c_str(), &end, 10);
+          }
+          if (end == nullptr || end == vals[0].c_str() || *end != '\0' || b <= 0) {
+            config_error_ = absl::StrCat("parameter batch_size must be a positive integer, not '",
+                                         vals.empty() ? "" : vals[0], "'");
+            break;
+          }
+          batch_size_ = b;
+          if (!tfswap_core::SetParameter(&cfg_, "batch", {std::to_string(b)}, true,
+                                         &config_error_)) {
+            break;
+          }
+          continue;
+        }
         if (!tfswap_core::SetParameter(&cfg_, key, vals, v.value_case() != AttrValue::kList,
                                        &config_error_)) {
           break;
@@ -178,13 +206,9 @@ class TFSwapOptimizer : public tensorflow::grappler::CustomGraphOptimizer {
 
     GraphDef annotated;
     const GraphDef* input = &item.graph;
-    std::unordered_set<std::string> unannotated;
-    for (const NodeDef& n : item.graph.node()) {
-      if (!n.attr().count(kShapesAttr)) unannotated.insert(n.name());
-    }
-    if (cfg_.infer_shapes && !unannotated.empty()) {
+    if (cfg_.infer_shapes && NeedsShapes(item.graph)) {
       std::string why;
-      if (Annotate(item, &annotated, &why)) {
+      if (Annotate(item, batch_size_, &annotated, &why)) {
         input = &annotated;
       } else {
         VLOG(1) << kName << ": static shape inference failed (" << why
@@ -240,7 +264,7 @@ class TFSwapOptimizer : public tensorflow::grappler::CustomGraphOptimizer {
       VLOG(1) << kName << ": graph " << item.id << ": " << r.added_nodes
               << " swap nodes added";
     }
-    RestoreShapes(unannotated, &out);
+    RestoreShapes(item.graph, &out);
     *out.mutable_library() = item.graph.library();
     *out.mutable_versions() = item.graph.versions();
     *optimized_graph = std::move(out);
@@ -248,11 +272,66 @@ class TFSwapOptimizer : public tensorflow::grappler::CustomGraphOptimizer {
   }
 
  private:
-  // Annotate copies the item's graph into *out and gives every node that has no
-  // _output_shapes attr the output shapes Grappler's static shape inference finds.
-  static bool Annotate(const tensorflow::grappler::GrapplerItem& item, GraphDef* out,
-                       std::string* why) {
-    tensorflow::grappler::GraphProperties props(item);
+  // NeedsShapes reports whether some node of g lacks an _output_shapes attr or has an
+  // unknown rank or dimension in it.
+  static bool NeedsShapes(const GraphDef& g) {
+    for (const NodeDef& n : g.node()) {
+      auto it = n.attr().find(kShapesAttr);
+      if (it == n.attr().end()) return true;
+      for (const auto& shape : it->second.list().shape()) {
+        if (shape.unknown_rank()) return true;
+        for (const auto& d : shape.dim()) {
+          if (d.size() < 0) return true;
+        }
+      }
+    }
+    return false;
+  }
+
+  // WithBatch sets the unknown leading dimension of every Placeholder's shape (its shape
+  // attr and _output_shapes) in g to batch.
+  static void WithBatch(int64_t batch, GraphDef* g) {
+    auto fix = [batch](tensorflow::TensorShapeProto* s) {
+      if (!s->unknown_rank() && s->dim_size() > 0 && s->dim(0).size() < 0) {
+        s->mutable_dim(0)->set_size(batch);
+      }
+    };
+    for (NodeDef& n : *g->mutable_node()) {
+      if (n.op() != "Placeholder" && n.op() != "PlaceholderV2") continue;
+      auto& attrs = *n.mutable_attr();
+      if (attrs.count("shape")) fix(attrs["shape"].mutable_shape());
+      if (attrs.count(kShapesAttr)) {
+        for (auto& s : *attrs[kShapesAttr].mutable_list()->mutable_shape()) fix(&s);
+      }
+    }
+  }
+
+  // Merged returns have, with each unknown dimension (and an unknown rank) filled from
+  // inferred where inferred knows it.
+  static tensorflow::TensorShapeProto Merged(const tensorflow::TensorShapeProto& have,
+                                             const tensorflow::TensorShapeProto& inferred) {
+    if (have.unknown_rank()) return inferred;
+    if (inferred.unknown_rank() || inferred.dim_size() != have.dim_size()) return have;
+    tensorflow::TensorShapeProto out = have;
+    for (int i = 0; i < out.dim_size(); ++i) {
+      if (out.dim(i).size() < 0 && inferred.dim(i).size() >= 0) {
+        out.mutable_dim(i)->set_size(inferred.dim(i).size());
+      }
+    }
+    return out;
+  }
+
+  // Annotate copies the item's graph into *out and completes the _output_shapes attrs of its
+  // nodes with what Grappler's static shape inference finds: a node without the attr gets
+  // the inferred shapes, and an unknown dimension in an attr is filled where inference knows
+  // it. With a positive batch, inference assumes it for the placeholders' unknown leading
+  // dimension (WithBatch).
+  static bool Annotate(const tensorflow::grappler::GrapplerItem& item, int64_t batch,
+                       GraphDef* out, std::string* why) {
+    GraphDef g = item.graph;
+    if (batch > 0) WithBatch(batch, &g);
+    tensorflow::grappler::GrapplerItem copy = item.WithGraph(std::move(g));
+    tensorflow::grappler::GraphProperties props(copy);
     absl::Status s = props.InferStatically(/*assume_valid_feeds=*/true,
                                            /*aggressive_shape_inference=*/false,
                                            /*include_input_tensor_values=*/false,
@@ -261,28 +340,45 @@ class TFSwapOptimizer : public tensorflow::grappler::CustomGraphOptimizer {
       *why = s.ToString();
       return false;
     }
-    *out = item.graph;
+    *out = std::move(copy.graph);
     for (NodeDef& n : *out->mutable_node()) {
-      if (n.attr().count(kShapesAttr) || !props.HasOutputProperties(n.name())) continue;
+      if (!props.HasOutputProperties(n.name())) continue;
+      const auto& inferred = props.GetOutputProperties(n.name());
+      auto it = n.attr().find(kShapesAttr);
       AttrValue shapes;
       auto* list = shapes.mutable_list();
-      for (const auto& p : props.GetOutputProperties(n.name())) *list->add_shape() = p.shape();
+      if (it == n.attr().end()) {
+        for (const auto& p : inferred) *list->add_shape() = p.shape();
+      } else {
+        const auto& have = it->second.list().shape();
+        if (have.size() != static_cast<int>(inferred.size())) continue;
+        for (int i = 0; i < have.size(); ++i) *list->add_shape() = Merged(have[i], inferred[i].shape());
+      }
       (*n.mutable_attr())[kShapesAttr] = std::move(shapes);
     }
     return true;
   }
 
-  // RestoreShapes takes away the _output_shapes attrs Annotate added to the input's nodes,
-  // so that the rewrite changes nothing in them but the inputs tfswap rewired. The swap
-  // nodes keep theirs.
-  static void RestoreShapes(const std::unordered_set<std::string>& bare, GraphDef* out) {
-    if (bare.empty()) return;
+  // RestoreShapes gives the nodes of out that come from the item's graph their own
+  // _output_shapes attrs back (or none), undoing Annotate, so that the rewrite changes nothing
+  // in them but the inputs tfswap rewired. The swap nodes keep theirs.
+  static void RestoreShapes(const GraphDef& original, GraphDef* out) {
+    std::unordered_map<std::string, const NodeDef*> by_name;
+    for (const NodeDef& n : original.node()) by_name[n.name()] = &n;
     for (NodeDef& n : *out->mutable_node()) {
-      if (bare.count(n.name())) n.mutable_attr()->erase(kShapesAttr);
+      auto it = by_name.find(n.name());
+      if (it == by_name.end()) continue;
+      auto want = it->second->attr().find(kShapesAttr);
+      if (want == it->second->attr().end()) {
+        n.mutable_attr()->erase(kShapesAttr);
+      } else {
+        (*n.mutable_attr())[kShapesAttr] = want->second;
+      }
     }
   }
 
   tfswap_core::Config cfg_;
+  int64_t batch_size_ = 0;  // the batch_size parameter; 0 when not given
   std::string config_error_;
 };
 

@@ -8,11 +8,14 @@
 // train functions (function bodies: _Arg/_Retval nodes, resource variables as arguments, no
 // _output_shapes) as well as tf.compat.v1 session graphs.
 //
-// Like the v1 bridge (tfswap_optimizer.cc) the plugin does not embed tfswap's Go engine: it
-// runs the tfswap binary as a child process ("tfswap rewrite IN -o OUT FLAGS..."), and checks
-// that what comes back is a rewrite of what went in. Whatever goes wrong, the graph runs
-// unchanged and the process logs one warning per kind of problem. The plugin never fails
-// Grappler.
+// Like the v1 bridge (tfswap_optimizer.cc) the plugin does not embed tfswap's Go engine, and
+// it shares the v1 bridge's core (swap_core.h): tfswap runs as a child process ("tfswap
+// rewrite - -o -" with a finite timeout, its process group killed on timeout and not run
+// again after one, its output capped), its exit status and its own warning lines become
+// warnings, and what comes back is checked to be a rewrite of what went in (op, attrs,
+// device and inputs of every node). Whatever goes wrong, the graph runs unchanged and the
+// process logs one warning per kind of problem. The plugin never fails Grappler. Only the
+// registration, the configuration and the shapes (Grappler's C API) are its own.
 //
 // Configuration. The device type is read once, when TensorFlow loads the library:
 //   TFSWAP_DEVICE_TYPE   GPU (default) or CPU (the two-device CPU emulation, for tests)
@@ -22,7 +25,8 @@
 //   TFSWAP_BINARY          the tfswap binary (default: "tfswap" on PATH)
 //   TFSWAP_BUDGET          --budget;   TFSWAP_STRATEGY  --strategy;   TFSWAP_DEVICE  --device
 //   TFSWAP_RECOMPUTE       --recompute; TFSWAP_MIN_BYTES --min-bytes
-//   TFSWAP_COMPUTE_DEVICE  --compute-device (e.g. /device:CPU:1 in the CPU emulation)
+//   TFSWAP_COMPUTE_DEVICE  --compute-device: one device or a comma list (e.g. /device:CPU:1 in
+//                          the CPU emulation); unset on a CPU registration: every CPU but CPU:0
 //   TFSWAP_FLAGS           more tfswap rewrite flags, separated by spaces
 //   TFSWAP_TIMEOUT         seconds one rewrite may take (default 60)
 //   TFSWAP_LOG             0: warnings only; 1 (default): one line per plan; 2: also tfswap's
@@ -30,7 +34,10 @@
 //   TFSWAP_PLAN_LOG        a file to which one JSON line per plan is appended (what
 //                          tfswap.plan_summary() reads)
 //   TFSWAP_BATCH_SIZE      the batch size to assume where the leading dimension is unknown
-//                          (Keras traces its train function for any batch size)
+//                          (Keras traces its train function for any batch size); without
+//                          it, the plan's log line says how many tensors were left unsized
+//   TFSWAP_PRESERVE        nodes tfswap must leave exactly as they are, separated by commas
+//                          or spaces (with Grappler's nodes to preserve: tfswap --preserve)
 //   TFSWAP_DUMP_DIR        a directory to which every graph handed to tfswap is written, as
 //                          ID.pb (for running tfswap on it by hand)
 //   TFSWAP_ALL_GRAPHS      1: also rewrite graphs that hold no training step
@@ -44,17 +51,15 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdint>
 #include <fstream>
 #include <map>
@@ -66,6 +71,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "swap_core.h"
 #include "tensorflow/c/experimental/grappler/grappler.h"
 #include "tensorflow/c/tf_status.h"
 #include "tensorflow/core/framework/attr_value.pb.h"
@@ -74,8 +80,6 @@
 #include "tensorflow/core/grappler/costs/op_performance_data.pb.h"
 #include "tensorflow/core/grappler/grappler_item.h"
 
-extern char** environ;
-
 namespace tfswap_plugin {
 namespace {
 
@@ -83,9 +87,6 @@ using tensorflow::AttrValue;
 using tensorflow::GraphDef;
 using tensorflow::NodeDef;
 
-constexpr char kName[] = "tfswap";
-constexpr char kScope[] = "tfswap/";
-constexpr char kRoleAttr[] = "_tfswap_role";
 constexpr char kShapesAttr[] = "_output_shapes";
 // The meta-optimizer's default number of iterations (RewriterConfig.meta_optimizer_iterations
 // DEFAULT means TWO); TFSWAP_ITERATIONS overrides it for programs that set another number.
@@ -96,16 +97,11 @@ std::string Env(const char* name, const char* def = "") {
   return v ? v : def;
 }
 
-// Warn logs msg to stderr the first time this process meets a problem of this kind: Grappler
-// calls the plugin for every function and iteration, and one broken binary would otherwise
-// repeat its warning for each.
+// Warn logs msg to stderr the first time this process meets a problem of this kind
+// (tfswap_core::FirstTime): Grappler calls the plugin for every function and iteration, and
+// one broken binary would otherwise repeat its warning for each.
 void Warn(const std::string& kind, const std::string& msg) {
-  static std::mutex mu;
-  static std::set<std::string>* seen = new std::set<std::string>;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (!seen->insert(kind).second) return;
-  }
+  if (!tfswap_core::FirstTime(kind)) return;
   fprintf(stderr, "tfswap: warning: %s\n", msg.c_str());
   fflush(stderr);
 }
@@ -153,7 +149,7 @@ class TempDir {
   }
   ~TempDir() {
     if (path_.empty()) return;
-    for (const char* f : {"in.pb", "out.pb", "out.pb.tmp", "err.txt", "report.json"}) {
+    for (const char* f : {"report.json"}) {
       unlink((path_ + "/" + f).c_str());
     }
     rmdir(path_.c_str());
@@ -165,109 +161,22 @@ class TempDir {
   std::string path_;
 };
 
-// Child is how one run of tfswap ended.
-struct Child {
-  std::string start_error;  // non-empty: it could not be started
-  bool timed_out = false;
-  bool exited = false;
-  int status = 0;  // exit status when exited, else the signal that killed it
-};
-
-// RunChild runs argv (argv[0] looked up on PATH when it has no '/') with stdin from /dev/null
-// and stdout and stderr into err_path (tfswap's summary), killing it after timeout seconds. posix_spawn is safe in
-// TensorFlow's multi-threaded processes; the child starts with default signal dispositions.
-Child RunChild(const std::vector<std::string>& argv, const std::string& err_path,
-               double timeout) {
-  Child c;
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 1, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                   0600);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none, all;
-  sigemptyset(&none);
-  sigfillset(&all);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &all);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  std::vector<char*> cargv;
-  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-  cargv.push_back(nullptr);
-  pid_t pid;
-  int rc = posix_spawnp(&pid, cargv[0], &actions, &attr, cargv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) {
-    c.start_error = strerror(rc);
-    return c;
-  }
-  const double deadline = Now() + timeout;
-  int status = 0;
-  for (;;) {
-    pid_t w = waitpid(pid, &status, WNOHANG);
-    if (w == pid) break;
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) {
-      c.start_error = std::string("waitpid: ") + strerror(errno);
-      return c;
-    }
-    if (Now() >= deadline) {
-      c.timed_out = true;
-      kill(pid, SIGKILL);
-      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-      }
-      return c;
-    }
-    struct timespec nap = {0, 2 * 1000 * 1000};
-    nanosleep(&nap, nullptr);
-  }
-  if (WIFEXITED(status)) {
-    c.exited = true;
-    c.status = WEXITSTATUS(status);
-  } else if (WIFSIGNALED(status)) {
-    c.status = WTERMSIG(status);
-  }
-  return c;
-}
-
-// OneLine joins the lines of tfswap's stderr with " / ".
-std::string OneLine(const std::string& s) {
-  std::string out, line;
-  auto flush = [&] {
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    size_t b = line.find_first_not_of(' ');
-    if (b != std::string::npos && line.find("--help") == std::string::npos) {
-      out += (out.empty() ? "" : " / ") + line.substr(b);
-    }
-    line.clear();
-  };
-  for (char ch : s) {
-    if (ch == '\n') {
-      flush();
-    } else {
-      line.push_back(ch);
-    }
-  }
-  flush();
-  return out.empty() ? "(no message)" : out;
-}
-
 // SummaryField returns the text after "key:" on the line of tfswap's summary that starts
-// with it ("tensors swapped: 43 (45 swap-ins)" -> "43 (45 swap-ins)"), or "".
-std::string SummaryField(const std::string& summary, const std::string& key) {
+// with it ("tensors swapped: 43 (45 swap-ins)" -> "43 (45 swap-ins)"), or "". With all, the
+// texts of every such line, joined by ", " (tfswap prints one "predicted peak:" line per
+// compute device: the replicas of a MirroredStrategy step).
+std::string SummaryField(const std::string& summary, const std::string& key, bool all = false) {
   std::istringstream in(summary);
-  std::string line;
+  std::string line, out;
   while (std::getline(in, line)) {
     size_t b = line.find_first_not_of(' ');
     if (b == std::string::npos || line.compare(b, key.size() + 1, key + ":") != 0) continue;
     std::string v = line.substr(b + key.size() + 1);
     v.erase(0, v.find_first_not_of(' '));
-    return v;
+    if (!all) return v;
+    out += (out.empty() ? "" : ", ") + v;
   }
-  return "";
+  return out;
 }
 
 std::string JsonString(const std::string& s) {
@@ -305,13 +214,6 @@ void AppendLine(const std::string& path, const std::string& line) {
   close(fd);
 }
 
-bool IsRewritten(const GraphDef& g) {
-  for (const NodeDef& n : g.node()) {
-    if (n.name().rfind(kScope, 0) == 0 || n.attr().count(kRoleAttr)) return true;
-  }
-  return false;
-}
-
 // IsTrainingStep reports whether the graph is a training step: it updates a variable (an
 // optimizer's apply op or a resource variable assignment, as Keras 3's optimizers do) and
 // computes gradients (a gradient op, or a node of a gradient scope), which tells it from
@@ -332,35 +234,6 @@ bool IsTrainingStep(const GraphDef& g) {
     if (update && gradient) return true;
   }
   return false;
-}
-
-// CheckRewrite returns why out is not a tfswap rewrite of in, or "": every node of the input
-// (fetch and preserved nodes among them) is still there with its op, and every added node is
-// a tfswap swap node.
-std::string CheckRewrite(const GraphDef& in, const GraphDef& out,
-                         const std::vector<std::string>& must_keep) {
-  std::unordered_map<std::string, const NodeDef*> by_name;
-  for (const NodeDef& n : out.node()) by_name[n.name()] = &n;
-  std::unordered_set<std::string> original;
-  for (const NodeDef& n : in.node()) {
-    original.insert(n.name());
-    auto it = by_name.find(n.name());
-    if (it == by_name.end()) return "node " + n.name() + " is missing";
-    if (it->second->op() != n.op()) return "node " + n.name() + " changed its op";
-  }
-  for (const std::string& k : must_keep) {
-    if (!by_name.count(NodeName(k))) return "node " + k + " is missing";
-  }
-  for (const NodeDef& n : out.node()) {
-    if (original.count(n.name())) continue;
-    if (n.name().rfind(kScope, 0) != 0 || !n.attr().count(kRoleAttr)) {
-      return "added node " + n.name() + " is not a tfswap swap node";
-    }
-    for (const std::string& i : n.input()) {
-      if (!by_name.count(NodeName(i))) return "node " + n.name() + " reads missing " + i;
-    }
-  }
-  return "";
 }
 
 // StringList reads one of the C API's string lists (fetch nodes, nodes to preserve).
@@ -436,6 +309,59 @@ bool Annotate(const TF_GrapplerItem* item, GraphDef* g, int64_t batch,
   return ok;
 }
 
+// ComputeDevices returns the --compute-device value for graph (empty for tfswap's default,
+// every GPU). TFSWAP_COMPUTE_DEVICE names one device or several, comma separated (the
+// replicas of a MirroredStrategy step); a function graph is placed with full device names
+// (/job:localhost/replica:0/task:0/device:CPU:1), and tfswap compares names whole, so each
+// short name becomes the full name of the first of the graph's devices it ends with. Without
+// it, a plugin registered for CPU (the CPU emulation) plans every CPU of the graph but CPU:0
+// of its task, the host: the emulated GPUs, one per replica; sorted, so the flag is the same
+// for the same graph.
+std::string ComputeDevices(const GraphDef& graph) {
+  std::vector<std::string> out;
+  const std::string spec = Env("TFSWAP_COMPUTE_DEVICE");
+  if (!spec.empty()) {
+    std::istringstream in(spec);
+    std::string c;
+    while (std::getline(in, c, ',')) {
+      const size_t b = c.find_first_not_of(" \t");
+      if (b == std::string::npos) continue;
+      c = c.substr(b, c.find_last_not_of(" \t") - b + 1);
+      std::string full = c;
+      for (const NodeDef& n : graph.node()) {
+        const std::string& d = n.device();
+        if (d.size() > c.size() && d.compare(d.size() - c.size(), c.size(), c) == 0 &&
+            d[d.size() - c.size() - 1] != ':') {
+          full = d;
+          break;
+        }
+      }
+      out.push_back(full);
+    }
+  } else if (Env("TFSWAP_DEVICE_TYPE", "GPU") == "CPU") {
+    std::set<std::string> cpus;
+    for (const NodeDef& n : graph.node()) {
+      const std::string& d = n.device();
+      const size_t slash = d.rfind('/');
+      std::string last = slash == std::string::npos ? d : d.substr(slash + 1);
+      if (last.compare(0, 7, "device:") == 0) last = last.substr(7);
+      const size_t colon = last.find(':');
+      if (colon == std::string::npos) continue;
+      std::string type = last.substr(0, colon);
+      for (char& ch : type) ch = toupper(static_cast<unsigned char>(ch));
+      const std::string index = last.substr(colon + 1);
+      if (type == "CPU" && !index.empty() && index != "0" &&
+          index.find_first_not_of("0123456789") == std::string::npos) {
+        cpus.insert(d);
+      }
+    }
+    out.assign(cpus.begin(), cpus.end());
+  }
+  std::string flag;
+  for (const std::string& d : out) flag += (flag.empty() ? "" : ",") + d;
+  return flag;
+}
+
 // CallCount returns how many times a graph with this id has been handed to the plugin,
 // this call included.
 int CallCount(const std::string& id) {
@@ -459,6 +385,75 @@ std::string Fmt(double v) {
   return buf;
 }
 
+// Split returns the names in s separated by commas or white space.
+std::vector<std::string> Split(const std::string& s) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char ch : s + ",") {
+    if (ch == ',' || ch == ' ' || ch == '\t' || ch == '\n') {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+    } else {
+      cur.push_back(ch);
+    }
+  }
+  return out;
+}
+
+// Configure builds the core's configuration from the environment as it is now; false (with
+// *error set) when a setting is bad. report is the file tfswap writes its JSON report to,
+// fetch the item's fetch nodes that are in the graph, graph the graph (for its compute
+// devices, ComputeDevices).
+bool Configure(const GraphDef& graph, const std::string& report,
+               const std::set<std::string>& fetch, tfswap_core::Config* cfg,
+               std::string* error) {
+  const std::string binary = Env("TFSWAP_BINARY");
+  if (!binary.empty() && !tfswap_core::SetParameter(cfg, "tfswap_binary", {binary}, true, error)) {
+    return false;
+  }
+  const std::string timeout = Env("TFSWAP_TIMEOUT");
+  if (!timeout.empty() &&
+      !tfswap_core::SetParameter(cfg, "timeout_seconds", {timeout}, true, error)) {
+    *error = "TFSWAP_TIMEOUT must be a finite, positive number of seconds, not '" + timeout + "'";
+    return false;
+  }
+  cfg->timeout_setting = "TFSWAP_TIMEOUT";
+  struct Opt {
+    const char* env;
+    const char* key;
+  };
+  for (const Opt& o : {Opt{"TFSWAP_BUDGET", "budget"}, Opt{"TFSWAP_STRATEGY", "strategy"},
+                       Opt{"TFSWAP_DEVICE", "device"}, Opt{"TFSWAP_RECOMPUTE", "recompute"},
+                       Opt{"TFSWAP_MIN_BYTES", "min_bytes"}}) {
+    const std::string v = Env(o.env);
+    if (!v.empty() && !tfswap_core::SetParameter(cfg, o.key, {v}, true, error)) return false;
+  }
+  const std::string compute = ComputeDevices(graph);
+  if (!compute.empty()) cfg->flags.push_back("--compute-device=" + compute);
+  {
+    std::istringstream extra(Env("TFSWAP_FLAGS"));
+    std::string f;
+    while (extra >> f) cfg->flags.push_back(f);
+  }
+  tfswap_core::FinishConfig(cfg);
+  cfg->call_flags.push_back("--report=" + report);
+  for (const std::string& f : fetch) cfg->call_flags.push_back("--fetch=" + f);
+  return true;
+}
+
+// UnknownBatch counts the tensors whose shape Annotate gave and whose leading dimension is
+// still unknown: Keras traces its train function for a batch of any size.
+int UnknownBatch(const GraphDef& g, const std::unordered_set<std::string>& annotated) {
+  int n = 0;
+  for (const NodeDef& node : g.node()) {
+    if (!annotated.count(node.name())) continue;
+    for (const auto& shape : node.attr().at(kShapesAttr).list().shape()) {
+      if (!shape.unknown_rank() && shape.dim_size() > 0 && shape.dim(0).size() < 0) n++;
+    }
+  }
+  return n;
+}
+
 void OptimizeFunc(void*, const TF_Buffer* graph_buf, const TF_GrapplerItem* c_item,
                   TF_Buffer* out_buf, TF_Status* status) {
   const std::string enabled = Env("TFSWAP_ENABLED", "1");
@@ -477,15 +472,18 @@ void OptimizeFunc(void*, const TF_Buffer* graph_buf, const TF_GrapplerItem* c_it
     Warn("parse", "graph " + id + " left unchanged: cannot parse the GraphDef Grappler passed");
     return Unchanged(status, "unparsable input");
   }
-  if (IsRewritten(graph)) return Unchanged(status, "already rewritten");
+  if (tfswap_core::IsRewritten(graph)) return Unchanged(status, "already rewritten");
   const std::string all = Env("TFSWAP_ALL_GRAPHS", "0");
   if (all != "1" && !IsTrainingStep(graph)) return Unchanged(status, "no training step");
 
   const double started = Now();
   std::vector<std::string> fetch = StringList(c_item, TF_GetFetchNodesListSize,
                                               TF_GetFetchNodesList);
+  // Grappler's nodes to preserve and the user's (TFSWAP_PRESERVE): the core passes those of
+  // this graph to tfswap as --preserve and checks they come back as they were.
   std::vector<std::string> preserve = StringList(c_item, TF_GetNodesToPreserveListSize,
                                                  TF_GetNodesToPreserveList);
+  for (const std::string& p : Split(Env("TFSWAP_PRESERVE"))) preserve.push_back(p);
   GraphDef annotated = graph;
   std::unordered_set<std::string> added_shapes;
   std::string why;
@@ -494,6 +492,7 @@ void OptimizeFunc(void*, const TF_Buffer* graph_buf, const TF_GrapplerItem* c_it
     Warn("shapes", "static shape inference failed on graph " + id + " (" + why +
                        "); tfswap sizes only the nodes that carry _output_shapes");
   }
+  const int unknown_batch = batch > 0 ? 0 : UnknownBatch(annotated, added_shapes);
   const double shaped = Now();
 
   TempDir dir;
@@ -503,46 +502,12 @@ void OptimizeFunc(void*, const TF_Buffer* graph_buf, const TF_GrapplerItem* c_it
     return Unchanged(status, "no temp dir");
   }
   std::string serialized;
-  if (!annotated.SerializeToString(&serialized) || !WriteFile(dir.File("in.pb"), serialized)) {
-    Warn("write", "graph " + id + " left unchanged: cannot write it for tfswap");
-    return Unchanged(status, "write failed");
+  if (!annotated.SerializeToString(&serialized)) {
+    Warn("write", "graph " + id + " left unchanged: cannot serialize it for tfswap");
+    return Unchanged(status, "serialize failed");
   }
   const std::string dump = Env("TFSWAP_DUMP_DIR");
   if (!dump.empty()) WriteFile(dump + "/" + id + ".pb", serialized);
-  const std::string binary = Env("TFSWAP_BINARY", "tfswap");
-  std::vector<std::string> argv = {binary, "rewrite", dir.File("in.pb"), "-o",
-                                   dir.File("out.pb"), "--report", dir.File("report.json")};
-  struct Opt {
-    const char* env;
-    const char* flag;
-  };
-  for (const Opt& o : {Opt{"TFSWAP_BUDGET", "--budget"}, Opt{"TFSWAP_STRATEGY", "--strategy"},
-                       Opt{"TFSWAP_DEVICE", "--device"}, Opt{"TFSWAP_RECOMPUTE", "--recompute"},
-                       Opt{"TFSWAP_MIN_BYTES", "--min-bytes"}}) {
-    std::string v = Env(o.env);
-    if (!v.empty()) argv.push_back(std::string(o.flag) + "=" + v);
-  }
-  std::string compute = Env("TFSWAP_COMPUTE_DEVICE");
-  if (!compute.empty()) {
-    // A function graph is placed with full device names (/job:localhost/replica:0/task:0/
-    // device:CPU:1), and tfswap compares names whole: a short name given by the user becomes
-    // the full name of the graph's device it ends with.
-    for (const NodeDef& n : graph.node()) {
-      const std::string& d = n.device();
-      if (d.size() > compute.size() &&
-          d.compare(d.size() - compute.size(), compute.size(), compute) == 0 &&
-          d[d.size() - compute.size() - 1] != ':') {
-        compute = d;
-        break;
-      }
-    }
-    argv.push_back("--compute-device=" + compute);
-  }
-  {
-    std::istringstream extra(Env("TFSWAP_FLAGS"));
-    std::string f;
-    while (extra >> f) argv.push_back(f);
-  }
   // Only the fetch nodes that are in the graph: tfswap refuses a --fetch it cannot find.
   std::unordered_set<std::string> names;
   for (const NodeDef& n : graph.node()) names.insert(n.name());
@@ -550,54 +515,28 @@ void OptimizeFunc(void*, const TF_Buffer* graph_buf, const TF_GrapplerItem* c_it
   for (const std::string& f : fetch) {
     if (names.count(NodeName(f))) fetch_nodes.insert(NodeName(f));
   }
-  for (const std::string& f : fetch_nodes) argv.push_back("--fetch=" + f);
-
-  double timeout = atof(Env("TFSWAP_TIMEOUT", "60").c_str());
-  if (!(timeout > 0)) timeout = 60;
-  Child c = RunChild(argv, dir.File("err.txt"), timeout);
+  tfswap_core::Config cfg;
+  std::string bad_setting;
+  if (!Configure(graph, dir.File("report.json"), fetch_nodes, &cfg, &bad_setting)) {
+    Warn("config", "graphs run unchanged: bad setting: " + bad_setting);
+    return Unchanged(status, "bad setting");
+  }
+  tfswap_core::Result r = tfswap_core::RunSwap(serialized, fetch, preserve, cfg, "graph " + id);
   const double ran = Now();
-  std::string err;
-  ReadFile(dir.File("err.txt"), &err);
-  if (!c.start_error.empty()) {
-    Warn("spawn", "graphs run unchanged: cannot run the tfswap binary '" + binary + "': " +
-                      c.start_error + " (set TFSWAP_BINARY or put tfswap on PATH)");
-    return Unchanged(status, "no binary");
-  }
-  if (c.timed_out) {
-    Warn("timeout", "graph " + id + " left unchanged: tfswap did not finish within " +
-                        Fmt(timeout) + " s (TFSWAP_TIMEOUT) and was killed");
-    return Unchanged(status, "timeout");
-  }
-  if (!c.exited) {
-    Warn("signal", "graph " + id + " left unchanged: tfswap was killed by signal " +
-                       std::to_string(c.status));
-    return Unchanged(status, "killed");
-  }
-  if (c.status != 0) {
-    Warn("exit" + std::to_string(c.status),
-         "graph " + id + " left unchanged: tfswap failed (exit status " +
-                     std::to_string(c.status) + "): " + OneLine(err));
-    return Unchanged(status, "tfswap failed");
-  }
-  std::string out_bytes;
+  for (const auto& w : r.warnings) Warn(w.kind, w.text);
+  const std::string& err = r.summary;
+  if (!r.rewritten && r.reason != "nothing to swap") return Unchanged(status, r.reason);
+
   GraphDef out;
-  if (!ReadFile(dir.File("out.pb"), &out_bytes) || !out.ParseFromString(out_bytes)) {
-    Warn("output", "graph " + id + " left unchanged: tfswap's output is not a binary GraphDef");
+  if (r.rewritten && !out.ParseFromString(r.graph)) {  // checked by RunSwap: cannot happen
+    Warn("output", "graph " + id + " left unchanged: cannot parse tfswap's output");
     return Unchanged(status, "bad output");
   }
-  std::vector<std::string> keep(fetch);
-  keep.insert(keep.end(), preserve.begin(), preserve.end());
-  std::string bad = CheckRewrite(graph, out, keep);
-  if (!bad.empty()) {
-    Warn("not-rewrite", "graph " + id + " left unchanged: tfswap's output is not a rewrite of "
-                        "its input (" + bad + ")");
-    return Unchanged(status, "invalid rewrite");
-  }
-  const int added = out.node_size() - graph.node_size();
+  const int added = r.rewritten ? r.added_nodes : 0;
   const int log_level = atoi(Env("TFSWAP_LOG", "1").c_str());
   std::string swapped = SummaryField(err, "tensors swapped");
   std::string recomputed = SummaryField(err, "recomputed");
-  std::string peak = SummaryField(err, "predicted peak");
+  std::string peak = SummaryField(err, "predicted peak", true);
   std::string step = SummaryField(err, "predicted step");
   if (added > 0) {
     // The shapes the plugin added stay out of the original nodes: the rewrite changes nothing
@@ -608,6 +547,12 @@ void OptimizeFunc(void*, const TF_Buffer* graph_buf, const TF_GrapplerItem* c_it
     *out.mutable_library() = graph.library();
     *out.mutable_versions() = graph.versions();
   }
+  const std::string batch_note =
+      unknown_batch > 0
+          ? "; batch unknown: " + std::to_string(unknown_batch) +
+                " tensors have no leading dimension and were not sized (pass "
+                "tfswap.enable(batch_size=N) or TFSWAP_BATCH_SIZE=N)"
+          : "";
   if (log_level >= 1) {
     std::string line = "graph " + id + ": ";
     if (added == 0) {
@@ -621,6 +566,7 @@ void OptimizeFunc(void*, const TF_Buffer* graph_buf, const TF_GrapplerItem* c_it
       line += "; step " + (step.empty() ? "?" : step);
     }
     line += "; shapes " + Fmt(shaped - started) + " s, tfswap " + Fmt(ran - shaped) + " s";
+    line += batch_note;
     Info(line);
     if (log_level >= 2) Info(err);
   }
@@ -640,6 +586,8 @@ void OptimizeFunc(void*, const TF_Buffer* graph_buf, const TF_GrapplerItem* c_it
                    std::to_string(added) + ", \"swapped\": " + JsonString(swapped) +
                    ", \"recomputed\": " + JsonString(recomputed) + ", \"peak\": " +
                    JsonString(peak) + ", \"step\": " + JsonString(step) +
+                   ", \"batch\": " + (batch > 0 ? std::to_string(batch) : "null") +
+                   ", \"unknown_batch_tensors\": " + std::to_string(unknown_batch) +
                    ", \"shape_seconds\": " + Fmt(shaped - started) +
                    ", \"tfswap_seconds\": " + Fmt(ran - shaped) + ", \"report\": " + report +
                    "}");

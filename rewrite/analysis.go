@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"fmt"
 	"sort"
 	"strconv"
 	"strings"
@@ -34,6 +35,28 @@ var removableOps = map[string]bool{
 	"PreventGradient": true, "CheckNumerics": true, "Print": true,
 }
 
+// collectiveOps are the cross-replica collectives of a data-parallel step
+// (tf.distribute's MirroredStrategy and MultiWorkerMirroredStrategy, Horovod-like NCCL
+// all-reduces): each replica's op meets its peers' at run time by group and instance key,
+// not by graph edges. Their outputs are never swapped, their inputs never redirected to a
+// swap-in, and they never gate a swap-in: a collective waits for every replica, so a trigger
+// on it would tie one replica's prefetch to the slowest peer, and the collectives stay
+// exactly as the program built them.
+var collectiveOps = map[string]bool{
+	"CollectiveReduce": true, "CollectiveReduceV2": true, "CollectiveReduceV3": true,
+	"CollectiveGather": true, "CollectiveGatherV2": true,
+	"CollectiveBcastSend": true, "CollectiveBcastRecv": true,
+	"CollectiveBcastSendV2": true, "CollectiveBcastRecvV2": true,
+	"CollectiveAllToAllV2": true, "CollectiveAllToAllV3": true,
+	"CollectiveReduceScatterV2": true, "CollectiveAssignGroupV2": true,
+	"CollectiveInitializeCommunicator": true, "CollectivePermute": true,
+	"NcclAllReduce": true, "NcclReduce": true, "NcclBroadcast": true,
+	"_NcclReduceSend": true, "_NcclReduceRecv": true, "_NcclBroadcastSend": true, "_NcclBroadcastRecv": true,
+}
+
+// IsCollective reports whether op is a cross-replica collective (see collectiveOps).
+func IsCollective(op string) bool { return collectiveOps[op] }
+
 // notConsumers are ops whose inputs are never redirected to a swapped-in copy.
 var notConsumers = map[string]bool{
 	"Enter": true, "RefEnter": true, "Exit": true, "RefExit": true, "Switch": true,
@@ -48,38 +71,59 @@ type Analysis struct {
 	Graph *graphdef.Graph
 	Opts  Options
 
-	computeSpec   graphdef.Device // the compute device; zero Type means "every GPU"
-	defaultDevice graphdef.Device // where nodes without a device run
-	hostSpec      graphdef.Device // zero when the host is derived per producer
+	computeSpec   graphdef.Device   // the first compute device; zero Type means "every GPU"
+	computeSpecs  []graphdef.Device // every compute device named, indices defaulted to 0
+	defaultDevice graphdef.Device   // where nodes without a device run
+	hostSpec      graphdef.Device   // zero when the host is derived per producer
 	inLoop        []bool
 	conditional   []bool
 	inBranch      []bool
 	foldable      []bool
 	excludedOps   map[string]bool
+	preserved     map[string]bool // Options.Preserve, by node name
 }
 
 // Analyze prepares the analysis of g under opts (whose defaults must be applied).
 func Analyze(g *graphdef.Graph, opts Options) *Analysis {
 	a := &Analysis{Graph: g, Opts: opts, excludedOps: map[string]bool{}}
-	a.computeSpec, _ = graphdef.ParseDevice(opts.ComputeDevice)
+	specs, _ := ParseComputeDevices(opts.ComputeDevice)
+	for _, d := range specs {
+		if d.Index < 0 {
+			d.Index = 0
+		}
+		a.computeSpecs = append(a.computeSpecs, d)
+	}
+	a.computeSpec = graphdef.Device{Replica: -1, Task: -1, Index: -1}
+	if len(specs) > 0 {
+		a.computeSpec = specs[0]
+	}
 	a.hostSpec, _ = graphdef.ParseDevice(opts.HostDevice)
 	if a.computeSpec.Type != "" {
-		a.defaultDevice = a.computeSpec
-		if a.defaultDevice.Index < 0 {
-			a.defaultDevice.Index = 0
-		}
+		// Nodes without a device run on the first compute device named.
+		a.defaultDevice = a.computeSpecs[0]
 	} else {
 		a.defaultDevice = graphdef.Device{Replica: -1, Task: -1, Type: "GPU", Index: 0}
 	}
 	for _, op := range opts.ExcludeOps {
 		a.excludedOps[op] = true
 	}
+	for _, p := range opts.Preserve {
+		if a.preserved == nil {
+			a.preserved = map[string]bool{}
+		}
+		a.preserved[preservedNode(p)] = true
+	}
 	// An Exit runs in its loop's frame; a Merge's output is live whichever branch ran.
 	a.inLoop = a.reachFrom(func(n *graphdef.Node) bool { return n.Op == "Enter" || n.Op == "RefEnter" },
 		func(n *graphdef.Node) bool { return n.Op == "Exit" || n.Op == "RefExit" }, true)
 	a.foldable = foldable(g)
-	a.conditional = a.reachFrom(func(n *graphdef.Node) bool { return n.Op == "Switch" || n.Op == "RefSwitch" },
-		func(n *graphdef.Node) bool { return n.Op == "Merge" || n.Op == "RefMerge" }, false)
+	// Only conditionals' Switches start a conditional region: a while loop's Switch (its
+	// predicate a LoopCond) feeds the loop's Exit, and what follows the loop runs whenever
+	// the step does (issue 12: marking it made LMS find no trigger after rnn_v1's loop).
+	a.conditional = a.reachFrom(func(n *graphdef.Node) bool {
+		_, cond := graphdef.CondPred(n)
+		return cond
+	}, func(n *graphdef.Node) bool { return n.Op == "Merge" || n.Op == "RefMerge" }, false)
 	// The branches of v1 conditionals as TensorFlow's executor decides them (dead-ness),
 	// which also covers what follows an inner conditional's Merge inside an outer branch, and
 	// leaves out what follows a while loop's Exit (downstream of the loop's Switch, above).
@@ -142,14 +186,25 @@ func (a *Analysis) Device(n *graphdef.Node) graphdef.Device {
 	return n.Device
 }
 
-// OnCompute reports whether n runs on a compute device: the one named by
+// OnCompute reports whether n runs on a compute device: one of those named by
 // Options.ComputeDevice, or any GPU when none is named.
 func (a *Analysis) OnCompute(n *graphdef.Node) bool {
 	d := a.Device(n)
 	if a.computeSpec.Type == "" {
 		return d.Type == "GPU"
 	}
-	return d.Type == a.computeSpec.Type && d.Index == a.defaultDevice.Index && d.Matches(a.computeSpec)
+	for _, spec := range a.computeSpecs {
+		if d.Type == spec.Type && d.Index == spec.Index && d.Matches(spec) {
+			return true
+		}
+	}
+	return false
+}
+
+// IsComputeDevice reports whether device d (a node's device, as Device returns it) is a
+// compute device, by the rule of OnCompute.
+func (a *Analysis) IsComputeDevice(d graphdef.Device) bool {
+	return a.OnCompute(&graphdef.Node{Device: d})
 }
 
 // Host returns the device a tensor made by producer is swapped to: Options.HostDevice, or
@@ -171,10 +226,17 @@ func (a *Analysis) Conditional(n *graphdef.Node) bool { return a.conditional[n.I
 // it runs only when the conditional's predicate has one value.
 func (a *Analysis) InBranch(n *graphdef.Node) bool { return a.inBranch[n.Index] }
 
+// Preserved reports whether n is one of the nodes Options.Preserve names, which tfswap
+// leaves exactly as they are.
+func (a *Analysis) Preserved(n *graphdef.Node) bool { return a.preserved[n.Name] }
+
 // Excluded reports whether n's outputs are never swapped, and why.
 func (a *Analysis) Excluded(n *graphdef.Node) (bool, string) {
 	if neverSwappedOps[n.Op] {
 		return true, "op " + n.Op + " is never swapped"
+	}
+	if collectiveOps[n.Op] {
+		return true, "op " + n.Op + " is a cross-replica collective"
 	}
 	if _, ok := n.Def.GetAttr()[RoleAttr]; ok {
 		// A recomputed copy is made just before its readers; swapping it could also make a
@@ -186,6 +248,9 @@ func (a *Analysis) Excluded(n *graphdef.Node) (bool, string) {
 	}
 	if a.excludedOps[n.Op] {
 		return true, "op " + n.Op + " is excluded"
+	}
+	if a.Preserved(n) {
+		return true, "the node is preserved"
 	}
 	for _, s := range a.Opts.ExcludeScopes {
 		s = strings.TrimSuffix(s, "/")
@@ -212,11 +277,17 @@ func (a *Analysis) TriggerEligible(n *graphdef.Node) bool {
 	if !a.OnCompute(n) || a.InLoop(n) || a.Conditional(n) {
 		return false
 	}
+	if a.Preserved(n) {
+		return false // a trigger may be made to wait for a swap-out: a control input
+	}
 	if _, ok := n.Def.GetAttr()[RoleAttr]; ok {
 		return false // a node tfswap added (a recomputation planned before the swaps)
 	}
 	if a.foldable[n.Index] {
 		return false // constant folding replaces it, and moves its control edges
+	}
+	if collectiveOps[n.Op] {
+		return false // it waits for every replica (collectiveOps)
 	}
 	if removableOps[n.Op] || (neverSwappedOps[n.Op] && n.Op != "Merge" && n.Op != "RefMerge") {
 		return false // a Merge's output is live whichever branch ran
@@ -227,6 +298,22 @@ func (a *Analysis) TriggerEligible(n *graphdef.Node) bool {
 	}
 	_, _, hasData := GatePort(n)
 	return hasData // the gate reads a data output of the trigger
+}
+
+// checkTriggerDevice fails when grp's trigger runs on another compute device than one of its
+// consumers: with several compute devices (the replicas of a data-parallel step), a swap-in
+// is gated only by work of its own replica, never by a peer's.
+func (a *Analysis) checkTriggerDevice(grp SwapInGroup) error {
+	if len(a.computeSpecs) < 2 && a.computeSpec.Type != "" {
+		return nil
+	}
+	td := a.Device(grp.Trigger)
+	for _, u := range grp.Uses {
+		if cd := a.Device(u.Node); cd != td && a.IsComputeDevice(cd) && a.IsComputeDevice(td) {
+			return fmt.Errorf("internal error: trigger %q runs on %s, its consumer %q on %s: a swap-in is gated only by its own device's work", grp.Trigger.Name, td, u.Node.Name, cd)
+		}
+	}
+	return nil
 }
 
 // shapeReaders read only the shapes of their inputs, never the data (issue 12, item 6).
@@ -355,12 +442,13 @@ func singleReader(n *graphdef.Node) *graphdef.Node {
 	return r
 }
 
-// ConsumerEligible reports whether use may be redirected to a swapped-in copy: not inside a
+// ConsumerEligible reports whether use may be redirected to a swapped-in copy: not a
+// preserved node (Options.Preserve), not inside a
 // while loop or a conditional branch (a swap-in read only by a branch would run, and hold
-// device memory, whichever side is taken), no control-flow op, and no objection from
-// ConsumerExclusion.
+// device memory, whichever side is taken), no control-flow op, no collective (collectiveOps),
+// and no objection from ConsumerExclusion.
 func (a *Analysis) ConsumerEligible(u graphdef.Use) bool {
-	return a.OnCompute(u.Node) && !notConsumers[u.Node.Op] && !a.InLoop(u.Node) && !a.InBranch(u.Node) && ConsumerExclusion(u) == ""
+	return a.OnCompute(u.Node) && !notConsumers[u.Node.Op] && !collectiveOps[u.Node.Op] && !a.Preserved(u.Node) && !a.InLoop(u.Node) && !a.InBranch(u.Node) && ConsumerExclusion(u) == ""
 }
 
 // Candidate is a tensor that may be swapped: made on a compute device, of known size, by an

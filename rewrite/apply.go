@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/tfswap/tfswap/graphdef"
 	apb "github.com/wamuir/graft/tensorflow/core/framework/attr_value_go_proto"
@@ -276,6 +277,27 @@ func rewriteLMS(model *graphdef.Model, a *Analysis) (*Result, error) {
 	return res, nil
 }
 
+// CheckPreserve checks that every name of preserve (Options.Preserve) names a node of g.
+func CheckPreserve(g *graphdef.Graph, preserve []string) error {
+	for _, p := range preserve {
+		if g.Node(preservedNode(p)) == nil {
+			return fmt.Errorf("preserved node %q is not in the graph", p)
+		}
+	}
+	return nil
+}
+
+// preservedNode returns the node name of a preserved name: "^a" and "a:1" name node a.
+func preservedNode(p string) string {
+	p = strings.TrimPrefix(p, "^")
+	if i := strings.LastIndexByte(p, ':'); i >= 0 {
+		if _, err := strconv.Atoi(p[i+1:]); err == nil {
+			p = p[:i]
+		}
+	}
+	return p
+}
+
 // prepare checks opts (applying defaults), indexes model's graph and refuses a graph tfswap
 // already rewrote: what every rewrite does first.
 func prepare(model *graphdef.Model, opts Options) (Options, *graphdef.Graph, error) {
@@ -288,6 +310,9 @@ func prepare(model *graphdef.Model, opts Options) (Options, *graphdef.Graph, err
 		return opts, nil, err
 	}
 	if err := CheckNotRewritten(g); err != nil {
+		return opts, nil, err
+	}
+	if err := CheckPreserve(g, opts.Preserve); err != nil {
 		return opts, nil, err
 	}
 	if _, err := g.TotalBytes(); err != nil {

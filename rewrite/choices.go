@@ -123,10 +123,15 @@ func (pr *Problem) groupsOf(cs []*choice, rule triggerRule) ([]*pendingGroup, []
 // latest that ends before that read. The trigger waits for the swap-out
 // (SwapInGroup.TriggerWaits). Every edge this adds runs forward in the unswapped step's time
 // (producer, swap-out, trigger, gate, swap-in, reader), so it closes no cycle with the plan's
-// other edges, which do the same.
+// other edges, which do the same. That holds only where time order is graph order: a node
+// that runs before one of its own ancestors (timing.isEarly: after a v1 Merge whose untaken
+// input depends on the readers) is never chosen, nor one that descends from a reader.
 func (pr *Problem) siblingTrigger(g *pendingGroup) {
 	tm := pr.timing
 	b := g.c.b
+	if tm.isEarly(pr.Analysis.Graph, g.t.Node) {
+		return // the trigger's wait on the swap-out could close a cycle
+	}
 	deadline := g.due - pr.fast.xferTime(b.bytes, true) - 2*pr.latency - pr.hostIdent
 	var best, fallback *graphdef.Node
 	for _, n := range tm.order[b.dev] {
@@ -137,12 +142,12 @@ func (pr *Problem) siblingTrigger(g *pendingGroup) {
 		if e > g.due {
 			break
 		}
-		if !pr.eligible(n) || e >= g.due {
+		if !pr.eligible(n) || e >= g.due || tm.isEarly(pr.Analysis.Graph, n) {
 			continue
 		}
 		consumer := false
 		for _, u := range g.uses {
-			consumer = consumer || u.Node == n
+			consumer = consumer || u.Node == n || pr.Analysis.Graph.Reachable(u.Node, n)
 		}
 		if consumer {
 			continue

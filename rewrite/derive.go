@@ -149,6 +149,9 @@ func build(a *Analysis, plan *Plan) (*built, error) {
 			if grp.Trigger == nil || len(grp.Uses) == 0 {
 				return nil, fmt.Errorf("tensor %s: swap-in %d has no trigger or no consumers", t, k)
 			}
+			if err := a.checkTriggerDevice(grp); err != nil {
+				return nil, fmt.Errorf("tensor %s: swap-in %d: %v", t, k, err)
+			}
 			inName := SwapNodeName(t, "swap_in_"+strconv.Itoa(k))
 			if err := fresh(inName); err != nil {
 				return nil, err

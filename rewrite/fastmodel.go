@@ -7,6 +7,7 @@ import (
 
 	"github.com/tfswap/tfswap/cost"
 	"github.com/tfswap/tfswap/graphdef"
+	"github.com/tfswap/tfswap/internal/minheap"
 )
 
 // The fast memory model: the memory pass planners use between full simulations.
@@ -134,7 +135,11 @@ func (lt *loadTree) peak() (int64, int64) { return lt.max[1], lt.t[lt.arg[1]] }
 
 // area returns the integral of the curve over [from, to) in byte-nanoseconds, by points.
 func (lt *loadTree) area(from, to int64) float64 {
-	l, r := lt.index(from), lt.index(to)-1
+	return lt.areaIdx(lt.index(from), lt.index(to)-1)
+}
+
+// areaIdx returns the integral of the curve over the points l..r (0 when l > r).
+func (lt *loadTree) areaIdx(l, r int) float64 {
 	if l > r {
 		return 0
 	}
@@ -370,6 +375,32 @@ type bufState struct {
 	lastNear, outDone   int64
 	pending             int
 	drained, sub, ended bool
+	// seq orders the buffers by when they joined their device's drains.
+	seq int
+}
+
+// drainItem orders the swapped buffers waiting for their copy to the host by the copy's
+// end, then by arrival.
+type drainItem struct{ bs *bufState }
+
+func (a drainItem) Less(b drainItem) bool {
+	if a.bs.outDone != b.bs.outDone {
+		return a.bs.outDone < b.bs.outDone
+	}
+	return a.bs.seq < b.bs.seq
+}
+
+// allocItem orders the swap-ins not yet allocated by their allocation time, then by arrival.
+type allocItem struct {
+	g   *grpState
+	seq int
+}
+
+func (a allocItem) Less(b allocItem) bool {
+	if a.g.allocReal != b.g.allocReal {
+		return a.g.allocReal < b.g.allocReal
+	}
+	return a.seq < b.seq
 }
 
 // grpState is one planned swap-in during the sweep.
@@ -387,8 +418,11 @@ type devState struct {
 	shift         int64
 	stepT, stepS  []int64
 	freed, copies int64
-	drains        []*bufState // swapped buffers whose copy to the host is not done yet
-	allocs        []*grpState // swap-ins not yet allocated
+	// drains are the swapped buffers whose copy to the host is not done yet, allocs the
+	// swap-ins not yet allocated, each a heap by time (advance takes them off in O(log n)).
+	drains minheap.Heap[drainItem]
+	allocs minheap.Heap[allocItem]
+	seq    int
 }
 
 func (d *devState) addShift(t, by int64) {
@@ -546,36 +580,27 @@ func (fm *fastModel) sweep(plan *Plan, throttle []int64) *fastResult {
 	advance := func(d int, t int64) {
 		ds := devs[d]
 		r := t + ds.shift
-		keep := ds.drains[:0]
-		for _, bs := range ds.drains {
-			if bs.outDone >= 0 && bs.outDone <= r {
-				bs.drained = true
-				if t >= bs.lastNear && !bs.ended && !bs.sub {
-					bs.sub = true
-					ds.freed += bs.b.bytes
-				}
-				continue
+		for ds.drains.Len() > 0 && ds.drains.Peek().bs.outDone <= r {
+			bs := ds.drains.Pop().bs
+			bs.drained = true
+			if t >= bs.lastNear && !bs.ended && !bs.sub {
+				bs.sub = true
+				ds.freed += bs.b.bytes
 			}
-			keep = append(keep, bs)
 		}
-		ds.drains = keep
-		keepA := ds.allocs[:0]
-		for _, g := range ds.allocs {
-			if g.allocReal >= 0 && g.allocReal <= r {
-				if !g.freed {
-					g.allocated = true
-					ds.copies += g.out.bs.b.bytes
-				}
-				continue
+		for ds.allocs.Len() > 0 && ds.allocs.Peek().g.allocReal <= r {
+			g := ds.allocs.Pop().g
+			if !g.freed {
+				g.allocated = true
+				ds.copies += g.out.bs.b.bytes
 			}
-			keepA = append(keepA, g)
 		}
-		ds.allocs = keepA
 	}
 	setAlloc := func(g *grpState) {
 		g.allocReal = max(g.ctlDone, g.out.done) + pr.hostIdent
 		ds := devs[g.out.bs.b.dev]
-		ds.allocs = append(ds.allocs, g)
+		ds.allocs.Push(allocItem{g, ds.seq})
+		ds.seq++
 	}
 	devOfNode := func(n *graphdef.Node) int {
 		d := tm.dev[n.Index]
@@ -598,7 +623,9 @@ func (fm *fastModel) sweep(plan *Plan, throttle []int64) *fastResult {
 			o.bs.outDone = max(o.bs.outDone, o.done)
 			o.bs.pending--
 			if o.bs.pending == 0 {
-				ds.drains = append(ds.drains, o.bs)
+				o.bs.seq = ds.seq
+				ds.seq++
+				ds.drains.Push(drainItem{o.bs})
 			}
 			for _, g := range o.wait {
 				setAlloc(g)
@@ -661,15 +688,20 @@ func (fm *fastModel) sweep(plan *Plan, throttle []int64) *fastResult {
 			}
 			// Hold the op back until enough swap-outs have reached the host, oldest first.
 			var cand []*bufState
-			for _, bs := range ds.drains {
-				if bs.lastNear <= ev.t && !bs.ended && bs.b.lastEnd > ev.t && bs.outDone >= 0 {
+			for _, it := range ds.drains.Items() {
+				if bs := it.bs; bs.lastNear <= ev.t && !bs.ended && bs.b.lastEnd > ev.t && bs.outDone >= 0 {
 					cand = append(cand, bs)
 				}
 			}
 			if len(cand) == 0 {
 				continue
 			}
-			sort.SliceStable(cand, func(i, j int) bool { return cand[i].outDone < cand[j].outDone })
+			slices.SortFunc(cand, func(a, b *bufState) int {
+				if a.outDone != b.outDone {
+					return cmp.Compare(a.outDone, b.outDone)
+				}
+				return cmp.Compare(a.seq, b.seq)
+			})
 			var acc int64
 			var last *bufState
 			for _, bs := range cand {
@@ -685,8 +717,8 @@ func (fm *fastModel) sweep(plan *Plan, throttle []int64) *fastResult {
 					after = o
 				}
 			}
-			if after.ps.Tensor.Node.TopoIndex >= n.TopoIndex {
-				continue
+			if after.ps.Tensor.Node.TopoIndex >= n.TopoIndex || pr.timing.isEarly(pr.Analysis.Graph, after.ps.Tensor.Node) {
+				continue // the wait could close a cycle (see timing.isEarly)
 			}
 			res.waits = append(res.waits, Wait{Node: n, After: after.ps.Tensor})
 			ds.addShift(ev.t, last.outDone+lat-(ev.t+ds.shift))

@@ -3,6 +3,7 @@ package rewrite
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -166,10 +167,11 @@ func VariableGroups(a *Analysis) []*VariableGroup {
 			}
 		}
 	}
-	// A group is linked only through variables, so it has one; drop any without (none).
+	// A group is linked only through variables, so it has one; drop any without (none), and
+	// any that holds a preserved node (Options.Preserve), which must keep its device.
 	out := groups[:0]
 	for _, vg := range groups {
-		if len(vg.Variables) > 0 {
+		if len(vg.Variables) > 0 && !slices.ContainsFunc(vg.Nodes, a.Preserved) {
 			out = append(out, vg)
 		}
 	}

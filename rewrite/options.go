@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/tfswap/tfswap/graphdef"
 )
@@ -49,9 +50,18 @@ type Options struct {
 	// ExcludeOps are op types whose outputs are never swapped, in addition to the ops that
 	// never are (constants, variables, control flow).
 	ExcludeOps []string
-	// ComputeDevice names the device whose tensors are swapped, e.g. "/device:GPU:0". Empty
-	// means every GPU. Nodes with no device are taken to run on the default compute device:
-	// ComputeDevice when set, else /device:GPU:0.
+	// Preserve names nodes tfswap leaves exactly as they are: their outputs are never
+	// swapped or recomputed, they never read a swapped-in or recomputed copy instead of
+	// their input, and they neither gate a swap-in nor wait for a swap-out (no input, data or
+	// control, is added to them). A name may carry a port or a leading ^ ("a:1", "^a"): the
+	// node is meant. Every name must be a node of the graph.
+	Preserve []string
+	// ComputeDevice names the device whose tensors are swapped, e.g. "/device:GPU:0", or
+	// several separated by commas, one per replica of a data-parallel step
+	// (SplitComputeDevices): each has its own budget and peak, swaps to CPU:0 of its own
+	// task, and gates its swap-ins by its own work only. Empty means every GPU. Nodes with no
+	// device are taken to run on the default compute device: the first named when set, else
+	// /device:GPU:0.
 	ComputeDevice string
 	// HostDevice names the device swapped tensors are kept on. Empty means CPU:0 of the
 	// producer's job, replica and task.
@@ -103,13 +113,73 @@ func (o Options) withDefaults() (Options, error) {
 	return o, nil
 }
 
-// CheckDevices checks a compute device and a host device as Options holds them (either may
-// be empty, meaning its default): each must parse; a compute device must name a device type
-// (GPU:n, or CPU:n for the two-device CPU emulation); a host device must be a CPU; and the
-// compute device must not be the host its tensors would be swapped to (a CPU compute device
-// with the default host, CPU:0 of its task, must not be CPU:0 itself). A swap onto the
-// device the tensor already lives on moves nothing and frees nothing.
+// SplitComputeDevices splits a compute-device option (Options.ComputeDevice) into its
+// devices: one device, or several separated by commas (one per replica of a data-parallel
+// step, such as MirroredStrategy's). Spaces around a device are trimmed and empty entries
+// dropped; an empty option gives no device (every GPU).
+func SplitComputeDevices(compute string) []string {
+	var out []string
+	for _, d := range strings.Split(compute, ",") {
+		if d = strings.TrimSpace(d); d != "" {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// ParseComputeDevices parses a compute-device option (see SplitComputeDevices) into device
+// specifications, in the option's order.
+func ParseComputeDevices(compute string) ([]graphdef.Device, error) {
+	var out []graphdef.Device
+	for _, s := range SplitComputeDevices(compute) {
+		d, err := graphdef.ParseDevice(s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// CheckDevices checks a compute-device option and a host device as Options holds them
+// (either may be empty, meaning its default). The compute option is one device or a comma
+// list of them (SplitComputeDevices); each is checked against the host by checkDevice, they
+// must be distinct and of one device type (a data-parallel step's replicas).
 func CheckDevices(compute, host string) error {
+	list := SplitComputeDevices(compute)
+	if len(list) == 0 {
+		return checkDevice("", host)
+	}
+	var first graphdef.Device
+	seen := map[string]bool{}
+	for i, c := range list {
+		if err := checkDevice(c, host); err != nil {
+			return err
+		}
+		d, _ := graphdef.ParseDevice(c)
+		if d.Index < 0 {
+			d.Index = 0 // as Analyze takes it
+		}
+		if seen[d.String()] {
+			return fmt.Errorf("compute device %q is named twice", c)
+		}
+		seen[d.String()] = true
+		if i == 0 {
+			first = d
+		} else if d.Type != first.Type {
+			return fmt.Errorf("compute devices %q and %q are of different types: the replicas of one step run on devices of one type", list[0], c)
+		}
+	}
+	return nil
+}
+
+// checkDevice checks one compute device and a host device (either may be empty, meaning its
+// default): each must parse; a compute device must name a device type (GPU:n, or CPU:n for
+// the CPU emulation); a host device must be a CPU; and the compute device must not be the
+// host its tensors would be swapped to (a CPU compute device with the default host, CPU:0 of
+// its task, must not be CPU:0 itself). A swap onto the device the tensor already lives on
+// moves nothing and frees nothing.
+func checkDevice(compute, host string) error {
 	cd, err := graphdef.ParseDevice(compute)
 	if err != nil {
 		return fmt.Errorf("compute device: %v", err)

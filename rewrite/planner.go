@@ -140,7 +140,7 @@ func planPrepared(model *graphdef.Model, g *graphdef.Graph, opts Options, po Pla
 	final := &stage{model: model, a: a, pr: pr, ev: ev}
 	sims := pr.sims
 	if mode == "max" || (mode == "auto" && planner.Name() == "auto" && (ev == nil || !ev.Fits || ev.StepTime > pr.Base.StepTime)) {
-		rs, err := pr.planRecomputed(planner, mode, ev)
+		rs, err := pr.planRecomputed(planner, mode, ev, false)
 		if err != nil && mode == "max" {
 			return nil, err
 		}
@@ -150,6 +150,22 @@ func planPrepared(model *graphdef.Model, g *graphdef.Graph, opts Options, po Pla
 			sims += rs.pr.sims
 			if mode == "max" || better(rs.ev, ev) {
 				final = rs
+			}
+		}
+		// Where Grappler's accounting kept a faster plan from fitting (a recomputation
+		// chain's outputs, which TensorFlow writes into one buffer, count each as its own
+		// there), auto plans recomputations again with chains of one large output each and
+		// keeps the better outcome.
+		if mode == "auto" && pr.fit.grappler() && pr.fit.tfswap && grapplerBound(final.ev, pr, rs) {
+			rs2, err := pr.planRecomputed(planner, mode, ev, true)
+			if err != nil {
+				return nil, err
+			}
+			if rs2 != nil {
+				sims += rs2.pr.sims
+				if better(rs2.ev, final.ev) {
+					final = rs2
+				}
 			}
 		}
 	}
@@ -195,6 +211,31 @@ func planPrepared(model *graphdef.Model, g *graphdef.Graph, opts Options, po Pla
 		out.Explanation = withRecomputes(xpr.explain(ev), res.Recomputes, mode)
 	}
 	return out, nil
+}
+
+// grapplerBound reports whether Grappler's accounting is what kept a faster plan than best
+// from fitting: a plan evaluated by pr or by the recomputation stage rs fits by tfswap's
+// accounting, not by Grappler's, and is faster than best (or best does not fit).
+func grapplerBound(best *Evaluation, pr *Problem, rs *stage) bool {
+	prs := []*Problem{pr}
+	if rs != nil {
+		prs = append(prs, rs.pr)
+	}
+	for _, p := range prs {
+		for _, ev := range p.cache {
+			if ev.Fits || len(ev.Devices) == 0 || (best != nil && best.Fits && ev.StepTime >= best.StepTime) {
+				continue
+			}
+			tf := true
+			for _, d := range ev.Devices {
+				tf = tf && d.Peak <= d.Budget && d.GrapplerPeak > 0
+			}
+			if tf {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // stage is one planning of a graph: the model planned (the input, or the input with
@@ -295,9 +336,10 @@ func recomputeMode(m string) (string, error) {
 // swaps, and the least step a swap-only plan could reach on top of it (the host link's bound,
 // linkBoundStep) ranks the levels. The best level is planned in full unless that bound is
 // no shorter than ev0's step, which swapping alone reached. It returns nil when nothing is
-// recomputed. The outcome's overhead is against pr's unswapped step.
-func (pr *Problem) planRecomputed(planner Planner, mode string, ev0 *Evaluation) (*stage, error) {
-	rp := pr.newRCPlanner()
+// recomputed. With single, every recomputation chain makes one large output
+// (rcPlanner.single). The outcome's overhead is against pr's unswapped step.
+func (pr *Problem) planRecomputed(planner Planner, mode string, ev0 *Evaluation, single bool) (*stage, error) {
+	rp := pr.newRCPlanner(single)
 	if len(rp.order) == 0 {
 		return nil, nil
 	}

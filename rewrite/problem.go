@@ -332,9 +332,11 @@ func newProblemWith(model *graphdef.Model, a *Analysis, po PlanOptions, grappler
 	pr.simOpts = po.Sim
 	pr.simOpts.Timeline = false
 	pr.simOpts.TopLive = -1
-	if pr.simOpts.ComputeDevice == "" && a.Opts.ComputeDevice != "" {
-		if d, err := graphdef.ParseDevice(a.Opts.ComputeDevice); err == nil && d.Type != "" {
-			pr.simOpts.ComputeDevice = a.Opts.ComputeDevice
+	if pr.simOpts.ComputeDevice == "" && a.computeSpec.Type != "" {
+		// Nodes without a device run on the first compute device (Analysis.Device); the
+		// others are named by the graph's nodes, and all share one type (CheckDevices).
+		if d := a.computeSpec; d.Type != "" {
+			pr.simOpts.ComputeDevice = SplitComputeDevices(a.Opts.ComputeDevice)[0]
 			if d.Type != "GPU" {
 				// A compute device that is not a GPU (the two-device CPU emulation of the
 				// runtime tests) is simulated as the GPU of the same index.
@@ -401,7 +403,7 @@ func (pr *Problem) deviceName(simName string) string {
 		return simName
 	}
 	d.Type = pr.realType
-	if !pr.Analysis.computeSpec.IsZero() && !d.Matches(pr.Analysis.computeSpec) {
+	if !pr.Analysis.computeSpec.IsZero() && !pr.Analysis.IsComputeDevice(d) {
 		return simName
 	}
 	return d.String()
@@ -693,6 +695,49 @@ type timing struct {
 	dev []int
 	// order lists the original nodes run on each device in order of start.
 	order [][]*graphdef.Node
+	// early marks, by node index, the original nodes that start before one of their
+	// ancestors (see isEarly); nil until first asked.
+	early []bool
+}
+
+// isEarly reports whether n (a node of g, the graph tm was simulated from) starts in tm
+// before one of its ancestors (through data and control edges, while loops' back edges not
+// followed) starts. The simulator runs one branch of each v1 conditional: a Merge runs once
+// the branch taken delivers, so a Merge whose other input comes from the branch not taken
+// (a Switch's gradient: the gradient itself against the other side's zeros), and ops after
+// it, may run before ops they depend on through that input. Time order is then not graph
+// order, and an edge added forward in time out of such a node (a trigger's, or a swap-out's
+// that an op waits for) can close a cycle through the untaken input (issue 12: cond_v1's
+// planned rewrite had one). Nodes that did not run are never early.
+func (tm *timing) isEarly(g *graphdef.Graph, n *graphdef.Node) bool {
+	if tm.early == nil {
+		tm.early = make([]bool, len(tm.times.Start))
+		anc := make([]int64, len(tm.times.Start)) // latest start among the ancestors
+		for i := range anc {
+			anc[i] = -1
+		}
+		see := func(n, p *graphdef.Node) {
+			if isBackEdgeOp(p.Op) || p.Index >= len(anc) {
+				return
+			}
+			anc[n.Index] = max(anc[n.Index], anc[p.Index], tm.times.Start[p.Index])
+		}
+		for _, n := range g.Topo {
+			if n.Index >= len(anc) {
+				continue
+			}
+			for _, in := range n.Inputs {
+				see(n, in.Node)
+			}
+			for _, c := range n.ControlInputs {
+				see(n, c)
+			}
+			if s := tm.times.Start[n.Index]; s >= 0 && anc[n.Index] > s {
+				tm.early[n.Index] = true
+			}
+		}
+	}
+	return n.Index < len(tm.early) && tm.early[n.Index]
 }
 
 func newTiming(g *graphdef.Graph, res *cost.Result) *timing {

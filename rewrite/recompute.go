@@ -279,6 +279,11 @@ type rcPlanner struct {
 	// order is the selection order, bytes the cumulative bytes after each selection.
 	order []*rcTarget
 	bytes []int64
+	// single limits chains to one output larger than recomputeSmallBytes (the target's):
+	// a chain re-running a convolution, its batch normalisation, a residual sum and a ReLU
+	// holds four such tensors at its last op by Grappler's accounting, which counts every
+	// output as its own buffer, where TensorFlow forwards the element-wise ops' buffers.
+	single bool
 }
 
 // setChain records c as the chain of the selected target t (the order'th selected) and
@@ -328,6 +333,21 @@ func (rp *rcPlanner) buildChain(t graphdef.Tensor, at int64, sel map[graphdef.Te
 	}
 	if !walk(t.Node, 1) {
 		return nil, false
+	}
+	if rp.single {
+		// One large output per chain: Grappler's accounting forwards no buffer, so a
+		// chain's outputs are all live at its last op.
+		big := 0
+		for _, n := range nodes {
+			for p := range n.Consumers {
+				if b, ok := rp.pr.shapes.Bytes(graphdef.Tensor{Node: n, Port: p}); !ok || b > recomputeSmallBytes {
+					big++
+				}
+			}
+		}
+		if big > 1 {
+			return nil, false
+		}
 	}
 	c := &rcChain{nodes: nodes}
 	for _, n := range nodes {
@@ -423,10 +443,12 @@ func (rp *rcPlanner) marginal(rt *rcTarget) (map[graphdef.Tensor]*rcChain, int64
 }
 
 // newRCPlanner orders pr's recomputation targets greedily, the least added compute per byte
-// first, until none is left that can be recomputed.
-func (pr *Problem) newRCPlanner() *rcPlanner {
+// first, until none is left that can be recomputed; single limits chains to one large
+// output (rcPlanner.single).
+func (pr *Problem) newRCPlanner(single bool) *rcPlanner {
 	rp := &rcPlanner{pr: pr, targets: pr.recomputeTargets(), byTensor: map[graphdef.Tensor]*rcTarget{},
-		selected: map[graphdef.Tensor]bool{}, chains: map[graphdef.Tensor]*rcChain{}, readers: map[graphdef.Tensor]map[graphdef.Tensor]int{}}
+		selected: map[graphdef.Tensor]bool{}, chains: map[graphdef.Tensor]*rcChain{}, readers: map[graphdef.Tensor]map[graphdef.Tensor]int{},
+		single: single}
 	for _, rt := range rp.targets {
 		rp.byTensor[rt.t] = rt
 	}

@@ -217,3 +217,37 @@ func TestRecomputeServedByChain(t *testing.T) {
 		t.Error("Verify accepted a copy that reads another tensor")
 	}
 }
+
+// TestRecomputeSingleChains: with chains limited to one large output (rcPlanner.single, the
+// retry auto makes when Grappler's accounting, which forwards no buffer, is what keeps a
+// faster plan from fitting), every chain on the Relu chain f1..f8 re-runs one op, where the
+// unlimited planner, recomputing everything, re-makes consecutive activations in one chain.
+func TestRecomputeSingleChains(t *testing.T) {
+	g, err := graphdef.NewGraph(planChain(8, ""), "chain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := graphdef.NewModel(planChain(8, ""))
+	m.Source = "chain"
+	opts, err := Options{}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, err := newProblem(m, Analyze(g, opts), PlanOptions{Profile: slowLinkProfile(), Budget: 1 << 20, FitAccounting: "tfswap"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	longest := func(single bool) (n, most int) {
+		for _, rc := range pr.newRCPlanner(single).plan(-1) {
+			n++
+			most = max(most, len(rc.Chain))
+		}
+		return n, most
+	}
+	if n, most := longest(false); n == 0 || most < 2 {
+		t.Errorf("unlimited: %d chains, the longest of %d ops; want one of at least 2", n, most)
+	}
+	if n, most := longest(true); n == 0 || most != 1 {
+		t.Errorf("single: %d chains, the longest of %d ops; want chains of one op", n, most)
+	}
+}

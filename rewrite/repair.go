@@ -108,7 +108,7 @@ func (pr *Problem) repairPeak(ev *Evaluation) (*Evaluation, error) {
 				if len(cands) >= repairTries {
 					break
 				}
-				if tm.times.End[n.Index] <= tp || n == g.Trigger || !prodDesc[n.Index] || !pr.eligible(n) {
+				if tm.times.End[n.Index] <= tp || n == g.Trigger || !prodDesc[n.Index] || !pr.eligible(n) || tm.isEarly(pr.Analysis.Graph, n) {
 					continue
 				}
 				ok := true

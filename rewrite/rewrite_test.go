@@ -117,6 +117,7 @@ func goldenCases() []goldenCase {
 		{"groupby", groupByGraph, Options{SwapoutThreshold: 3, SwapinAhead: 1, SwapinGroupBy: 3}},
 		{"groupby_none", groupByGraph, Options{SwapoutThreshold: 3, SwapinAhead: 1, SwapinGroupBy: -1}},
 		{"towers", towersGraph, Options{SwapoutThreshold: 3, SwapinAhead: 1}},
+		{"mirrored", func() *gpb.GraphDef { return mirroredGraph(mirroredDevices, act) }, Options{SwapoutThreshold: 3, SwapinAhead: 1, ComputeDevice: "/device:CPU:1,/device:CPU:2"}},
 		{"exclusions", exclusionsGraph, Options{SwapoutThreshold: 2, SwapinAhead: 1, ExcludeScopes: []string{"skipme"}, ExcludeOps: []string{"Tanh"}}},
 		{"conditional_merge_trigger", condGraph, Options{SwapoutThreshold: 3, SwapinAhead: 1}},
 		{"conditional_trigger", condGraph, Options{SwapoutThreshold: 3, SwapinAhead: 5}},

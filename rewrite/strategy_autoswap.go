@@ -52,7 +52,10 @@ type asCand struct {
 	// from, to: the interval the buffer is predicted absent from the device.
 	from, to       int64
 	doa, aoa, wdoa float64
-	slack          float64
+	// li and ri are the first and last points of the device's memory curve in [last, next)
+	// (li > ri when there is none), for the area under the updated curve (SWDOA).
+	li, ri int
+	slack  float64
 }
 
 // autoSwapCandidates returns the candidates of every compute device.
@@ -90,7 +93,9 @@ func (pr *Problem) newCand(b *buffer, k int, why string) *asCand {
 	} else {
 		c.aoa = c.doa / float64(b.bytes)
 	}
-	c.wdoa = pr.fast.trees[b.dev].area(last, next)
+	lt := pr.fast.trees[b.dev]
+	c.li, c.ri = lt.index(last), lt.index(next)-1
+	c.wdoa = lt.areaIdx(c.li, c.ri)
 	c.slack = float64(b.bytes) * math.Min(1, math.Max(0, float64(next-last))/float64(2*(dOut+dIn)+1))
 	return c
 }
@@ -163,7 +168,7 @@ func (pr *Problem) autoSwapSelectOnce(cands []*asCand, w asWeights, target []int
 			c := cands[i]
 			raw[j] = [5]float64{c.aoa, c.doa, c.wdoa, 0, c.slack}
 			if w[3] != 0 {
-				raw[j][3] = trees[dev].area(c.last, c.next)
+				raw[j][3] = trees[dev].areaIdx(c.li, c.ri)
 			}
 		}
 		var mean, sd [5]float64

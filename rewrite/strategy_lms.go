@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -76,24 +77,26 @@ func (pr *Problem) lmsPlan(threshold, ahead, groupBy int) *Plan {
 		}
 		ps := PlannedSwap{Tensor: lc.c.Tensor, Bytes: lc.c.Bytes}
 		for _, group := range groupUses(far, groupBy) {
-			nodes := useNodes(group)
-			key.Reset()
-			key.WriteString(strconv.Itoa(p.Index))
-			key.WriteByte('/')
-			key.WriteString(strconv.Itoa(ahead))
-			for _, n := range nodes {
-				key.WriteByte(',')
-				key.WriteString(strconv.Itoa(n.Index))
-			}
-			trig, ok := pr.lms.triggers[key.String()]
-			if !ok {
-				trig, _ = triggers.ByDistance(p, nodes, ahead, pr.eligible)
-				pr.lms.triggers[key.String()] = trig
-			}
-			if trig == nil {
-				continue
-			}
-			ps.Groups = append(ps.Groups, SwapInGroup{Uses: group, Trigger: trig})
+			gs, _, _ := triggeredGroups(a.Graph, group, func(nodes []*graphdef.Node) (*graphdef.Node, error) {
+				key.Reset()
+				key.WriteString(strconv.Itoa(p.Index))
+				key.WriteByte('/')
+				key.WriteString(strconv.Itoa(ahead))
+				for _, n := range nodes {
+					key.WriteByte(',')
+					key.WriteString(strconv.Itoa(n.Index))
+				}
+				trig, ok := pr.lms.triggers[key.String()]
+				if !ok {
+					trig, _ = triggers.ByDistance(p, nodes, ahead, pr.eligible)
+					pr.lms.triggers[key.String()] = trig
+				}
+				if trig == nil {
+					return nil, fmt.Errorf("no trigger")
+				}
+				return trig, nil
+			})
+			ps.Groups = append(ps.Groups, gs...)
 		}
 		if len(ps.Groups) > 0 {
 			plan.Swaps = append(plan.Swaps, ps)

@@ -233,7 +233,7 @@ func (pr *Problem) vdnnSync(plan *Plan) *Plan {
 		k := sort.Search(len(order), func(i int) bool { return tm.times.Start[order[i].Index] >= near })
 		for ; k < len(order); k++ {
 			n := order[k]
-			if n.TopoIndex > ps.Tensor.Node.TopoIndex && pr.eligible(n) && !redirectedNode(&ps, n) {
+			if n.TopoIndex > ps.Tensor.Node.TopoIndex && pr.eligible(n) && !redirectedNode(&ps, n) && !tm.isEarly(pr.Analysis.Graph, ps.Tensor.Node) {
 				out.Waits = append(out.Waits, Wait{Node: n, After: ps.Tensor})
 				break
 			}

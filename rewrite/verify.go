@@ -16,7 +16,8 @@ import (
 // its trigger's gate, and (with GateHost) sits on the host; the trigger is reachable from the
 // swapped tensor's producer in the original graph (else nothing orders the swap-in after the
 // swap-out, and the copy may be sent back before it was needed), or waits for the swap-out
-// (a control input on it: SwapInGroup.TriggerWaits); control inputs added to
+// (a control input on it: SwapInGroup.TriggerWaits), and neither it nor a reader of the
+// swap-in lies inside a branch of a v1 conditional; control inputs added to
 // original nodes
 // (waits) name swap-outs; a recomputed copy is its original op with inputs carrying the
 // original's and one control input more, from a gate. It returns the first violation.
@@ -72,6 +73,7 @@ func Verify(orig *graphdef.Graph, res *Result, gate Gate) error {
 		}
 	}
 	reach := &reachability{orig: orig}
+	branches := &condBranches{orig: orig}
 	for _, n := range out.Nodes[len(orig.Nodes):] {
 		role := string(n.Def.GetAttr()[RoleAttr].GetS())
 		if role == "gate" {
@@ -121,6 +123,9 @@ func Verify(orig *graphdef.Graph, res *Result, gate Gate) error {
 				return fmt.Errorf("swap-in %q takes its control edge from %q, not from a gate", n.Name, g.Name)
 			}
 			if err := reach.check(n, g); err != nil {
+				return err
+			}
+			if err := branches.check(n, g); err != nil {
 				return err
 			}
 		}
@@ -263,4 +268,36 @@ func sameInputs(nn, on *graphdef.Node) bool {
 		}
 	}
 	return true
+}
+
+// condBranches answers whether original nodes lie inside a branch of a v1 conditional
+// (graphdef.Graph.InCondBranch, found once, on the first question).
+type condBranches struct {
+	orig *graphdef.Graph
+	in   []bool
+}
+
+// check fails when the trigger that gate reads, or a reader of swap-in sw, lies inside a
+// branch of a v1 conditional: a trigger in the branch not taken is dead, and makes the
+// swap-in and its readers dead with it; a reader inside a branch runs only on one side, so
+// the swap-in (outside it) would be copied back for nothing on the other (issue 12, item 7).
+func (b *condBranches) check(sw, gate *graphdef.Node) error {
+	if b.in == nil {
+		b.in = b.orig.InCondBranch()
+	}
+	inBranch := func(name string) bool {
+		n := b.orig.Node(name)
+		return n != nil && b.in[n.Index]
+	}
+	if len(gate.Inputs) == 1 && inBranch(gate.Inputs[0].Node.Name) {
+		return fmt.Errorf("swap-in %q is triggered by %q, inside a conditional branch", sw.Name, gate.Inputs[0].Node.Name)
+	}
+	for _, uses := range sw.Consumers {
+		for _, u := range uses {
+			if inBranch(u.Node.Name) {
+				return fmt.Errorf("swap-in %q is read by %q, inside a conditional branch", sw.Name, u.Node.Name)
+			}
+		}
+	}
+	return nil
 }

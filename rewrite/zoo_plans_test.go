@@ -16,6 +16,7 @@ import (
 type zooManifest struct {
 	Name    string `json:"name"`
 	TrainOp string `json:"train_op"`
+	Batch   int64  `json:"batch"`
 }
 
 // zooPlanScale is the batch scale (the simulator's --batch-scale) at which the zoo graphs are
@@ -25,7 +26,7 @@ type zooManifest struct {
 const zooPlanScale = 64
 
 // TestZooPlans plans every graph in testmodels/zoo (the directory is listed, so a new graph is
-// covered without editing the test) with auto at 90, 70 and 50% of its unswapped peak (a
+// covered without editing the test; shapes a graph does not record are inferred) with auto at 90, 70 and 50% of its unswapped peak (a
 // training step at batch x zooPlanScale). Each plan either fits by both accountings (tfswap's
 // and Grappler's nanosecond figure) and passes Verify, moving something, or ends in a
 // NoFitError that names what is live at the lowest peak reached; at least one plan in the zoo
@@ -62,6 +63,11 @@ func TestZooPlans(t *testing.T) {
 		t.Run(filepath.Base(strings.TrimSuffix(mf, ".json")), func(t *testing.T) {
 			m, err := graphdef.Load(path, graphdef.LoadOptions{})
 			if err != nil {
+				t.Fatal(err)
+			}
+			// As the CLI does: infer the shapes the graph does not record (noshapes has none,
+			// unknown_batch an unknown batch dimension), with the manifest's batch.
+			if _, err := graphdef.InferShapes(m, graphdef.InferOptions{Batch: man.Batch}); err != nil {
 				t.Fatal(err)
 			}
 			g, err := graphdef.NewGraph(m.Graph, path)
@@ -119,7 +125,7 @@ func TestZooPlans(t *testing.T) {
 	}
 }
 
-// zooPlanSkips are the zoo graphs TestZooPlans does not plan, with the reason.
-var zooPlanSkips = map[string]string{
-	"cond_v1": "known bug: the planned rewrite of the v1 learning-phase cond (Switch/Merge) graph has a cycle through gradients/.../cond/Merge_grad (RewriteWithPlanner fails in NewGraph); not fixed yet",
-}
+// zooPlanSkips are the zoo graphs TestZooPlans does not plan, with the reason (none at
+// present: cond_v1, whose planned rewrite had a cycle through a v1 Merge, is planned since
+// the fix).
+var zooPlanSkips = map[string]string{}

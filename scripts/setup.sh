@@ -131,11 +131,10 @@ mv .tfenv.tmp .tfenv
 mkdir -p bin
 CGO_ENABLED=0 go build -o bin/tfswap ./cmd/tfswap
 go build -tags tensorflow -o bin/tfswap-runtime ./cmd/tfswap
-# The Grappler custom optimizer (grappler_bridge/libtfswap_grappler.so), against the wheel.
+# The Grappler custom optimizer (grappler_bridge/libtfswap_grappler.so) and the TensorFlow 2
+# graph-optimizer plugin (grappler_bridge/libtfswap_plugin.so) that python/tfswap's enable()
+# loads, against the wheel.
 ./grappler_bridge/build.sh
-# The TensorFlow 2 graph-optimizer plugin (grappler_bridge/libtfswap_plugin.so) that
-# python/tfswap's enable() loads.
-./grappler_bridge/build_plugin.sh
 if [ "$req" = requirements-gpu.txt ]; then
   n="$(TF_CPP_MIN_LOG_LEVEL=3 .venv/bin/python -c 'import tensorflow as tf; print(len(tf.config.list_physical_devices("GPU")))' 2>/dev/null | tail -n1)"
   echo "setup: TensorFlow sees ${n:-no} GPU(s)"

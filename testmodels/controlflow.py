@@ -11,6 +11,7 @@ must not: conditionals, while loops and calls of library functions.
 | --- | --- |
 | cond_cnn | CNN whose middle block is a v1 ``tf.cond`` (Switch/Merge) on a Keras-style learning-phase placeholder ``training`` (PlaceholderWithDefault, True) |
 | cond_cnn_twin | cond_cnn with the training branch only, no cond: what cond_cnn runs when ``training`` is True |
+| cond_scale | cond_cnn whose other branch scales its input by a trainable variable read outside the cond, as a Keras batch norm's inference branch reads its moving statistics: the variable's gradient is a Merge of the other side's zeros and the gradient itself |
 | if_cnn | cond_cnn with control flow v2: the cond is an ``If`` op, its branches library functions |
 | rnn_v1 | a recurrent net over 8 steps, a v1 ``tf.while_loop`` (Enter/Merge/Switch/Exit) with TensorArrays, as ``dynamic_rnn`` builds it |
 | rnn_v2 | the same loop with control flow v2: a ``While`` op with body and cond functions |
@@ -82,7 +83,7 @@ def _image_feeds(rng, hw=HW, ch=3, classes=10):
     }
 
 
-def _cond_cnn(rng, use_cond=True):
+def _cond_cnn(rng, use_cond=True, scale_var=False):
     x = v1.placeholder(tf.float32, [BATCH, HW, HW, 3], name="input")
     y = v1.placeholder(tf.int32, [BATCH], name="labels")
     training = v1.placeholder_with_default(True, [], name="training")
@@ -94,8 +95,13 @@ def _cond_cnn(rng, use_cond=True):
         a = _conv(h, w2, "block/a")
         return _conv(a, w3, "block/b") + h
 
+    scale = None
+    if scale_var:
+        scale = gk.variable("block/scale", [], v1.constant_initializer(0.5))
+        scale = tf.identity(scale, name="block/scale_read")
+
     def infer_branch():
-        return h * 0.5
+        return h * (scale if scale is not None else 0.5)
 
     if use_cond:
         h2 = tf.cond(training, train_branch, infer_branch, name="cond")
@@ -120,6 +126,15 @@ def model_cond_cnn(rng):
 
 def model_cond_cnn_twin(rng):
     return _cond_cnn(rng, False)
+
+
+def model_cond_scale(rng):
+    loss, opt, feeds, _ = _cond_cnn(rng, True, scale_var=True)
+    return loss, opt, feeds, (
+        "cond_cnn whose inference branch multiplies its input by the trainable "
+        "scalar block/scale (read outside the cond) instead of 0.5: the "
+        "scale's gradient is a Merge of the training side's zeros and the "
+        "gradient through the inference side. SGD lr 0.05, batch 8.")
 
 
 def model_if_cnn(rng):
@@ -225,6 +240,7 @@ def model_stateful_call(rng):
 MODELS = {
     "cond_cnn": model_cond_cnn,
     "cond_cnn_twin": model_cond_cnn_twin,
+    "cond_scale": model_cond_scale,
     "if_cnn": model_if_cnn,
     "rnn_v1": model_rnn_v1,
     "rnn_v2": model_rnn_v2,

@@ -338,8 +338,13 @@ def build_concrete(name, batch, rng):
         inits, variables = [], []
         tvars = {id(v) for v in model.trainable_variables}
         order = sorted(names.items())
+        # One stand-in per captured handle, named like the node it stands for, so that the
+        # merge below drops it for the VarHandleOp: the initialiser and the variable fetch
+        # must use the same one (a second placeholder of that name would be renamed
+        # NAME_1, kept, and left unfed).
+        handles = {}
         for i, (node, (v, shared)) in enumerate(order):
-            h = v1.placeholder(tf.resource, [], name=node)
+            h = handles[node] = v1.placeholder(tf.resource, [], name=node)
             a = tf.raw_ops.AssignVariableOp(
                 resource=h, value=tf.constant(values[node], name="init/value_%d" % i),
                 name="init/assign_%d" % i)
@@ -349,8 +354,7 @@ def build_concrete(name, batch, rng):
         for node, (v, shared) in order:
             if id(v) not in tvars:
                 continue
-            h = v1.placeholder(tf.resource, [], name=node)
-            r = tf.raw_ops.ReadVariableOp(resource=h, dtype=v.dtype,
+            r = tf.raw_ops.ReadVariableOp(resource=handles[node], dtype=v.dtype,
                                           name="fetch_var/read_%d" % k)
             f = tf.identity(r, name="fetch_var/%d" % k)
             variables.append({"name": shared, "fetch": f.name,

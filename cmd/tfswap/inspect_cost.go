@@ -8,6 +8,7 @@ import (
 	"github.com/tfswap/tfswap/cost"
 	"github.com/tfswap/tfswap/graphdef"
 	"github.com/tfswap/tfswap/internal/units"
+	"github.com/tfswap/tfswap/rewrite"
 	"github.com/urfave/cli/v2"
 )
 
@@ -53,7 +54,12 @@ func inspectPeak(c *cli.Context, w io.Writer, g *graphdef.Graph) error {
 	}
 	top := c.Int("top")
 	fetch := graphdef.UserFetch(g, c.StringSlice("fetch"))
-	opts := cost.Options{Fetch: fetch.Nodes, ComputeDevice: c.String("compute-device"), TopLive: top}
+	// Nodes without a device run on the first compute device named (as the rewrite takes it).
+	var first string
+	if cds := rewrite.SplitComputeDevices(strings.Join(c.StringSlice("compute-device"), ",")); len(cds) > 0 {
+		first = cds[0]
+	}
+	opts := cost.Options{Fetch: fetch.Nodes, ComputeDevice: first, TopLive: top}
 	if top == 0 {
 		opts.TopLive = -1
 	}

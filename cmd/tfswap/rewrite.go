@@ -24,7 +24,8 @@ func lmsFlags() []cli.Flag {
 		&cli.StringFlag{Name: "min-bytes", Value: "64KiB", Usage: "smallest tensor to swap (e.g. 65536, 64KiB, 1MiB; 0 for no minimum)"},
 		&cli.StringSliceFlag{Name: "exclude-scope", Usage: "never swap tensors made in this name scope (repeatable)"},
 		&cli.StringSliceFlag{Name: "exclude-op", Usage: "never swap outputs of this op type (repeatable)"},
-		&cli.StringFlag{Name: "compute-device", Usage: "the device whose tensors are swapped, e.g. /device:GPU:1 (default: every GPU; nodes without a device count as /device:GPU:0)"},
+		&cli.StringSliceFlag{Name: "preserve", Usage: "leave this node exactly as it is: never swap or recompute its outputs, never redirect or add to its inputs (repeatable; the node must exist)"},
+		&cli.StringSliceFlag{Name: "compute-device", Usage: "a device whose tensors are swapped, e.g. /device:GPU:1; repeat it or give a comma list for the replicas of a data-parallel step, each planned with its own budget (default: every GPU; nodes without a device count as the first named, or /device:GPU:0)"},
 		&cli.StringFlag{Name: "host-device", Usage: "the device swapped tensors are kept on (default: CPU:0 of the producer's task)"},
 		&cli.StringFlag{Name: "gate", Value: "host", Usage: "which swap-in carries the trigger: host (saves memory) or device (an experiment: TensorFlow copies early)", Hidden: true},
 	}
@@ -57,7 +58,8 @@ func lmsOptions(c *cli.Context, opts *tfswap.Options) error {
 	}
 	opts.ExcludeScopes = c.StringSlice("exclude-scope")
 	opts.ExcludeOps = c.StringSlice("exclude-op")
-	opts.ComputeDevice = c.String("compute-device")
+	opts.Preserve = c.StringSlice("preserve")
+	opts.ComputeDevice = strings.Join(c.StringSlice("compute-device"), ",")
 	opts.HostDevice = c.String("host-device")
 	n, err := units.ParseBytes(c.String("min-bytes"))
 	if err != nil {
@@ -75,10 +77,11 @@ func lmsOptions(c *cli.Context, opts *tfswap.Options) error {
 	default:
 		return usagef("--gate must be host or device, not %q", c.String("gate"))
 	}
-	for _, d := range []struct{ flag, val string }{{"compute-device", opts.ComputeDevice}, {"host-device", opts.HostDevice}} {
-		if _, err := graphdef.ParseDevice(d.val); err != nil {
-			return usagef("--%s: %v", d.flag, err)
-		}
+	if _, err := rewrite.ParseComputeDevices(opts.ComputeDevice); err != nil {
+		return usagef("--compute-device: %v", err)
+	}
+	if _, err := graphdef.ParseDevice(opts.HostDevice); err != nil {
+		return usagef("--host-device: %v", err)
 	}
 	if err := rewrite.CheckDevices(opts.ComputeDevice, opts.HostDevice); err != nil {
 		return usagef("%v", err)
@@ -94,7 +97,7 @@ func lmsRewriteOptions(c *cli.Context) (rewrite.Options, error) {
 		return rewrite.Options{}, err
 	}
 	ro := rewrite.Options{SwapoutThreshold: o.SwapoutThreshold, SwapinAhead: o.SwapinAhead, SwapinGroupBy: o.SwapinGroupBy, MinTensorBytes: o.MinTensorBytes,
-		ExcludeScopes: o.ExcludeScopes, ExcludeOps: o.ExcludeOps, ComputeDevice: o.ComputeDevice, HostDevice: o.HostDevice}
+		ExcludeScopes: o.ExcludeScopes, ExcludeOps: o.ExcludeOps, Preserve: o.Preserve, ComputeDevice: o.ComputeDevice, HostDevice: o.HostDevice}
 	if o.OneSwapInPerConsumer {
 		ro.SwapinGroupBy = -1
 	}
@@ -205,8 +208,7 @@ func planOptions(c *cli.Context, opts *tfswap.Options) error {
 		if d.Type == "CPU" {
 			// A CPU is a compute device only when --compute-device names it (the two-device
 			// CPU emulation); every other CPU is a host, which has no budget.
-			cd, err := graphdef.ParseDevice(c.String("compute-device"))
-			if err != nil || cd.Type != "CPU" || !d.Matches(cd) {
+			if !namesComputeCPU(strings.Join(c.StringSlice("compute-device"), ","), d) {
 				return usagef("--device-budget: %s is a CPU, not a compute device (budgets are for GPUs, or for the CPU --compute-device names)", d)
 			}
 		}
@@ -417,4 +419,19 @@ func marshalFor(m *graphdef.Model, f graphdef.Format) ([]byte, error) {
 		return nil, usagef("a SavedModel cannot be written to stdout")
 	}
 	return m.Marshal()
+}
+
+// namesComputeCPU reports whether the compute-device option compute (one device or a comma
+// list) names the CPU d as a compute device (the CPU emulation of GPUs).
+func namesComputeCPU(compute string, d graphdef.Device) bool {
+	cds, err := rewrite.ParseComputeDevices(compute)
+	if err != nil {
+		return false
+	}
+	for _, cd := range cds {
+		if cd.Type == "CPU" && d.Matches(cd) {
+			return true
+		}
+	}
+	return false
 }

@@ -29,6 +29,9 @@ func (h *Heap[T]) Push(x T) {
 	}
 }
 
+// Items returns the heap's items in no particular order; the caller must not change them.
+func (h *Heap[T]) Items() []T { return h.a }
+
 // Peek returns the least item without removing it. The heap must not be empty.
 func (h *Heap[T]) Peek() T { return h.a[0] }
 

@@ -47,6 +47,7 @@ _OPTIONS = {
     "timeout": "TFSWAP_TIMEOUT",
     "log": "TFSWAP_LOG",
     "batch_size": "TFSWAP_BATCH_SIZE",
+    "preserve": "TFSWAP_PRESERVE",
 }
 
 
@@ -82,7 +83,7 @@ def plugin_path():
             return p
     raise FileNotFoundError(
         "tfswap: no libtfswap_plugin.so: install the package with pip, run "
-        "grappler_bridge/build_plugin.sh in the checkout, or set TFSWAP_PLUGIN"
+        "grappler_bridge/build.sh in the checkout, or set TFSWAP_PLUGIN"
     )
 
 
@@ -129,16 +130,24 @@ def _detect_device():
 
 
 def enable(budget=None, strategy=None, device=None, recompute=None, min_bytes=None,
-           compute_device=None, device_type=None, batch_size=None, timeout=None, log=None):
+           compute_device=None, device_type=None, batch_size=None, timeout=None, log=None,
+           preserve=None):
     """enable switches tfswap on for the graphs TensorFlow optimizes from now on.
 
     budget (e.g. "10GiB"), strategy ("auto", "lms", ...), device (a device profile such as
     "v100-16gb"; by default the GPU TensorFlow sees), recompute ("auto", "off", "max") and
     min_bytes are tfswap rewrite's options of the same names. Without device, the profile is
     the one that names the first GPU TensorFlow sees (profile_for). compute_device limits the
-    swapping to one device (e.g. "/device:CPU:1"). batch_size is the batch size tfswap
+    swapping to one device (e.g. "/device:CPU:1") or to several (a list, or a comma-separated
+    string: the replicas of a MirroredStrategy step), each planned against its own budget;
+    without it the plugin plans every GPU, or, registered for CPU, every CPU of the graph but
+    CPU:0 of its task (the host). batch_size is the batch size tfswap
     assumes where a shape's leading dimension is unknown: Keras traces its train function for
-    batches of any size, and tfswap sizes only tensors of known shape. device_type is the device type the plugin
+    batches of any size, and tfswap sizes only tensors of known shape (without it, the plan's
+    log line says how many tensors were left unsized). preserve lists node names tfswap
+    leaves exactly as they are (tfswap rewrite --preserve): their outputs are never swapped
+    or recomputed and their inputs never redirected; Grappler's own nodes to preserve are
+    always kept so. device_type is the device type the plugin
     registers for, "GPU" (default) or "CPU" (the two-device CPU emulation); it is fixed when
     the plugin is first loaded. Options left None are unset (tfswap's defaults). Call it
     before the first step of the model runs: graphs already optimized keep their plan.
@@ -146,7 +155,11 @@ def enable(budget=None, strategy=None, device=None, recompute=None, min_bytes=No
     global _loaded_type, _plan_log
     values = dict(budget=budget, strategy=strategy, device=device, recompute=recompute,
                   min_bytes=min_bytes, compute_device=compute_device, batch_size=batch_size,
-                  timeout=timeout, log=log)
+                  timeout=timeout, log=log, preserve=preserve)
+    if isinstance(preserve, str):
+        values["preserve"] = preserve
+    elif preserve is not None:
+        values["preserve"] = ",".join(preserve)
     with _lock:
         want = device_type or os.environ.get("TFSWAP_DEVICE_TYPE") or "GPU"
         if _loaded_type is not None and want != _loaded_type:
@@ -161,6 +174,8 @@ def enable(budget=None, strategy=None, device=None, recompute=None, min_bytes=No
             v = values[key]
             if v is None:
                 os.environ.pop(env, None)
+            elif key == "compute_device" and isinstance(v, (list, tuple)):
+                os.environ[env] = ",".join(str(d) for d in v)
             else:
                 os.environ[env] = str(v)
         if _plan_log is None:

@@ -469,6 +469,7 @@ FAILURES = {
     "garbage output": ({"tfswap_binary": "GARBAGE"}, "is not a binary GraphDef"),
     "node dropped": ({"tfswap_binary": "DROP"}, "is missing"),
     "bad bridge parameter": ({"timeout_seconds": "soon"}, "timeout_seconds"),
+    "bad batch size": ({"batch_size": "0"}, "batch_size"),
 }
 
 

@@ -9,7 +9,8 @@ fixed, once per process. With the plugin, the partition graphs of the training f
 hold tfswap's swap nodes, the swap-outs and swap-ins placed on CPU:0, and the losses and every
 weight must be bit-identical, over three steps, to the same training without the plugin,
 and the profiler's trace must show no swap-in before its gate. The same holds under
-MirroredStrategy and under MultiWorkerMirroredStrategy with two local worker processes. Each
+MirroredStrategy (three logical CPUs: the replicas on CPU:1 and CPU:2 each swap to CPU:0) and
+under MultiWorkerMirroredStrategy with two local worker processes. Each
 planner failure (no binary, exit status 1, 2 or 3, a timeout, garbage or an invalid graph)
 leaves the function unchanged with one warning.
 
@@ -41,6 +42,11 @@ BATCH = 8
 # default budget the auto plan would rightly leave them unchanged).
 SWAP = dict(strategy="lms-fixed", min_bytes=0, compute_device="/device:CPU:1", device_type="CPU",
             batch_size=BATCH)
+# MirroredStrategy's replicas: the two emulated GPUs, both named to tfswap.
+MIRRORED = ["/CPU:1", "/CPU:2"]
+REPLICAS = ["/job:localhost/replica:0/task:0/device:CPU:1", "/job:localhost/replica:0/task:0/device:CPU:2"]
+# A list: enable() passes it to the plugin as a comma list.
+SWAP_MIRRORED = dict(SWAP, compute_device=["/device:CPU:1", "/device:CPU:2"])
 WARNING = re.compile(r"^tfswap: warning: (.*)$", re.M)
 
 
@@ -117,8 +123,9 @@ def train_keras(kind, tf, np):
     return losses.values, [np.asarray(w) for w in model.get_weights()]
 
 
-def train_loop(tf, np):
-    """A custom training loop in a tf.function: a small CNN with hand-made variables."""
+def train_loop(tf, np, dynamic=False):
+    """A custom training loop in a tf.function: a small CNN with hand-made variables. With
+    dynamic, the function is traced for a batch of any size, as Keras traces its own."""
     tf.random.set_seed(1)
     with tf.device("/CPU:1"):
         init = tf.random.stateless_normal
@@ -129,12 +136,16 @@ def train_loop(tf, np):
     opt = tf.keras.optimizers.SGD(0.01)
     vs = [w1, w2, w3]
 
-    @tf.function
+    signature = None
+    if dynamic:
+        signature = [tf.TensorSpec([None, 16, 16, 3], tf.float32), tf.TensorSpec([None], tf.int32)]
+
+    @tf.function(input_signature=signature)
     def step(xb, yb):
         with tf.GradientTape() as tape:
             h = tf.nn.relu(tf.nn.conv2d(xb, w1, 1, "SAME"))
             h = tf.nn.relu(tf.nn.conv2d(h, w2, 1, "SAME"))
-            logits = tf.matmul(tf.reshape(h, [BATCH, -1]), w3)
+            logits = tf.matmul(tf.reshape(h, [-1, 16 * 16 * 16]), w3)
             loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(yb, logits))
         opt.apply_gradients(zip(tape.gradient(loss, vs), vs))
         return loss
@@ -148,11 +159,13 @@ def train_loop(tf, np):
 
 
 def train_mirrored(tf, np):
-    """MirroredStrategy over the two logical devices, a custom loop with per-replica steps."""
+    """MirroredStrategy over two logical devices, CPU:1 and CPU:2 (the two GPUs of the
+    emulation; the worker sets up three logical CPUs, CPU:0 the host), a custom loop with
+    per-replica steps."""
     import keras
 
     keras.utils.set_random_seed(1)
-    strategy = tf.distribute.MirroredStrategy(["/CPU:0", "/CPU:1"])
+    strategy = tf.distribute.MirroredStrategy(MIRRORED)
     x, y = _data(np, (16, 16, 3), 10)
     with strategy.scope():
         model = _keras_model("cnn", keras)
@@ -272,7 +285,8 @@ def timing_probe(md, logdir):
 
 
 def worker(spec):
-    tf = _setup_tf()
+    # MirroredStrategy's replicas run on CPU:1 and CPU:2: three logical devices, CPU:0 the host.
+    tf = _setup_tf(3 if spec["kind"] == "mirrored" else 2)
     import numpy as np
     from tensorflow.python.eager import context
 
@@ -292,6 +306,13 @@ def worker(spec):
         # it at every optimization.
         for k, v in run.get("env", {}).items():
             os.environ[k] = v
+        if run.get("preserve_first_swapped"):
+            # Preserve the first producer the previous run swapped (by name: the function is
+            # traced again, with the same node names).
+            producers = sorted(s["Producer"] for p in results[-1]["plans"] if p["report"]
+                               for s in p["report"].get("swaps") or [])
+            assert producers, "the previous run swapped nothing"
+            os.environ["TFSWAP_PRESERVE"] = producers[0]
         if run.get("name"):
             print("tfswap-test: run %s" % run["name"], file=sys.stderr, flush=True)
         context.enable_run_metadata()
@@ -305,7 +326,7 @@ def worker(spec):
         if kind in ("cnn", "transformer"):
             losses, weights = train_keras(kind, tf, np)
         elif kind == "loop":
-            losses, weights = train_loop(tf, np)
+            losses, weights = train_loop(tf, np, dynamic=run.get("dynamic", False))
         elif kind == "mirrored":
             losses, weights = train_mirrored(tf, np)
         elif kind == "multiworker":
@@ -314,6 +335,7 @@ def worker(spec):
             raise SystemExit("unknown kind " + kind)
         md = context.export_run_metadata()
         context.disable_run_metadata()
+        seen_plans = sum(len(r["plans"]) for r in results)
         probe = None
         if spec.get("probe"):
             tf.profiler.experimental.stop()
@@ -333,10 +355,12 @@ def worker(spec):
             h.update(w.tobytes())
         results.append({
             "name": run.get("name", ""),
+            "preserved": os.environ.get("TFSWAP_PRESERVE", ""),
             "losses": [float(l).hex() for l in losses],
             "weights": h.hexdigest(),
             "swaps": swaps,
-            "plans": tfswap.plan_summary() if spec.get("plugin") else [],
+            # The plans of this run (plan_summary() lists every plan since enable()).
+            "plans": tfswap.plan_summary()[seen_plans:] if spec.get("plugin") else [],
             "probe": probe,
         })
     print("TF2-RESULT " + json.dumps(results), flush=True)
@@ -351,7 +375,7 @@ def built():
     """Builds bin/tfswap (make setup does) and the plugin when out of date."""
     if not (ROOT / "bin" / "tfswap").exists():
         pytest.fail("no bin/tfswap: run make setup")
-    subprocess.run([str(ROOT / "grappler_bridge" / "build_plugin.sh")], check=True,
+    subprocess.run([str(ROOT / "grappler_bridge" / "build.sh"), "plugin"], check=True,
                    stdout=subprocess.DEVNULL)
     return PLUGIN
 
@@ -428,18 +452,34 @@ def test_training_swaps_and_is_bit_identical(kind, built):
         assert p["tfswap_seconds"] > 0
 
 
-def test_mirrored_strategy_is_bit_identical(built):
-    """MirroredStrategy over CPU:0 and CPU:1: the replica on CPU:1 swaps to CPU:0, the
-    collectives (the gradients' all-reduce) are untouched, and training is bit-identical.
-
-    tfswap's --compute-device names one device, so in the CPU emulation only the CPU:1
-    replica is planned (on GPUs, tfswap's default plans every GPU)."""
-    result, log = run_worker({"kind": "mirrored", "plugin": True})
+@pytest.mark.parametrize("compute", ["named", "default"])
+def test_mirrored_strategy_is_bit_identical(compute, built):
+    """MirroredStrategy over CPU:1 and CPU:2 (three logical CPUs, CPU:0 the host): EACH
+    replica swaps on its own device, to CPU:0, with its swap-ins gated by its own work; the
+    cross-replica reduction is untouched; losses and weights are bit-identical over three
+    steps to the training without the plugin. Both replica devices are named to tfswap
+    (compute_device=["/device:CPU:1", "/device:CPU:2"]), or left to the plugin's default for a
+    CPU registration (every CPU of the graph but the host)."""
+    options = dict(SWAP_MIRRORED)
+    if compute == "default":
+        del options["compute_device"]
+    result, log = run_worker({"kind": "mirrored", "plugin": True, "options": options})
     result = result[0]
     check_swapped(result, log)
+    # A swap-in's gate runs on its trigger's device, which is its consumers' (tfswap never
+    # gates one replica's swap-in by another's work): gates on both replicas mean swap-ins
+    # for both. check_swapped put every swap-out and swap-in on the host.
+    gates = {}
     for name, device, role, _ in result["swaps"]:
         if role == "gate":
-            assert device == DEVICE, (name, device)
+            gates.setdefault(device, []).append(name)
+    assert set(gates) == set(REPLICAS), "gates by device: %s\n%s" % (gates, log[-3000:])
+    # Each replica was planned as a device of its own, against its own budget.
+    reports = [p["report"] for p in result["plans"] if p["swap_nodes"] > 0 and p["report"]]
+    assert reports, result["plans"]
+    for r in reports:
+        planned = sorted(d["name"] for d in r["plan"]["devices"])
+        assert planned == REPLICAS, planned
     check_identical(result, baseline("mirrored"))
 
 
@@ -523,12 +563,12 @@ def fake(directory, name, body):
     return str(path)
 
 
-# A stand-in that drops the first node of the input GraphDef (argv: rewrite IN -o OUT ...):
-# a "rewrite" that removes a node, which the plugin must refuse. It parses the protobuf wire
-# format by hand (GraphDef field 1 is the repeated node).
+# A stand-in that drops the first node of the input GraphDef (tfswap rewrite - -o -: the graph
+# on stdin, the rewrite on stdout): a "rewrite" that removes a node, which the plugin must
+# refuse. It parses the protobuf wire format by hand (GraphDef field 1 is the repeated node).
 DROP_NODE = """#!%s
 import sys
-data = open(sys.argv[2], "rb").read()
+data = sys.stdin.buffer.read()
 def varint(b, i):
     v = s = 0
     while True:
@@ -549,7 +589,7 @@ while i < len(data):
         dropped = True
         continue
     out += data[start:i]
-open(sys.argv[4], "wb").write(bytes(out))
+sys.stdout.buffer.write(bytes(out))
 """ % sys.executable
 
 FAILURES = {
@@ -559,18 +599,24 @@ FAILURES = {
     "exit 2": ("#!/bin/sh\necho 'unknown flag' >&2\nexit 2\n", {}, "exit status 2"),
     "exit 3": ("#!/bin/sh\nexit 3\n", {}, "exit status 3"),
     "timeout": ("#!/bin/sh\nexec sleep 60\n", {"TFSWAP_TIMEOUT": "1"}, "did not finish within"),
-    "garbage output": ("#!/bin/sh\nprintf 'not a graph' > \"$4\"\n", {}, "not a binary GraphDef"),
+    "garbage output": ("#!/bin/sh\ncat >/dev/null\nprintf 'not a graph'\n", {}, "not a binary GraphDef"),
+    "huge output": ("#!/bin/sh\ncat >/dev/null\nexec head -c 300000000 /dev/zero\n", {}, "wrote more than"),
     "invalid graph": (DROP_NODE, {}, "is not a rewrite of its input"),
+    # tfswap's own warning lines are surfaced (here with the graph unchanged: nothing to swap).
+    "a warning line": ("#!/bin/sh\necho 'tfswap: warning: the fake warns' >&2\nexec cat\n", {},
+                       "the fake warns"),
 }
 
 
 def test_failures_fall_back_with_one_warning(built, tmp_path):
     """Each failure mode in turn, in one process (the plugin reads its environment at every
     optimization): the training function runs unchanged, bit-identical to the baseline, and
-    the mode logs exactly one warning."""
+    the mode logs exactly one warning. The timeout comes last of the failures: after one,
+    tfswap is not run again in the process."""
     runs = []
     for i, (name, (script, env, _)) in enumerate(sorted(FAILURES.items())):
         binary = script if script.startswith("/") else fake(tmp_path, "fake%d" % i, script)
+        assert name != "timeout" or i == len(FAILURES) - 1
         runs.append({"name": name, "env": dict(env, TFSWAP_BINARY=binary)})
     # Last, tfswap.disable()'s switch: no plan, no warning.
     runs.append({"name": "disabled", "env": {"TFSWAP_ENABLED": "0"}})
@@ -588,9 +634,50 @@ def test_failures_fall_back_with_one_warning(built, tmp_path):
             continue
         assert len(warnings) == 1, "%s: expected one warning, got %r" % (name, warnings)
         assert FAILURES[name][2] in warnings[0], (name, warnings[0])
-        assert "unchanged" in warnings[0]
+        assert name == "a warning line" or "unchanged" in warnings[0]
         assert result["swaps"] == [], name
         check_identical(result, base)
+
+
+# --------------------------------------------------------------------------------------------
+# Preserve and the unknown batch
+
+
+def _swapped_producers(result):
+    return sorted(s["Producer"] for p in result["plans"] if p["report"] for s in p["report"].get("swaps") or [])
+
+
+def test_preserve_and_unknown_batch(built):
+    """In one process: a plain run swaps (Grappler's nodes to preserve are passed as
+    --preserve, and the core finds them unchanged: no warning); with its swapped producer
+    preserved (TFSWAP_PRESERVE, as enable(preserve=) sets it) that node is swapped no more,
+    and training stays bit-identical; a function traced for a batch of any size,
+    without batch_size, says in its plan line that the batch was unknown and what to pass."""
+    runs = [{"name": "plain"}, {"name": "preserve", "preserve_first_swapped": True},
+            {"name": "dynamic", "dynamic": True, "env": {"TFSWAP_PRESERVE": "", "TFSWAP_BATCH_SIZE": ""}}]
+    results, log = run_worker({"kind": "loop", "plugin": True, "runs": runs})
+    sections = re.split(r"^tfswap-test: run (.*)$", log, flags=re.M)[1:]
+    by_name = dict(zip(sections[0::2], sections[1::2]))
+    plain, kept, dynamic = results
+    base = baseline("loop")
+    free = _swapped_producers(plain)
+    assert free, "the plain run swapped nothing:\n" + log[-3000:]
+    assert kept["preserved"] == free[0]
+    now = _swapped_producers(kept)
+    # The loop swaps one tensor: preserving its producer leaves nothing to swap (the Go
+    # tests, rewrite/preserve_test.go, check that the rest of a graph is still rewritten).
+    assert free[0] not in now, (free[0], now)
+    assert kept["swaps"] == [] and re.search(r"^tfswap: graph \S+: nothing to swap", by_name["preserve"], re.M)
+    assert WARNING.findall(by_name["plain"] + by_name["preserve"]) == [], WARNING.findall(log)
+    # tfswap's own warning about the unsized tensors is surfaced, once.
+    warned = WARNING.findall(by_name["dynamic"])
+    assert len(warned) == 1 and "are unknown" in warned[0], warned
+    check_identical(plain, base)
+    check_identical(kept, base)
+    line = re.findall(r"^tfswap: graph \S+: .*$", by_name["dynamic"], re.M)
+    assert line and "batch unknown" in line[0] and "batch_size" in line[0], by_name["dynamic"][-2000:]
+    plans = [p for p in dynamic["plans"] if p["unknown_batch_tensors"] > 0]
+    assert plans and all(p["batch"] is None for p in plans), dynamic["plans"]
 
 
 if __name__ == "__main__":

@@ -1,0 +1,156 @@
+package rewrite
+
+import (
+	"math/rand"
+	"testing"
+
+	"github.com/tfswap/tfswap/cost"
+	"github.com/tfswap/tfswap/graphdef"
+)
+
+// TestLoadTreeIncremental: the planner's incremental memory curve (a segment tree with lazy
+// range additions) agrees with the curve recomputed from scratch (every point edited one by
+// one) after every one of a random sequence of decisions, for the peak, the maximum over a
+// range and the area.
+func TestLoadTreeIncremental(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	for trial := 0; trial < 30; trial++ {
+		n := 1 + rng.Intn(200)
+		pts := make([]cost.MemPoint, n)
+		var tt int64
+		for i := range pts {
+			tt += 1 + rng.Int63n(50)
+			b := rng.Int63n(1 << 20)
+			pts[i] = cost.MemPoint{T: tt, Bytes: b, Max: b + rng.Int63n(1<<10)}
+		}
+		lt := newLoadTree(pts)
+		bytes := make([]int64, n)
+		maxes := make([]int64, n)
+		for i, p := range pts {
+			bytes[i], maxes[i] = p.Bytes, p.Max
+		}
+		for step := 0; step < 60; step++ {
+			from, to := rng.Int63n(tt+20)-10, rng.Int63n(tt+20)-10
+			if from > to {
+				from, to = to, from
+			}
+			v := rng.Int63n(1<<19) - 1<<18
+			lt.add(from, to, v)
+			for i, p := range pts {
+				if p.T >= from && p.T < to {
+					bytes[i] += v
+					maxes[i] += v
+				}
+			}
+			// The peak: the largest point's maximum, the earliest on ties.
+			best, bestI := maxes[0], 0
+			for i := range maxes {
+				if maxes[i] > best {
+					best, bestI = maxes[i], i
+				}
+			}
+			if p, at := lt.peak(); p != best || at != pts[bestI].T {
+				t.Fatalf("trial %d step %d: peak %d at %d, recomputed %d at %d", trial, step, p, at, best, pts[bestI].T)
+			}
+			qf, qt := rng.Int63n(tt+20)-10, rng.Int63n(tt+20)-10
+			if qf > qt {
+				qf, qt = qt, qf
+			}
+			var area float64
+			want, wantT, any := int64(-1<<62), int64(0), false
+			for i, p := range pts {
+				if p.T >= qf && p.T < qt {
+					d := int64(0)
+					if i+1 < n {
+						d = pts[i+1].T - p.T
+					}
+					area += float64(bytes[i]) * float64(d)
+					if !any || maxes[i] > want {
+						want, wantT, any = maxes[i], p.T, true
+					}
+				}
+			}
+			if got := lt.area(qf, qt); got != area {
+				t.Fatalf("trial %d step %d: area over [%d,%d) %v, recomputed %v", trial, step, qf, qt, got, area)
+			}
+			got, gotT, ok := lt.rangeMax(qf, qt)
+			if ok != any || (ok && (got != want || gotT != wantT)) {
+				t.Fatalf("trial %d step %d: max over [%d,%d) %d at %d (%v), recomputed %d at %d (%v)", trial, step, qf, qt, got, gotT, ok, want, wantT, any)
+			}
+		}
+	}
+}
+
+// TestFastModelAgreesWithSimulate: after every one of a random sequence of swap decisions on
+// a chain whose copies hide behind compute (triggers 2 ms ahead, gaps of at least 4 ms), the
+// plan adds no stall by either model, and the fast model's predicted peak (an edit of the
+// unswapped curve) is the simulator's, or (a known difference of the fast model, which
+// planners correct for by simulating every plan they keep: in the backward pass the
+// simulator holds one more buffer at the peak when swap-ins overlap) below it by at most one
+// swapped buffer; it is never above it.
+func TestFastModelAgreesWithSimulate(t *testing.T) {
+	const n = 12
+	gr, err := graphdef.NewGraph(planChain(n, ""), "chain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := graphdef.NewModel(planChain(n, ""))
+	m.Source = "chain"
+	pr, err := newProblem(m, Analyze(gr, Options{}), PlanOptions{Profile: slowProfile(), Budget: 1 << 20, FitAccounting: "tfswap"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bufs := pr.sortedBuffers(-1)
+	const gapMin = 4_000_000
+	checked, exact := 0, 0
+	for seed := int64(1); seed <= 4; seed++ {
+		rng := rand.New(rand.NewSource(seed))
+		for trial := 0; trial < 12; trial++ {
+			var sel []*choice
+			var largest int64
+			perm := rng.Perm(len(bufs))
+			for _, i := range perm[:1+rng.Intn(len(perm))] {
+				b := bufs[i]
+				if len(b.accesses) < 2 {
+					continue
+				}
+				k := rng.Intn(len(b.accesses)-1) + 1
+				c := &choice{b: b, splits: []int{k}}
+				if _, ok := pr.episodes(c); !ok {
+					continue
+				}
+				if ac := pr.newCand(b, k, ""); ac.to-ac.from < gapMin {
+					continue
+				}
+				sel = append(sel, c)
+				largest = max(largest, b.bytes)
+				plan, _ := pr.buildPlan(mergeChoices(sel), costRule(nil, 2_000_000))
+				if len(plan.Swaps) == 0 {
+					t.Fatalf("seed %d trial %d: %d decisions made no swap", seed, trial, len(sel))
+				}
+				r := pr.fast.predict(plan)
+				ev, err := pr.Evaluate(plan)
+				if err != nil {
+					t.Fatal(err)
+				}
+				d := ev.Devices[0]
+				p, _ := r.peak(d.SimulatedIndex)
+				if r.stall != 0 || d.SwapInStall != 0 {
+					t.Fatalf("seed %d trial %d: %d swaps stall (fast %d ns, simulated %d ns)", seed, trial, len(plan.Swaps), r.stall, d.SwapInStall)
+				}
+				if p > d.Peak || d.Peak-p > largest {
+					t.Fatalf("seed %d trial %d: %d swaps: fast model peak %d, simulated %d (largest swapped buffer %d)", seed, trial, len(plan.Swaps), p, d.Peak, largest)
+				}
+				checked++
+				if p == d.Peak {
+					exact++
+				}
+			}
+		}
+	}
+	// Most plans agree exactly; the bound above is not the whole check.
+	if checked < 50 || exact*4 < checked*3 {
+		t.Fatalf("%d plans checked, %d predicted exactly", checked, exact)
+	}
+	t.Logf("%d plans checked, %d predicted exactly", checked, exact)
+}
