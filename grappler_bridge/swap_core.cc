@@ -460,8 +460,13 @@ bool DevicesMoved(const GraphDef& in, const GraphDef& out) {
 // auto).
 bool Offloads(const std::vector<std::string>& flags) {
   bool on = false;
-  for (const std::string& f : flags) {
-    if (f.rfind("--offload=", 0) == 0) on = f != "--offload=none" && f != "--offload=";
+  for (size_t i = 0; i < flags.size(); i++) {
+    const std::string& f = flags[i];
+    if (f.rfind("--offload=", 0) == 0) {
+      on = f != "--offload=none" && f != "--offload=";
+    } else if (f == "--offload" && i + 1 < flags.size()) {
+      on = flags[i + 1] != "none" && !flags[i + 1].empty();
+    }
   }
   return on;
 }
@@ -801,6 +806,27 @@ void FinishConfig(Config* cfg) {
     cfg->binary = (env != nullptr && *env != '\0') ? env : "tfswap";
   }
   if (cfg->verbose >= 2) cfg->flags.push_back("--verbose");
+  // --offload auto chooses per graph; every graph of a session must place each variable
+  // alike (FinishConfig's comment in swap_core.h), so all is passed instead.
+  bool autos = false;
+  for (size_t i = 0; i < cfg->flags.size(); i++) {
+    std::string& f = cfg->flags[i];
+    if (f == "--offload=auto") {
+      f = "--offload=all";
+      autos = true;
+    } else if (f == "--offload" && i + 1 < cfg->flags.size() && cfg->flags[i + 1] == "auto") {
+      cfg->flags[i + 1] = "all";
+      autos = true;
+    }
+  }
+  if (autos) {
+    cfg->warnings.push_back(
+        {"offload-auto",
+         "offload=auto is not safe through the bridge: it chooses the variables to move from "
+         "each graph, and every graph of a session (the initialiser's, the training step's) "
+         "must place each variable alike, or a run fails with \"Could not find variable\"; "
+         "offload=all is used instead (every variable on the host in every graph)"});
+  }
 }
 
 bool FirstTime(const std::string& kind) {

@@ -39,6 +39,14 @@ namespace tfswap_core {
 // kDefaultTimeoutSeconds is how long one run of tfswap may take unless configured.
 constexpr double kDefaultTimeoutSeconds = 60;
 
+// Warning is one problem RunSwap met. kind groups warnings for FirstTime ("timeout",
+// "usage", "not-rewrite", "tfswap-warning: TEXT", ...); text is a full sentence naming the
+// graph and, for refusals, saying that the graph runs unchanged.
+struct Warning {
+  std::string kind;
+  std::string text;
+};
+
 // Config is what RunSwap needs to run tfswap.
 struct Config {
   // binary is the tfswap binary: a path, or a name looked up on PATH. Empty means
@@ -63,6 +71,9 @@ struct Config {
   std::vector<std::string> call_flags;
   // timeout_setting names where the timeout was set, for the timeout warning.
   std::string timeout_setting = "parameter timeout_seconds";
+  // warnings are problems with the configuration itself (FinishConfig's), for the caller to
+  // log once by kind after FinishConfig.
+  std::vector<Warning> warnings;
 };
 
 // SetParameter applies one parameter to cfg: tfswap_binary, timeout_seconds, verbose and
@@ -76,16 +87,14 @@ bool SetParameter(Config* cfg, const std::string& key, const std::vector<std::st
                   bool scalar, std::string* error);
 
 // FinishConfig completes cfg once every parameter is set: the binary's default, and
-// --verbose for verbose 2. Call it once, after the last SetParameter.
+// --verbose for verbose 2. Call it once, after the last SetParameter. It also refuses
+// --offload auto (given as offload=auto, --offload=auto or "--offload auto"): auto chooses
+// the variables to move from each graph, and every graph a session runs (the initialiser's,
+// the training step's) must place each variable alike, or a run looks for a variable's
+// resource on a device that does not hold it ("Could not find variable"). FinishConfig
+// passes --offload=all instead, which places every variable on the host in every graph, and
+// adds an "offload-auto" warning to cfg->warnings saying so.
 void FinishConfig(Config* cfg);
-
-// Warning is one problem RunSwap met. kind groups warnings for FirstTime ("timeout",
-// "usage", "not-rewrite", "tfswap-warning: TEXT", ...); text is a full sentence naming the
-// graph and, for refusals, saying that the graph runs unchanged.
-struct Warning {
-  std::string kind;
-  std::string text;
-};
 
 // Result is what RunSwap returns.
 struct Result {

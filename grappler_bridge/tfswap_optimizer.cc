@@ -186,6 +186,9 @@ class TFSwapOptimizer : public tensorflow::grappler::CustomGraphOptimizer {
       }
     }
     tfswap_core::FinishConfig(&cfg_);
+    if (config_error_.empty()) {
+      for (const auto& w : cfg_.warnings) WarnOnce(w.kind, w.text);
+    }
     return absl::OkStatus();
   }
 

@@ -436,6 +436,7 @@ bool Configure(const GraphDef& graph, const std::string& report,
     while (extra >> f) cfg->flags.push_back(f);
   }
   tfswap_core::FinishConfig(cfg);
+  for (const auto& w : cfg->warnings) Warn(w.kind, w.text);
   cfg->call_flags.push_back("--report=" + report);
   for (const std::string& f : fetch) cfg->call_flags.push_back("--fetch=" + f);
   return true;

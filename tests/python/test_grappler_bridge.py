@@ -864,6 +864,23 @@ def test_offload_trains_bit_identically(bridge, tfswap_binary, baseline, tmp_pat
     assert set(variables) <= set(result["host_variables"]), result["host_variables"]
 
 
+def test_offload_auto_falls_back_to_all(bridge, tfswap_binary, baseline, tmp_path):
+    """offload=auto chooses the variables to move from each graph, so the initialiser's graph
+    and the training step's could place a variable differently; the bridge refuses it with
+    one warning and passes --offload all instead: training is bit-identical with every
+    variable on the host, as with offload=all."""
+    params = {"compute_device": "/device:CPU:1", "offload": "auto", "tfswap_binary": tfswap_binary, "verbose": 1}
+    result, log = run_worker({"params": params}, tmp_path)
+    warnings = [w for w in WARNING.findall(log) if not w.startswith("tfswap warns: ")]
+    assert len(warnings) == 1, log[-3000:]
+    assert "offload=auto is not safe through the bridge" in warnings[0], warnings
+    assert "offload=all is used instead" in warnings[0], warnings
+    assert result["digest"] == baseline.digest()
+    assert any("weight_in" in n for n in result["swap_nodes"]), result["swap_nodes"]
+    variables = [v["name"] for v in sidecar()["variables"]]
+    assert set(variables) <= set(result["host_variables"]), result["host_variables"]
+
+
 # --------------------------------------------------------------------------------------------
 # Worker (child process) entry point
 

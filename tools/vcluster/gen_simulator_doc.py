@@ -354,7 +354,8 @@ def write(out, profiles, names, rows, scaled, r50, plot_rel, tfver, gpu, dev, co
       "weight gradient), not a shape op, and not one of `FusedBatchNorm*`'s per-channel outputs. "
       "Dimension 0 of every tensor that carries the batch is multiplied by k, and op costs are "
       "computed from the scaled shapes. Batch-major layouts are assumed: a time-major tensor "
-      "(`[T, B, ...]`) is not scaled.")
+      "(`[T, B, ...]`) is not scaled. The body of a function a call runs is scaled with its caller: "
+      "its arguments (`_Arg`) whose dimension 0 is B carry the batch.")
     d()
     d("**Not modelled.** The BFC allocator's rounding, fragmentation and pool growth (TensorFlow "
       "reserves memory in chunks; the prediction is bytes in use, not bytes reserved); the CUDA "
