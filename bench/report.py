@@ -846,6 +846,13 @@ def section_offload(out, docs):
         out.append(data["meta"]["notes"] + "\n")
 
 
+def section_footprint(data, out):
+    """The footprint section of the activation models (bench/footprint.py) from the run's
+    ladder."""
+    from footprint import section  # bench/footprint.py
+    out.append(section(data))
+
+
 def section_ceiling(out, docs):
     """The ResNet-50 ceiling section, from docs/bench/ceiling.json (bench/ceiling.py's results,
     committed), when it exists."""
@@ -1045,6 +1052,7 @@ def main(argv=None):
     section_verification(res, body)
     section_grappler(res, body)
     section_offload(body, args.docs)
+    section_footprint(data, body)
     section_ceiling(body, args.docs)
     section_zoo(body, args.docs)
     section_papers(res, body, zero)

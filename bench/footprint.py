@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""Footprint multiples of the activation benchmark models, from a bench/run.py results file.
+
+For each model and device profile of the batch ladder (bench/run.py's "ladder" records), the
+footprint is the largest unswapped (model + activation) peak, as a multiple of the GPU's
+memory, among the ladder batches that a strategy trains at >= 50% of in-core speed: its plan
+fits the budget by the simulator and by the VirtualCluster, and its simulated step is at most
+2x the unswapped step at the same batch (overhead <= 100%). Nothing is planned or simulated
+here: every figure comes from the results file, so it is "simulated (profile P), judged by
+the VirtualCluster" as of the run that wrote it (its commit is printed).
+
+The bound says what stops the ladder batch above the largest qualifying one (a larger one may
+still qualify: plans are not monotone in the batch, and the largest is what counts): "ladder top" (the largest batch tried
+qualifies, so the multiple is a lower bound), "no fit" (no plan of that strategy fits) or
+"speed" (it fits, but only above 100% overhead; its best overhead is given).
+
+Run:  python3 bench/footprint.py [--results docs/bench/results.json] [--device v100-16gb]
+"""
+
+import argparse
+import json
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MAX_OVERHEAD = 1.0  # step <= 2x in-core: >= 50% of in-core speed
+
+
+def memories(results):
+    """The GPU memory of each device profile, from the no-swap records."""
+    out = {}
+    for r in results["records"]:
+        res = r.get("result") or {}
+        if r.get("kind") == "nosswap" and res.get("memory"):
+            out[res["device"]] = res["memory"]
+    return out
+
+
+def qualifies(plan):
+    """Whether plan trains: fits by both accountings at <= MAX_OVERHEAD."""
+    return bool(plan.get("fits_sim") and plan.get("fits_vc")) and plan.get("overhead") is not None \
+        and plan["overhead"] <= MAX_OVERHEAD
+
+
+def footprints(results, strategies=("auto",)):
+    """One row per (model, device, strategy set): the largest qualifying ladder batch, its
+    unswapped peak over the GPU memory, the plan's overhead, and the bound."""
+    mem = memories(results)
+    rows = []
+    for r in results["records"]:
+        if r.get("kind") != "ladder" or not r.get("result"):
+            continue
+        res = r["result"]
+        memory = mem.get(res["device"])
+        if not memory:
+            continue
+        points = sorted(res.get("points") or [], key=lambda p: p["batch"])
+        best, at = None, -1
+        for i, p in enumerate(points):
+            good = [pl for pl in p.get("plans") or [] if pl.get("strategy") in strategies and qualifies(pl)]
+            if good and (p.get("base") or {}).get("peak"):
+                pl = min(good, key=lambda x: x["overhead"])
+                best = {"batch": p["batch"], "multiple": p.get("multiple"), "peak": p["base"]["peak"],
+                        "overhead": pl["overhead"], "strategy": pl["strategy"]}
+                at = i
+        bound = "no ladder point" if not points else "ladder top"
+        if at + 1 < len(points):
+            nxt = points[at + 1]
+            plans = [pl for pl in nxt.get("plans") or [] if pl.get("strategy") in strategies]
+            fits = [pl for pl in plans if pl.get("fits_sim") and pl.get("fits_vc") and pl.get("overhead") is not None]
+            if fits:
+                bound = "speed (batch %d: %.0f%% overhead)" % (nxt["batch"], 100 * min(x["overhead"] for x in fits))
+            else:
+                bound = "no fit (batch %d)" % nxt["batch"]
+        row = {"model": res["model"], "device": res["device"], "strategies": list(strategies),
+               "memory": memory, "bound": bound}
+        if best:
+            row.update(best)
+            row["footprint"] = best["peak"] / memory
+        rows.append(row)
+    return sorted(rows, key=lambda x: (x["device"], x["model"]))
+
+
+def markdown(rows):
+    lines = ["| profile | model | strategy | batch (x B0) | unswapped peak | footprint / GPU memory | overhead | next batch bound |",
+             "|---|---|---|---:|---:|---:|---:|---|"]
+    for r in rows:
+        if "footprint" in r:
+            lines.append("| %s | %s | %s | %d (%gx) | %.2f GiB | %.2fx | %.0f%% | %s |" % (
+                r["device"], r["model"], r["strategy"], r["batch"], r["multiple"] or 0, r["peak"] / 2**30,
+                r["footprint"], 100 * r["overhead"], r["bound"]))
+        else:
+            lines.append("| %s | %s | %s | - | - | - | - | %s |" % (
+                r["device"], r["model"], "/".join(r["strategies"]), r["bound"]))
+    return "\n".join(lines)
+
+
+TITLE = "## Footprint of the activation benchmark models (issue 15)"
+
+
+def section(results, source="docs/bench/results.json"):
+    """The BENCHMARKS.md section (title, how obtained, table, largest) for results."""
+    rows = footprints(results)
+    commit = (results.get("meta", {}).get("git", {}).get("commit") or "?")[:12]
+    text = [TITLE + "\n",
+            "Computed by `bench/footprint.py` from the batch ladder of the full run (`%s`, bench run at "
+            "commit %s): simulated per profile (tfswap's simulator), a fit judged by the VirtualCluster "
+            "too, at that run's budgets (section Setup); nothing is re-planned. These plans swap and recompute activations only (no variable "
+            "offload: these models' weights and slots are 1-8%% of the budget, section Summary). "
+            "*Footprint*: the unswapped (model + activation) peak of the largest ladder batch `auto` trains "
+            "at >= 50%% of in-core speed (its simulated step at most 2x the unswapped step at that batch), "
+            "over the GPU's memory. *Bound*: what stops the ladder batch above it; the ladder stops at 10x "
+            "B0, so \"ladder top\" makes the multiple a lower bound.\n" % (source, commit),
+            markdown(rows) + "\n"]
+    got = [r for r in rows if "footprint" in r]
+    if got:
+        top = max(got, key=lambda r: r["footprint"])
+        text.append("Largest: %s on `%s`, %.2fx the GPU's memory at batch %d (%gx B0, %.0f%% overhead; bound: %s). "
+                    "The issue's goal, 12x (SwapAdvisor's best), is %s here.\n" % (
+                        top["model"], top["device"], top["footprint"], top["batch"], top["multiple"] or 0,
+                        100 * top["overhead"], top["bound"],
+                        "reached" if top["footprint"] >= 12 else "not shown"))
+    return "\n".join(text)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--results", default=os.path.join(ROOT, "docs", "bench", "results.json"))
+    ap.add_argument("--device", help="only this device profile")
+    ap.add_argument("--any", action="store_true", help="any strategy of the run, not only auto")
+    ap.add_argument("--section", action="store_true", help="print the BENCHMARKS.md section")
+    a = ap.parse_args(argv)
+    try:
+        with open(a.results) as f:
+            results = json.load(f)
+    except (OSError, ValueError) as e:
+        sys.exit("footprint: cannot read %s: %s" % (a.results, e))
+    if a.section:
+        print(section(results), end="")
+        return 0
+    strategies = tuple(sorted({pl["strategy"] for r in results["records"] if r.get("kind") == "ladder"
+                               for p in (r.get("result") or {}).get("points") or [] for pl in p.get("plans") or []})) \
+        if a.any else ("auto",)
+    rows = [r for r in footprints(results, strategies) if not a.device or r["device"] == a.device]
+    git = results.get("meta", {}).get("git", {})
+    print("Simulated (tfswap's simulator per profile), fits judged by the VirtualCluster too; from %s, "
+          "bench run at commit %s." % (os.path.relpath(a.results, ROOT), (git.get("commit") or "?")[:12]))
+    print()
+    print(markdown(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
