@@ -21,6 +21,17 @@ type Shapes struct {
 	BatchInputs []string
 }
 
+// Summary returns the figures of s a report shows (Scale, Batch, Scaled and BatchInputs)
+// without the per-tensor shapes or the graph: what a simulation's Result keeps once the
+// simulated graph is no longer needed (a planner's cached evaluation would otherwise hold
+// its whole derived graph). Its Bytes knows no tensor. A nil s gives nil.
+func (s *Shapes) Summary() *Shapes {
+	if s == nil {
+		return nil
+	}
+	return &Shapes{Scale: s.Scale, Batch: s.Batch, Scaled: s.Scaled, BatchInputs: s.BatchInputs}
+}
+
 // batchContracting lists ops whose outputs never carry the batch in dimension 0 even when
 // an input does: they sum over the batch (weight and bias gradients) or describe shapes.
 var batchContracting = map[string]bool{
@@ -216,6 +227,9 @@ func portShape(n *graphdef.Node, port int) []int64 {
 
 // Out returns the shape of output port of n, or nil when unknown.
 func (s *Shapes) Out(n *graphdef.Node, port int) []int64 {
+	if n.Index >= len(s.out) {
+		return nil // a Summary, or a node of another graph
+	}
 	if sh := s.out[n.Index]; port < len(sh) {
 		return sh[port]
 	}

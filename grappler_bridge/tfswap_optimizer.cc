@@ -239,6 +239,17 @@ class TFSwapOptimizer : public tensorflow::grappler::CustomGraphOptimizer {
         return Unchanged("deadline");
       }
     }
+    if (batch_size_ == 0) {
+      const std::string p = UnknownBatchPlaceholder(*input);
+      if (!p.empty()) {
+        WarnOnce("batch-size",
+                 absl::StrCat("graph ", item.id, ": placeholder ", p,
+                              " has an unknown leading (batch) dimension that shape inference "
+                              "cannot find, so the tensors computed from it have no size and "
+                              "are not swapped; set the parameter batch_size to the batch the "
+                              "session feeds"));
+      }
+    }
     std::vector<std::string> preserve(item.keep_ops.begin(), item.keep_ops.end());
     tfswap_core::Result r = tfswap_core::RunSwap(serialized, item.fetch, preserve, cfg_,
                                                  absl::StrCat("graph ", item.id), deadline);
@@ -289,6 +300,27 @@ class TFSwapOptimizer : public tensorflow::grappler::CustomGraphOptimizer {
       }
     }
     return false;
+  }
+
+  // UnknownBatchPlaceholder returns the name of the first Placeholder of g whose shape attr
+  // has an unknown leading dimension that its _output_shapes (as annotated) does not know
+  // either, or "". A graph may pin the batch elsewhere (a constant shape), and Grappler's
+  // symbolic shape inference then finds it for the placeholder too.
+  static std::string UnknownBatchPlaceholder(const GraphDef& g) {
+    for (const NodeDef& n : g.node()) {
+      if (n.op() != "Placeholder" && n.op() != "PlaceholderV2") continue;
+      auto it = n.attr().find("shape");
+      if (it == n.attr().end()) continue;
+      const auto& s = it->second.shape();
+      if (s.unknown_rank() || s.dim_size() == 0 || s.dim(0).size() >= 0) continue;
+      auto known = n.attr().find(kShapesAttr);
+      if (known != n.attr().end() && known->second.list().shape_size() == 1) {
+        const auto& k = known->second.list().shape(0);
+        if (!k.unknown_rank() && k.dim_size() > 0 && k.dim(0).size() >= 0) continue;
+      }
+      return n.name();
+    }
+    return "";
   }
 
   // WithBatch sets the unknown leading dimension of every Placeholder's shape (its shape

@@ -80,6 +80,10 @@ type Result struct {
 	// Recomputes are the tensors whose later readers read a recomputed copy, in topological
 	// order of their producers.
 	Recomputes []Recompute `json:",omitempty"`
+
+	// graph is Model's graph as the builder made it (Apply), for Verify; nil when Model was
+	// built otherwise.
+	graph *graphdef.Graph
 }
 
 // BytesOut returns the bytes moved device-to-host per step, and BytesIn host-to-device.
@@ -134,111 +138,41 @@ func SwapNodeName(t graphdef.Tensor, suffix string) string {
 	return Scope + t.Node.Name + "_" + strconv.Itoa(t.Port) + "/" + suffix
 }
 
-// Apply performs plan on model (whose graph is g) and returns the rewritten model. It
-// changes only the consumers the plan names, adds the swap nodes after the original nodes,
+// Apply performs plan on model (whose graph is a's) and returns the rewritten model: the
+// GraphDef of the graph build makes. It changes only the consumers the plan names (a copy of
+// each such NodeDef, its redirected inputs renamed and the waits' control inputs appended;
+// every other NodeDef is shared with model), adds the swap nodes after the original nodes,
 // and is deterministic.
 func Apply(model *graphdef.Model, a *Analysis, plan *Plan) (*Result, error) {
-	g := a.Graph
-	out := model.Clone()
-	res := &Result{Model: out}
-	// newInputs[node index][input index] = replacement input string.
-	newInputs := map[int]map[int]string{}
-	var added []*npb.NodeDef
-	gates := map[string]bool{}
-	for _, ps := range orderSwaps(plan) {
-		t := ps.Tensor
-		dt, ok := t.DataType()
-		if !ok {
-			return nil, fmt.Errorf("tensor %s: dtype unknown", t)
-		}
-		host := a.Host(t.Node)
-		outName := SwapNodeName(t, "swap_out")
-		added = append(added, swapNode(outName, "swap_out", t.InputString(), host.String(), dt, t.Node, t.Port, ""))
-		sw := Swap{Tensor: t.String(), Producer: t.Node.Name, DType: graphdef.DataTypeName(dt), Shape: t.Shape(), Bytes: ps.Bytes, Host: host.String(), SwapOut: outName}
-		for k, grp := range ps.Groups {
-			if grp.Trigger == nil || len(grp.Uses) == 0 {
-				return nil, fmt.Errorf("tensor %s: swap-in %d has no trigger or no consumers", t, k)
-			}
-			if err := a.checkTriggerDevice(grp); err != nil {
-				return nil, fmt.Errorf("tensor %s: swap-in %d: %v", t, k, err)
-			}
-			inName := SwapNodeName(t, "swap_in_"+strconv.Itoa(k))
-			dev := host
-			if a.Opts.Gate == GateDevice {
-				dev = a.Device(grp.Uses[0].Node)
-			}
-			gate := GateNodeName(grp.Trigger)
-			if !gates[gate] && g.Node(gate) == nil { // a gate the graph has (an offload's) is shared
-				gn, err := gateNode(grp.Trigger)
-				if err != nil {
-					return nil, fmt.Errorf("tensor %s: %v", t, err)
-				}
-				gates[gate] = true
-				added = append(added, gn)
-			}
-			added = append(added, swapNode(inName, "swap_in", outName, dev.String(), dt, t.Node, t.Port, gate))
-			si := SwapIn{Node: inName, Device: dev.String(), Trigger: grp.Trigger.Name, Gate: gate}
-			seen := map[string]bool{}
-			minLevel := -1
-			for _, u := range grp.Uses {
-				if u.Node.Inputs[u.Input] != t {
-					return nil, fmt.Errorf("tensor %s: input %d of %q does not read it", t, u.Input, u.Node.Name)
-				}
-				if grp.Trigger == u.Node {
-					return nil, fmt.Errorf("tensor %s: consumer %q cannot trigger its own swap-in", t, u.Node.Name)
-				}
-				m := newInputs[u.Node.Index]
-				if m == nil {
-					m = map[int]string{}
-					newInputs[u.Node.Index] = m
-				}
-				m[u.Input] = inName
-				if !seen[u.Node.Name] {
-					seen[u.Node.Name] = true
-					si.Consumers = append(si.Consumers, u.Node.Name)
-				}
-				if minLevel < 0 || u.Node.Level < minLevel {
-					minLevel = u.Node.Level
-				}
-			}
-			si.Distance = minLevel - t.Node.Level
-			sw.SwapIns = append(sw.SwapIns, si)
-		}
-		res.Swaps = append(res.Swaps, sw)
-	}
-	waits, err := orderWaits(plan)
+	b, err := build(a, plan)
 	if err != nil {
 		return nil, err
 	}
-	extraCtl := map[int][]string{}
-	for _, w := range waits {
-		name := "^" + SwapNodeName(w.After, "swap_out")
-		extraCtl[w.Node.Index] = append(extraCtl[w.Node.Index], name)
-		res.Waits = append(res.Waits, WaitInfo{Node: w.Node.Name, SwapOut: name[1:]})
-	}
-	for idx, m := range newInputs {
-		orig := g.Nodes[idx].Def
-		nd := proto.Clone(orig).(*npb.NodeDef)
-		for input, name := range m {
-			nd.Input[input] = name
+	out := model.Clone()
+	nodes := b.graph.Nodes
+	for _, idx := range b.changed {
+		n := nodes[idx]
+		nd := proto.Clone(n.Def).(*npb.NodeDef)
+		// Data inputs come first in a NodeDef (graphdef.NewGraph checks it): input j of the
+		// node is nd.Input[j]. An input that still reads its original tensor keeps its
+		// string as the graph spelled it; one that reads an added node reads a swap-in.
+		orig := a.Graph.Nodes[idx]
+		for j, t := range n.Inputs {
+			if t.Node.Index >= b.n0 {
+				nd.Input[j] = t.Node.Name
+			}
+		}
+		for _, c := range n.ControlInputs[len(orig.ControlInputs):] {
+			nd.Input = append(nd.Input, "^"+c.Name)
 		}
 		out.Graph.Node[idx] = nd
+		n.Def = nd
 	}
-	for _, w := range waits {
-		idx := w.Node.Index
-		if extraCtl[idx] == nil {
-			continue
-		}
-		nd := out.Graph.Node[idx]
-		if nd == g.Nodes[idx].Def {
-			nd = proto.Clone(nd).(*npb.NodeDef)
-			out.Graph.Node[idx] = nd
-		}
-		nd.Input = append(nd.Input, extraCtl[idx]...)
-		extraCtl[idx] = nil
+	for _, n := range nodes[b.n0:] {
+		out.Graph.Node = append(out.Graph.Node, n.Def)
 	}
-	out.Graph.Node = append(out.Graph.Node, added...)
-	return res, nil
+	b.graph.Def = out.Graph
+	return &Result{Model: out, Swaps: b.swaps, Waits: b.waits, graph: b.graph}, nil
 }
 
 // GateNodeName returns the name of the gate node of trigger: "tfswap/<trigger>/gate".
@@ -325,16 +259,21 @@ func Rewrite(model *graphdef.Model, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := Analyze(g, opts)
+	return rewriteLMS(model, Analyze(g, opts))
+}
+
+// rewriteLMS is Rewrite on a model prepare has checked, a being the analysis of its graph.
+func rewriteLMS(model *graphdef.Model, a *Analysis) (*Result, error) {
 	plan, skipped := PlanLMS(a)
 	res, err := Apply(model, a, plan)
 	if err != nil {
 		return nil, err
 	}
 	res.Skipped = skipped
-	if err := Verify(g, res, opts.Gate); err != nil {
+	if err := Verify(a.Graph, res, a.Opts.Gate); err != nil {
 		return nil, fmt.Errorf("internal error: the rewrite breaks an invariant: %v", err)
 	}
+	res.graph = nil // checked: later changes to Model are Verify's to find
 	return res, nil
 }
 

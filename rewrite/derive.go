@@ -56,13 +56,45 @@ func orderSwaps(plan *Plan) []PlannedSwap {
 	return swaps
 }
 
-// DeriveGraph returns the indexed view of the graph Apply would write for plan, built
-// directly from a's graph without copying or parsing a single NodeDef: the original nodes keep
-// their indices, the swap nodes follow in Apply's order, and the topological order and levels
-// are recomputed as graphdef.NewGraph computes them. Planners use it to simulate a candidate
-// plan cheaply; it is equivalent to graphdef.NewGraph(Apply(...).Model.Graph) for every purpose
-// except Graph.Node (name lookup), which the derived graph does not support.
+// DeriveGraph returns the indexed view of the graph Apply writes for plan, without copying
+// or parsing a single NodeDef: it is the builder's graph (see build), which planners simulate
+// to evaluate a candidate plan. The original nodes keep their indices and NodeDefs (the
+// rewritten inputs are in the nodes' edges, not in their Def), the swap nodes follow in
+// Apply's order, and the topological order and levels are recomputed as graphdef.NewGraph
+// computes them. It is equivalent to graphdef.NewGraph(Apply(...).Model.Graph) for every
+// purpose except Graph.Node (name lookup), which the derived graph does not support, and
+// the Def of an original node whose inputs the plan changes.
 func DeriveGraph(a *Analysis, plan *Plan) (*graphdef.Graph, error) {
+	b, err := build(a, plan)
+	if err != nil {
+		return nil, err
+	}
+	return b.graph, nil
+}
+
+// built is a rewrite as build makes it: the rewritten graph's indexed view and what Apply
+// needs to write its GraphDef and describe it.
+type built struct {
+	// graph is the rewritten graph: a's original nodes (copies, same indices, same Defs)
+	// followed by the added nodes, whose Defs are complete.
+	graph *graphdef.Graph
+	// n0 is the number of original nodes.
+	n0 int
+	// changed lists, in index order, the original nodes whose inputs the rewrite changes
+	// (a data input redirected to a swap-in, or control inputs added by waits).
+	changed []int
+	// swaps and waits describe the rewrite for Result.
+	swaps []Swap
+	waits []WaitInfo
+}
+
+// build is tfswap's one builder of rewritten graphs: it performs plan on a's graph and
+// returns the rewritten graph as an indexed view (DeriveGraph hands it to the simulator;
+// Apply writes its GraphDef from it and Verify checks it). It changes only the consumers
+// the plan names, adds the swap nodes (a swap-out per swapped tensor, then per group a gate
+// of the trigger unless the graph has it already, and the swap-in) after the original nodes
+// in the order of the producers' topological positions, and is deterministic.
+func build(a *Analysis, plan *Plan) (*built, error) {
 	g := a.Graph
 	swaps := orderSwaps(plan)
 	n0 := len(g.Nodes)
@@ -84,8 +116,16 @@ func DeriveGraph(a *Analysis, plan *Plan) (*graphdef.Graph, error) {
 		to          *graphdef.Node
 	}
 	var redirects []redirect
-	newDefs := make([]*npb.NodeDef, 0, added)
+	b := &built{n0: n0}
 	gates := map[*graphdef.Node]*graphdef.Node{} // trigger -> its gate node
+	extraCtlOut := map[int][]*graphdef.Node{}    // original node -> added control outputs
+	// fresh fails when an added node's name is taken by an original node.
+	fresh := func(name string) error {
+		if g.Node(name) != nil {
+			return &graphdef.Error{File: g.Source, Node: name, Msg: "the graph already has a node of the name tfswap gives a swap node"}
+		}
+		return nil
+	}
 	for _, ps := range swaps {
 		t := ps.Tensor
 		dt, ok := t.DataType()
@@ -94,6 +134,9 @@ func DeriveGraph(a *Analysis, plan *Plan) (*graphdef.Graph, error) {
 		}
 		host := a.Host(t.Node)
 		outName := SwapNodeName(t, "swap_out")
+		if err := fresh(outName); err != nil {
+			return nil, err
+		}
 		outDef := swapNode(outName, "swap_out", t.InputString(), host.String(), dt, t.Node, t.Port, "")
 		out, err := derivedSwapNode(len(nodes), outDef, dt)
 		if err != nil {
@@ -101,31 +144,41 @@ func DeriveGraph(a *Analysis, plan *Plan) (*graphdef.Graph, error) {
 		}
 		out.Inputs = []graphdef.Tensor{{Node: remap(t.Node), Port: t.Port}}
 		nodes = append(nodes, out)
-		newDefs = append(newDefs, outDef)
+		sw := Swap{Tensor: t.String(), Producer: t.Node.Name, DType: graphdef.DataTypeName(dt), Shape: t.Shape(), Bytes: ps.Bytes, Host: host.String(), SwapOut: outName}
 		for k, grp := range ps.Groups {
 			if grp.Trigger == nil || len(grp.Uses) == 0 {
 				return nil, fmt.Errorf("tensor %s: swap-in %d has no trigger or no consumers", t, k)
 			}
+			if err := a.checkTriggerDevice(grp); err != nil {
+				return nil, fmt.Errorf("tensor %s: swap-in %d: %v", t, k, err)
+			}
 			inName := SwapNodeName(t, "swap_in_"+strconv.Itoa(k))
+			if err := fresh(inName); err != nil {
+				return nil, err
+			}
 			dev := host
 			if a.Opts.Gate == GateDevice {
 				dev = a.Device(grp.Uses[0].Node)
 			}
 			gate := gates[grp.Trigger]
 			if gate == nil {
-				gateDef, err := gateNode(grp.Trigger)
-				if err != nil {
-					return nil, fmt.Errorf("tensor %s: %v", t, err)
+				if have := g.Node(GateNodeName(grp.Trigger)); have != nil {
+					// A gate the graph has (an offload's) is shared.
+					gate = remap(have)
+				} else {
+					gateDef, err := gateNode(grp.Trigger)
+					if err != nil {
+						return nil, fmt.Errorf("tensor %s: %v", t, err)
+					}
+					port, gdt, _ := GatePort(grp.Trigger)
+					gate, err = derivedSwapNode(len(nodes), gateDef, gdt)
+					if err != nil {
+						return nil, err
+					}
+					gate.Inputs = []graphdef.Tensor{{Node: remap(grp.Trigger), Port: port}}
+					nodes = append(nodes, gate)
 				}
-				port, gdt, _ := GatePort(grp.Trigger)
-				gate, err = derivedSwapNode(len(nodes), gateDef, gdt)
-				if err != nil {
-					return nil, err
-				}
-				gate.Inputs = []graphdef.Tensor{{Node: remap(grp.Trigger), Port: port}}
 				gates[grp.Trigger] = gate
-				nodes = append(nodes, gate)
-				newDefs = append(newDefs, gateDef)
 			}
 			inDef := swapNode(inName, "swap_in", outName, dev.String(), dt, t.Node, t.Port, gate.Name)
 			in, err := derivedSwapNode(len(nodes), inDef, dt)
@@ -134,8 +187,15 @@ func DeriveGraph(a *Analysis, plan *Plan) (*graphdef.Graph, error) {
 			}
 			in.Inputs = []graphdef.Tensor{{Node: out, Port: 0}}
 			in.ControlInputs = []*graphdef.Node{gate}
-			gate.ControlOutputs = append(gate.ControlOutputs, in)
+			if gate.Index < n0 {
+				extraCtlOut[gate.Index] = append(extraCtlOut[gate.Index], in)
+			} else {
+				gate.ControlOutputs = append(gate.ControlOutputs, in)
+			}
 			out.Consumers[0] = append(out.Consumers[0], graphdef.Use{Node: in, Input: 0})
+			si := SwapIn{Node: inName, Device: dev.String(), Trigger: grp.Trigger.Name, Gate: gate.Name}
+			seen := map[string]bool{}
+			minLevel := -1
 			for _, u := range grp.Uses {
 				if u.Input >= len(u.Node.Inputs) || u.Node.Inputs[u.Input] != t {
 					return nil, fmt.Errorf("tensor %s: input %d of %q does not read it", t, u.Input, u.Node.Name)
@@ -143,11 +203,26 @@ func DeriveGraph(a *Analysis, plan *Plan) (*graphdef.Graph, error) {
 				if grp.Trigger == u.Node {
 					return nil, fmt.Errorf("tensor %s: consumer %q cannot trigger its own swap-in", t, u.Node.Name)
 				}
+				if isRole(u.Node, "gate") {
+					// A gate the graph has (an offload's) reads its trigger's output only to
+					// run once it exists, right after the trigger: it keeps reading it (read
+					// from a swap-in, the gate would wait for a swap-in it may itself release).
+					continue
+				}
 				redirects = append(redirects, redirect{u.Node.Index, u.Input, in})
+				if !seen[u.Node.Name] {
+					seen[u.Node.Name] = true
+					si.Consumers = append(si.Consumers, u.Node.Name)
+				}
+				if minLevel < 0 || u.Node.Level < minLevel {
+					minLevel = u.Node.Level
+				}
 			}
+			si.Distance = minLevel - t.Node.Level
+			sw.SwapIns = append(sw.SwapIns, si)
 			nodes = append(nodes, in)
-			newDefs = append(newDefs, inDef)
 		}
+		b.swaps = append(b.swaps, sw)
 	}
 	waits, err := orderWaits(plan)
 	if err != nil {
@@ -163,6 +238,7 @@ func DeriveGraph(a *Analysis, plan *Plan) (*graphdef.Graph, error) {
 	for _, w := range waits {
 		so := swapOut[w.After]
 		extraIn[w.Node.Index] = append(extraIn[w.Node.Index], so)
+		b.waits = append(b.waits, WaitInfo{Node: w.Node.Name, SwapOut: so.Name})
 	}
 	// Which original nodes change inputs, and which producers lose consumers.
 	changedInputs := map[int]map[int]*graphdef.Node{}
@@ -173,6 +249,11 @@ func DeriveGraph(a *Analysis, plan *Plan) (*graphdef.Graph, error) {
 			changedInputs[r.node] = m
 		}
 		m[r.input] = r.to
+	}
+	for i := 0; i < n0; i++ {
+		if changedInputs[i] != nil || extraIn[i] != nil {
+			b.changed = append(b.changed, i)
+		}
 	}
 	// Rebuild the edge lists of the original nodes to point at the copies.
 	for i := 0; i < n0; i++ {
@@ -200,12 +281,12 @@ func DeriveGraph(a *Analysis, plan *Plan) (*graphdef.Graph, error) {
 			}
 			c.ControlInputs = ctl
 		}
-		if len(orig.ControlOutputs) > 0 {
-			ctl := make([]*graphdef.Node, 0, len(orig.ControlOutputs))
+		if len(orig.ControlOutputs) > 0 || len(extraCtlOut[i]) > 0 {
+			ctl := make([]*graphdef.Node, 0, len(orig.ControlOutputs)+len(extraCtlOut[i]))
 			for _, p := range orig.ControlOutputs {
 				ctl = append(ctl, remap(p))
 			}
-			c.ControlOutputs = ctl
+			c.ControlOutputs = append(ctl, extraCtlOut[i]...)
 		}
 		if orig.Consumers != nil {
 			cons := make([][]graphdef.Use, len(orig.Consumers))
@@ -249,12 +330,21 @@ func DeriveGraph(a *Analysis, plan *Plan) (*graphdef.Graph, error) {
 			return uses[a].Input < uses[b].Input
 		})
 	}
+	for i := range extraCtlOut {
+		c := nodes[i]
+		sort.SliceStable(c.ControlOutputs, func(a, b int) bool { return c.ControlOutputs[a].Index < c.ControlOutputs[b].Index })
+	}
+	newDefs := make([]*npb.NodeDef, 0, len(nodes)-n0)
+	for _, n := range nodes[n0:] {
+		newDefs = append(newDefs, n.Def)
+	}
 	def := &gpb.GraphDef{Node: append(append([]*npb.NodeDef(nil), g.Def.GetNode()...), newDefs...), Versions: g.Def.GetVersions(), Library: g.Def.GetLibrary()}
 	out := &graphdef.Graph{Def: def, Source: g.Source + " (planned)", Nodes: nodes}
 	if err := out.SortTopo(); err != nil {
 		return nil, err
 	}
-	return out, nil
+	b.graph = out
+	return b, nil
 }
 
 // derivedSwapNode builds the indexed node of a swap Identity from its NodeDef, as

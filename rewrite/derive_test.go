@@ -141,3 +141,80 @@ func TestLMSPlanCacheMatchesPlanLMS(t *testing.T) {
 		}
 	}
 }
+
+// TestDeriveGraphSharesOffloadGates checks the one builder on a graph whose variables were
+// offloaded: a swap-in triggered by an op that already has a gate (an offload's weight copies
+// are gated on it) shares that gate, in the graph the simulator runs as in the GraphDef Apply
+// writes, which parsed again is the derived graph.
+func TestDeriveGraphSharesOffloadGates(t *testing.T) {
+	m := loadFixtureModel(t, "resnet")
+	off, err := OffloadVariables(m, Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The offloaded graph is indexed directly, as the offload planner does (prepare refuses
+	// a graph tfswap rewrote).
+	g, err := graphdef.NewGraph(off.Model.Graph, "offloaded")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, _ := Options{SwapoutThreshold: 3, SwapinAhead: 1, SwapinGroupBy: -1}.withDefaults()
+	a := Analyze(g, opts)
+	plan, _ := PlanLMS(a)
+	if len(plan.Swaps) == 0 {
+		t.Fatal("LMS swaps nothing on the offloaded resnet")
+	}
+	// Move each group's trigger, where that keeps the graph acyclic, to a descendant of the
+	// tensor's producer that has a gate already.
+	shared := 0
+	for i := range plan.Swaps {
+		ps := &plan.Swaps[i]
+		for k := range ps.Groups {
+			grp := &ps.Groups[k]
+			for _, n := range g.Topo {
+				if g.Node(GateNodeName(n)) == nil || n == grp.Trigger || !g.Reachable(ps.Tensor.Node, n) || !a.TriggerEligible(n) {
+					continue
+				}
+				old := grp.Trigger
+				grp.Trigger = n
+				if _, err := DeriveGraph(a, plan); err != nil {
+					grp.Trigger = old
+					continue
+				}
+				shared++
+				break
+			}
+		}
+	}
+	if shared == 0 {
+		t.Fatal("no swap-in could be triggered by an op with an offload gate: the test checks nothing")
+	}
+	res, err := Apply(off.Model, a, plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := graphdef.NewGraph(res.Model.Graph, "applied")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DeriveGraph(a, plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg := sameGraph(got, want); msg != "" {
+		t.Fatal(msg)
+	}
+	// Every trigger moved above has its gate in the offloaded graph: none is added for it
+	// (the old derived graph added a second node of the same name).
+	sharing := 0
+	for _, s := range res.Swaps {
+		for _, si := range s.SwapIns {
+			if g.Node(si.Gate) != nil {
+				sharing++
+			}
+		}
+	}
+	if sharing < shared {
+		t.Errorf("%d swap-ins share a gate the offloaded graph has, want %d", sharing, shared)
+	}
+}

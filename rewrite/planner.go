@@ -204,6 +204,7 @@ func planPrepared(model *graphdef.Model, g *graphdef.Graph, opts Options, po Pla
 	if err := Verify(g, res, opts.Gate); err != nil {
 		return nil, fmt.Errorf("internal error: the planned rewrite breaks an invariant: %v", err)
 	}
+	res.graph = nil // checked: later changes to Model are Verify's to find
 	out := &Planned{Result: res, Strategy: planner.Name(), Eval: ev, Base: pr.Base, Profile: pr.Profile, Budget: pr.Opts.Budget, Simulations: sims,
 		Accountings: final.pr.fit.names()}
 	if po.Explain {

@@ -588,6 +588,9 @@ func (pr *Problem) simulate(plan *Plan, g *graphdef.Graph, timeline bool) (*Eval
 	if timeline {
 		tm = newTiming(pr.Analysis.Graph, res)
 	}
+	// The evaluation outlives the derived graph (planners cache it): its shapes keep only
+	// what reports show, not the graph.
+	res.Shapes = res.Shapes.Summary()
 	return ev, tm, nil
 }
 
@@ -807,6 +810,10 @@ func (pr *Problem) memo(tm *timing) *triggers.Memo {
 // graphFor returns the graph the simulator runs for plan: the derived graph, with the
 // compute device shown as a GPU when it is not one.
 func (pr *Problem) graphFor(plan *Plan) (*graphdef.Graph, error) {
+	if len(plan.Swaps) == 0 && len(plan.Waits) == 0 && !pr.relabel {
+		// The empty plan's graph is the original (the builder would copy it unchanged).
+		return pr.Analysis.Graph, nil
+	}
 	g, err := DeriveGraph(pr.Analysis, plan)
 	if err != nil || !pr.relabel {
 		return g, err

@@ -25,7 +25,8 @@ func (lmsFixedPlanner) Plan(pr *Problem) (*Evaluation, error) {
 // the prediction of that very plan for po's device and budget. opts has its defaults applied
 // and g is model's graph.
 func rewriteFixedLMS(model *graphdef.Model, g *graphdef.Graph, opts Options, po PlanOptions) (*Planned, error) {
-	// Rewrite plans exactly what lmsFixedPlanner evaluates (PlanLMS is deterministic). The
+	// The rewrite plans exactly what lmsFixedPlanner evaluates (PlanLMS is deterministic),
+	// on the same graph and analysis (Rewrite's, without indexing the graph again). The
 	// prediction comes first, so that the planning problem's simulations are garbage before
 	// the rewritten graph is built (on large graphs the peak memory is the two together).
 	a := Analyze(g, opts)
@@ -42,7 +43,7 @@ func rewriteFixedLMS(model *graphdef.Model, g *graphdef.Graph, opts Options, po 
 		return nil, err
 	}
 	pr.release()
-	res, err := Rewrite(model, opts)
+	res, err := rewriteLMS(model, a)
 	if err != nil {
 		return nil, err
 	}
@@ -53,18 +54,40 @@ func rewriteFixedLMS(model *graphdef.Model, g *graphdef.Graph, opts Options, po 
 // Grappler peaks even when it does not fit by tfswap's (Evaluate checks those only for
 // plans that do): a prediction shows the peak by every accounting planning uses.
 func (pr *Problem) predict(plan *Plan) (*Evaluation, error) {
-	ev, err := pr.Evaluate(plan)
-	if err != nil || !pr.grappler || ev.Fits {
-		return ev, err
+	if ev, ok := pr.cache[planKey(plan)]; ok {
+		return pr.predictGrappler(ev, nil)
+	}
+	// The plan's graph is built once, for both accountings (on a large graph it is most of
+	// the prediction's memory).
+	g, err := pr.graphFor(plan)
+	if err != nil {
+		return nil, err
+	}
+	ev, _, err := pr.simulate(plan, g, false)
+	if err != nil {
+		return nil, err
+	}
+	pr.cache[planKey(plan)] = ev
+	pr.note(ev)
+	return pr.predictGrappler(ev, g)
+}
+
+// predictGrappler returns ev with its Grappler peaks where the plan is judged by Grappler's
+// accounting and they are not known yet; g is the plan's graph, or nil to build it again.
+func (pr *Problem) predictGrappler(ev *Evaluation, g *graphdef.Graph) (*Evaluation, error) {
+	if !pr.grappler || ev.Fits {
+		return ev, nil
 	}
 	for _, d := range ev.Devices {
 		if d.GrapplerPeak > 0 {
 			return ev, nil // checked already
 		}
 	}
-	g, err := pr.graphFor(plan)
-	if err != nil {
-		return nil, err
+	if g == nil {
+		var err error
+		if g, err = pr.graphFor(ev.Plan); err != nil {
+			return nil, err
+		}
 	}
 	e := *ev // the cached evaluation stays as it was
 	e.Devices = append([]DevicePeak(nil), ev.Devices...)

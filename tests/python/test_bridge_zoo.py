@@ -7,12 +7,15 @@ A graph whose input has an unknown batch gets the bridge's batch_size parameter.
 """
 
 import json
+import os
 import pathlib
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
-from test_grappler_bridge import Partitions, bridge, fixture_graph, session_config, tfswap_binary  # noqa: F401
+from test_grappler_bridge import LIBRARY, WARNING, Partitions, bridge, fixture_graph, session_config, tfswap_binary  # noqa: F401
 
 import tensorflow as tf  # noqa: E402
 from tensorflow.core.protobuf import config_pb2  # noqa: E402
@@ -131,3 +134,35 @@ def test_controlflow_bit_identical_through_bridge(name, bridge, tfswap_binary): 
     loop, and the bridge swaps those projections (outside the lowered loop) for the
     backward pass."""
     check_bit_identical(name, CONTROLFLOW, CONTROLFLOW_PARAMS, tfswap_binary)
+
+
+def test_unknown_batch_without_batch_size_warns(bridge, tfswap_binary):  # noqa: F811
+    """Without batch_size, the unknown-batch graph (whose batch no constant pins) gets one
+    bridge warning naming the placeholder and the parameter; it still trains (one step, in
+    a child process with TensorFlow's log on)."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="0")
+    proc = subprocess.run([sys.executable, __file__, "worker", "unknown_batch", tfswap_binary],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    hints = [w for w in WARNING.findall(proc.stderr) if "batch_size" in w]
+    assert len(hints) == 1 and any("placeholder %s " % f in hints[0] for f in ("input", "labels")), proc.stderr[-3000:]
+
+
+def worker(name, binary):
+    """Runs one step of the zoo graph through the bridge without batch_size."""
+    tf.load_library(str(LIBRARY))
+    side = json.loads((ZOO / (name + ".json")).read_text())
+    feeds = {f["name"]: np.load(ZOO / f["file"]) for f in side["feeds"]}
+    g = tf.Graph()
+    with g.as_default():
+        tf.graph_util.import_graph_def(fixture_graph(ZOO / (name + ".pb")), name="")
+    with v1.Session(graph=g, config=session_config(dict(SWAP_PARAMS, tfswap_binary=binary))) as sess:
+        sess.run(side["init_op"])
+        sess.run(side["train_op"], feed_dict=feeds)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "worker":
+        worker(sys.argv[2], sys.argv[3])
+    else:
+        sys.exit("usage: %s worker NAME TFSWAP (the tests run with pytest)" % sys.argv[0])

@@ -864,6 +864,27 @@ def test_offload_trains_bit_identically(bridge, tfswap_binary, baseline, tmp_pat
     assert set(variables) <= set(result["host_variables"]), result["host_variables"]
 
 
+def test_batch_pinned_by_constants_needs_no_batch_size(bridge, tfswap_binary, baseline, bridged, tmp_path):
+    """With the fixture's placeholders made [None, ...] and no _output_shapes, the batch is
+    still found at Grappler time: the hand-built graph pins it in constant shapes (the loss
+    gradient's), and Grappler's symbolic shape inference carries it back to the input. The
+    bridge then swaps exactly what it swaps on the fixture as written, trains
+    bit-identically, and does not ask for batch_size."""
+    gd = v1.GraphDef()
+    gd.ParseFromString((FIXTURES / "resnet.pb").read_bytes())
+    feeds = {f["name"].split(":")[0] for f in sidecar()["feeds"]}
+    for n in gd.node:
+        del n.attr["_output_shapes"]
+        if n.name in feeds:
+            n.attr["shape"].shape.dim[0].size = -1
+    path = tmp_path / "resnet_none.pb"
+    path.write_bytes(gd.SerializeToString())
+    result, log = run_worker({"params": dict(SWAP_PARAMS, tfswap_binary=tfswap_binary), "graph": str(path)}, tmp_path)
+    assert [w for w in WARNING.findall(log) if "batch_size" in w] == [], log[-3000:]
+    assert result["swap_nodes"] == [n.name for n in Partitions(bridged.metadata).swap_nodes()]
+    assert result["digest"] == baseline.digest()
+
+
 def test_offload_auto_falls_back_to_all(bridge, tfswap_binary, baseline, tmp_path):
     """offload=auto chooses the variables to move from each graph, so the initialiser's graph
     and the training step's could place a variable differently; the bridge refuses it with

@@ -47,6 +47,7 @@ MIRRORED = ["/CPU:1", "/CPU:2"]
 REPLICAS = ["/job:localhost/replica:0/task:0/device:CPU:1", "/job:localhost/replica:0/task:0/device:CPU:2"]
 # A list: enable() passes it to the plugin as a comma list.
 SWAP_MIRRORED = dict(SWAP, compute_device=["/device:CPU:1", "/device:CPU:2"])
+COLLECTIVES = ("CollectiveReduceV2", "CollectiveReduceV3", "CollectiveGatherV2", "NcclAllReduce")
 WARNING = re.compile(r"^tfswap: warning: (.*)$", re.M)
 
 
@@ -158,14 +159,21 @@ def train_loop(tf, np, dynamic=False):
     return losses, [v.numpy() for v in vs]
 
 
-def train_mirrored(tf, np):
+def train_mirrored(tf, np, collective=False):
     """MirroredStrategy over two logical devices, CPU:1 and CPU:2 (the two GPUs of the
     emulation; the worker sets up three logical CPUs, CPU:0 the host), a custom loop with
-    per-replica steps."""
+    per-replica steps. On CPUs the strategy sums gradients by copies to one device; with
+    collective, it all-reduces them with collectives (CollectiveReduceV2) on the replica
+    devices, as NCCL's all-reduce would run on GPUs."""
     import keras
+    from tensorflow.python.distribute import cross_device_ops
 
     keras.utils.set_random_seed(1)
-    strategy = tf.distribute.MirroredStrategy(MIRRORED)
+    ops = None
+    if collective:
+        ops = cross_device_ops.CollectiveAllReduce(
+            MIRRORED, len(MIRRORED), tf.distribute.experimental.CommunicationOptions())
+    strategy = tf.distribute.MirroredStrategy(MIRRORED, cross_device_ops=ops)
     x, y = _data(np, (16, 16, 3), 10)
     with strategy.scope():
         model = _keras_model("cnn", keras)
@@ -286,7 +294,7 @@ def timing_probe(md, logdir):
 
 def worker(spec):
     # MirroredStrategy's replicas run on CPU:1 and CPU:2: three logical devices, CPU:0 the host.
-    tf = _setup_tf(3 if spec["kind"] == "mirrored" else 2)
+    tf = _setup_tf(3 if spec["kind"].startswith("mirrored") else 2)
     import numpy as np
     from tensorflow.python.eager import context
 
@@ -327,8 +335,8 @@ def worker(spec):
             losses, weights = train_keras(kind, tf, np)
         elif kind == "loop":
             losses, weights = train_loop(tf, np, dynamic=run.get("dynamic", False))
-        elif kind == "mirrored":
-            losses, weights = train_mirrored(tf, np)
+        elif kind in ("mirrored", "mirrored_collective"):
+            losses, weights = train_mirrored(tf, np, collective=kind == "mirrored_collective")
         elif kind == "multiworker":
             losses, weights = train_multi_worker(tf, np, strategy, json.loads(os.environ["TF_CONFIG"])["task"]["index"])
         else:
@@ -343,13 +351,15 @@ def worker(spec):
                 probe = timing_probe(md, logdir)
             finally:
                 shutil.rmtree(logdir, ignore_errors=True)
-        swaps = []
+        swaps, collectives = [], []
         for fg in md.function_graphs:
             for pg in fg.partition_graphs:
                 for n in pg.node:
                     if "_tfswap_role" in n.attr:
                         swaps.append([n.name, n.device, n.attr["_tfswap_role"].s.decode(),
                                       [i for i in n.input]])
+                    elif n.op in COLLECTIVES:
+                        collectives.append([n.name, n.device, n.op, [i for i in n.input]])
         h = hashlib.sha256()
         for w in weights:
             h.update(w.tobytes())
@@ -359,6 +369,7 @@ def worker(spec):
             "losses": [float(l).hex() for l in losses],
             "weights": h.hexdigest(),
             "swaps": swaps,
+            "collectives": sorted(collectives),
             # The plans of this run (plan_summary() lists every plan since enable()).
             "plans": tfswap.plan_summary()[seen_plans:] if spec.get("plugin") else [],
             "probe": probe,
@@ -452,18 +463,28 @@ def test_training_swaps_and_is_bit_identical(kind, built):
         assert p["tfswap_seconds"] > 0
 
 
-@pytest.mark.parametrize("compute", ["named", "default"])
+def _collectives(result):
+    """The collectives of a run's partition graphs, their inputs without the partitioner's
+    numbering of _Recv names (sgd_1_placeholder/_228), which differs from run to run."""
+    return [[name, device, op, [re.sub(r"/_\d+$", "", i) for i in inputs]]
+            for name, device, op, inputs in result["collectives"]]
+
+
+@pytest.mark.parametrize("compute", ["named", "default", "collective"])
 def test_mirrored_strategy_is_bit_identical(compute, built):
     """MirroredStrategy over CPU:1 and CPU:2 (three logical CPUs, CPU:0 the host): EACH
     replica swaps on its own device, to CPU:0, with its swap-ins gated by its own work; the
     cross-replica reduction is untouched; losses and weights are bit-identical over three
     steps to the training without the plugin. Both replica devices are named to tfswap
     (compute_device=["/device:CPU:1", "/device:CPU:2"]), or left to the plugin's default for a
-    CPU registration (every CPU of the graph but the host)."""
+    CPU registration (every CPU of the graph but the host). With "collective", the gradients
+    are all-reduced by CollectiveReduceV2 ops on the replica devices themselves (as NCCL's
+    would run on GPUs): they are the same nodes, with the same inputs, as without the plugin."""
     options = dict(SWAP_MIRRORED)
     if compute == "default":
         del options["compute_device"]
-    result, log = run_worker({"kind": "mirrored", "plugin": True, "options": options})
+    kind = "mirrored_collective" if compute == "collective" else "mirrored"
+    result, log = run_worker({"kind": kind, "plugin": True, "options": options})
     result = result[0]
     check_swapped(result, log)
     # A swap-in's gate runs on its trigger's device, which is its consumers' (tfswap never
@@ -480,7 +501,12 @@ def test_mirrored_strategy_is_bit_identical(compute, built):
     for r in reports:
         planned = sorted(d["name"] for d in r["plan"]["devices"])
         assert planned == REPLICAS, planned
-    check_identical(result, baseline("mirrored"))
+    base = baseline(kind)
+    check_identical(result, base)
+    if compute == "collective":
+        on = sorted(c[1] for c in result["collectives"])
+        assert on == REPLICAS, "collectives on %s, want one on each replica" % on
+        assert _collectives(result) == _collectives(base)
 
 
 def free_ports(n):
