@@ -1,5 +1,6 @@
 """bench/footprint.py on a crafted results file: the footprint is the unswapped peak of the
-largest ladder batch whose plan fits by both accountings at <= 100% overhead (a larger batch
+largest ladder batch whose plan fits by every accounting (the VirtualCluster's microsecond
+reading too) at <= 100% overhead (a larger batch
 counts even when a smaller one failed), over the GPU's memory; the bound names what stops the
 batch above it; an unreadable file is refused with a non-zero exit naming it."""
 
@@ -38,6 +39,11 @@ RESULTS = {
             point(30, 3, 48, plan("auto", 0.9)),
             point(40, 4, 64, plan("auto", 1.5)),  # fits, but below 50% of in-core speed
         ]}},
+        {"kind": "ladder", "result": {"model": "u", "device": "d16", "points": [
+            point(5, 1, 8, plan("auto", 0.0)),
+            # The VirtualCluster's microsecond reading is over the budget: no fit by default.
+            point(10, 2, 32, dict(plan("auto", 0.2), budget=15 * GIB, vc={"peak_bytes_us": 16 * GIB})),
+        ]}},
         {"kind": "ladder", "result": {"model": "n", "device": "d16", "points": [
             point(5, 1, 8, plan("auto", 0.0)),
             point(10, 2, 32, plan("auto", 0.2)),
@@ -52,10 +58,12 @@ def test_footprints():
     assert (m["batch"], m["strategy"], m["overhead"]) == (30, "auto", 0.9)
     assert m["footprint"] == 3.0
     assert m["bound"] == "speed (batch 40: 150% overhead)"
+    u = rows["u"]
+    assert (u["batch"], u["footprint"], u["bound"]) == (5, 0.5, "no fit (batch 10)")
     n = rows["n"]
     assert (n["batch"], n["footprint"], n["bound"]) == (10, 2.0, "ladder top")
     # Any strategy: lms's batch 20 qualifies too, but auto's 30 is still the largest.
-    assert {r["model"]: r["batch"] for r in load().footprints(RESULTS, ("auto", "lms"))} == {"m": 30, "n": 10}
+    assert {r["model"]: r["batch"] for r in load().footprints(RESULTS, ("auto", "lms"))} == {"m": 30, "n": 10, "u": 5}
 
 
 def test_cli(tmp_path):
