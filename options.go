@@ -265,7 +265,7 @@ func (o *Options) rewriteOptions() (rewrite.Options, rewrite.PlanOptions, error)
 		if d.Type == "CPU" {
 			// A CPU is a compute device only when ComputeDevice names it (the two-device CPU
 			// emulation); every other CPU is a host, which has no budget.
-			if !namesComputeCPU(o.ComputeDevice, d) {
+			if !rewrite.NamesComputeCPU(o.ComputeDevice, d) {
 				return ro, po, badOptions("DeviceBudgets: %s is a CPU, not a compute device (budgets are for GPUs, or for the CPU ComputeDevice names)", d)
 			}
 		}
@@ -295,19 +295,4 @@ func (o *Options) rewriteOptions() (rewrite.Options, rewrite.PlanOptions, error)
 	po.Sim.Fetch = clone(o.Fetch)
 	po.Sim.NoTF32 = o.NoTF32
 	return ro, po, nil
-}
-
-// namesComputeCPU reports whether the compute-device option compute (one device or a comma
-// list) names the CPU d as a compute device (the CPU emulation of GPUs).
-func namesComputeCPU(compute string, d graphdef.Device) bool {
-	cds, err := rewrite.ParseComputeDevices(compute)
-	if err != nil {
-		return false
-	}
-	for _, cd := range cds {
-		if cd.Type == "CPU" && d.Matches(cd) {
-			return true
-		}
-	}
-	return false
 }

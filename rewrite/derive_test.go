@@ -10,6 +10,29 @@ import (
 )
 
 // TestDeriveGraphMatchesApply checks that the derived graph planners simulate is the graph
+// applyMatchingDerived applies plan to m and fails the test unless the written graph, parsed
+// again, is the graph DeriveGraph hands the simulator. It returns Apply's result, that parsed
+// graph and the derived one.
+func applyMatchingDerived(t *testing.T, m *graphdef.Model, a *Analysis, plan *Plan) (*Result, *graphdef.Graph, *graphdef.Graph) {
+	t.Helper()
+	res, err := Apply(m, a, plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := graphdef.NewGraph(res.Model.Graph, "applied")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DeriveGraph(a, plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg := sameGraph(got, want); msg != "" {
+		t.Fatal(msg)
+	}
+	return res, want, got
+}
+
 // Apply writes: same nodes, edges, topological order and levels, and the same simulation.
 func TestDeriveGraphMatchesApply(t *testing.T) {
 	p, err := cost.LookupProfile("v100-16gb")
@@ -31,21 +54,7 @@ func TestDeriveGraphMatchesApply(t *testing.T) {
 				}
 				a := Analyze(g, opts)
 				plan, _ := PlanLMS(a)
-				res, err := Apply(m, a, plan)
-				if err != nil {
-					t.Fatal(err)
-				}
-				want, err := graphdef.NewGraph(res.Model.Graph, "applied")
-				if err != nil {
-					t.Fatal(err)
-				}
-				got, err := DeriveGraph(a, plan)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := sameGraph(got, want); err != "" {
-					t.Fatal(err)
-				}
+				_, want, got := applyMatchingDerived(t, m, a, plan)
 				rw, err := cost.Simulate(want, p, cost.Options{BatchScale: 2})
 				if err != nil {
 					t.Fatal(err)
@@ -189,21 +198,7 @@ func TestDeriveGraphSharesOffloadGates(t *testing.T) {
 	if shared == 0 {
 		t.Fatal("no swap-in could be triggered by an op with an offload gate: the test checks nothing")
 	}
-	res, err := Apply(off.Model, a, plan)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := graphdef.NewGraph(res.Model.Graph, "applied")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := DeriveGraph(a, plan)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if msg := sameGraph(got, want); msg != "" {
-		t.Fatal(msg)
-	}
+	res, _, _ := applyMatchingDerived(t, off.Model, a, plan)
 	// Every trigger moved above has its gate in the offloaded graph: none is added for it
 	// (the old derived graph added a second node of the same name).
 	sharing := 0

@@ -141,6 +141,22 @@ func ParseComputeDevices(compute string) ([]graphdef.Device, error) {
 	return out, nil
 }
 
+// NamesComputeCPU reports whether the compute-device option compute (one device or a comma
+// list, see SplitComputeDevices) names the CPU d as a compute device (the CPU emulation of
+// GPUs). An option that does not parse names nothing.
+func NamesComputeCPU(compute string, d graphdef.Device) bool {
+	cds, err := ParseComputeDevices(compute)
+	if err != nil {
+		return false
+	}
+	for _, cd := range cds {
+		if cd.Type == "CPU" && d.Matches(cd) {
+			return true
+		}
+	}
+	return false
+}
+
 // CheckDevices checks a compute-device option and a host device as Options holds them
 // (either may be empty, meaning its default). The compute option is one device or a comma
 // list of them (SplitComputeDevices); each is checked against the host by checkDevice, they

@@ -489,17 +489,25 @@ func (pr *Problem) Evaluate(plan *Plan) (*Evaluation, error) {
 	if ev, ok := pr.cache[key]; ok {
 		return ev, nil
 	}
+	ev, _, err := pr.evaluateNew(plan, key)
+	return ev, err
+}
+
+// evaluateNew builds plan's graph, simulates it and caches the outcome under key (plan's
+// planKey). It returns the outcome and the plan's graph, for callers that judge the same graph
+// by another accounting.
+func (pr *Problem) evaluateNew(plan *Plan, key string) (*Evaluation, *graphdef.Graph, error) {
 	g, err := pr.graphFor(plan)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ev, _, err := pr.simulate(plan, g, false)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	pr.cache[key] = ev
 	pr.note(ev)
-	return ev, nil
+	return ev, g, nil
 }
 
 // evaluateTimed simulates plan with its timeline and returns the outcome and the timing of

@@ -54,21 +54,16 @@ func rewriteFixedLMS(model *graphdef.Model, g *graphdef.Graph, opts Options, po 
 // Grappler peaks even when it does not fit by tfswap's (Evaluate checks those only for
 // plans that do): a prediction shows the peak by every accounting planning uses.
 func (pr *Problem) predict(plan *Plan) (*Evaluation, error) {
-	if ev, ok := pr.cache[planKey(plan)]; ok {
+	key := planKey(plan)
+	if ev, ok := pr.cache[key]; ok {
 		return pr.predictGrappler(ev, nil)
 	}
 	// The plan's graph is built once, for both accountings (on a large graph it is most of
 	// the prediction's memory).
-	g, err := pr.graphFor(plan)
+	ev, g, err := pr.evaluateNew(plan, key)
 	if err != nil {
 		return nil, err
 	}
-	ev, _, err := pr.simulate(plan, g, false)
-	if err != nil {
-		return nil, err
-	}
-	pr.cache[planKey(plan)] = ev
-	pr.note(ev)
 	return pr.predictGrappler(ev, g)
 }
 

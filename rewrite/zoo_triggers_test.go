@@ -34,20 +34,7 @@ func zooModel(t *testing.T, name string) (*graphdef.Model, *graphdef.Graph) {
 func TestCondV1PlansAcyclic(t *testing.T) {
 	m, g := zooModel(t, "cond_v1")
 	sim := cost.Options{Fetch: []string{"train"}, BatchScale: zooPlanScale}
-	opts, err := Options{MinTensorBytes: -1}.withDefaults()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pr, err := newProblem(m, Analyze(g, opts), PlanOptions{Strategy: "auto", Budget: 1 << 40, Sim: sim})
-	if err != nil {
-		t.Fatal(err)
-	}
-	early := map[string]bool{}
-	for _, n := range g.Nodes {
-		if pr.timing.isEarly(g, n) {
-			early[n.Name] = true
-		}
-	}
+	pr, early := earlyNodes(t, m, g, sim)
 	if !early["gradients/cnn/batch_normalization/cond/ReadVariableOp_3/Switch_grad/cond_grad"] {
 		t.Errorf("the Merge of the zeros and the gradient of the moving variance is not early; early: %v", early)
 	}
@@ -224,20 +211,7 @@ func TestLMSSwapsAfterV1Loop(t *testing.T) {
 func TestCondScaleEarlyMerges(t *testing.T) {
 	m, g := controlFlowModel(t, "cond_scale")
 	sim := cost.Options{Fetch: []string{"train"}, BatchScale: 64}
-	opts, err := Options{MinTensorBytes: -1}.withDefaults()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pr, err := newProblem(m, Analyze(g, opts), PlanOptions{Strategy: "auto", Budget: 1 << 40, Sim: sim})
-	if err != nil {
-		t.Fatal(err)
-	}
-	early := map[string]bool{}
-	for _, n := range g.Nodes {
-		if pr.timing.isEarly(g, n) {
-			early[n.Name] = true
-		}
-	}
+	pr, early := earlyNodes(t, m, g, sim)
 	for _, name := range []string{"gradients/cond/mul/Switch_grad/cond_grad", "gradients/cond/mul/Switch_1_grad/cond_grad"} {
 		if !early[name] {
 			t.Errorf("%s is not early; early: %v", name, early)
@@ -258,4 +232,26 @@ func TestCondScaleEarlyMerges(t *testing.T) {
 			}
 		}
 	}
+}
+
+// earlyNodes sets up auto's problem for g (any tensor size, an unbounded budget) and returns
+// it with the set of nodes its timing marks early: those that run before one of their own
+// ancestors.
+func earlyNodes(t *testing.T, m *graphdef.Model, g *graphdef.Graph, sim cost.Options) (*Problem, map[string]bool) {
+	t.Helper()
+	opts, err := Options{MinTensorBytes: -1}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, err := newProblem(m, Analyze(g, opts), PlanOptions{Strategy: "auto", Budget: 1 << 40, Sim: sim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	early := map[string]bool{}
+	for _, n := range g.Nodes {
+		if pr.timing.isEarly(g, n) {
+			early[n.Name] = true
+		}
+	}
+	return pr, early
 }

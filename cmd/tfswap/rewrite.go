@@ -208,7 +208,7 @@ func planOptions(c *cli.Context, opts *tfswap.Options) error {
 		if d.Type == "CPU" {
 			// A CPU is a compute device only when --compute-device names it (the two-device
 			// CPU emulation); every other CPU is a host, which has no budget.
-			if !namesComputeCPU(strings.Join(c.StringSlice("compute-device"), ","), d) {
+			if !rewrite.NamesComputeCPU(strings.Join(c.StringSlice("compute-device"), ","), d) {
 				return usagef("--device-budget: %s is a CPU, not a compute device (budgets are for GPUs, or for the CPU --compute-device names)", d)
 			}
 		}
@@ -419,19 +419,4 @@ func marshalFor(m *graphdef.Model, f graphdef.Format) ([]byte, error) {
 		return nil, usagef("a SavedModel cannot be written to stdout")
 	}
 	return m.Marshal()
-}
-
-// namesComputeCPU reports whether the compute-device option compute (one device or a comma
-// list) names the CPU d as a compute device (the CPU emulation of GPUs).
-func namesComputeCPU(compute string, d graphdef.Device) bool {
-	cds, err := rewrite.ParseComputeDevices(compute)
-	if err != nil {
-		return false
-	}
-	for _, cd := range cds {
-		if cd.Type == "CPU" && d.Matches(cd) {
-			return true
-		}
-	}
-	return false
 }
