@@ -79,6 +79,7 @@ type Analysis struct {
 	conditional   []bool
 	inBranch      []bool
 	foldable      []bool
+	valueDead     []bool
 	excludedOps   map[string]bool
 	preserved     map[string]bool // Options.Preserve, by node name
 }
@@ -117,6 +118,7 @@ func Analyze(g *graphdef.Graph, opts Options) *Analysis {
 	a.inLoop = a.reachFrom(func(n *graphdef.Node) bool { return n.Op == "Enter" || n.Op == "RefEnter" },
 		func(n *graphdef.Node) bool { return n.Op == "Exit" || n.Op == "RefExit" }, true)
 	a.foldable = foldable(g)
+	a.valueDead = valueDead(g)
 	// Only conditionals' Switches start a conditional region: a while loop's Switch (its
 	// predicate a LoopCond) feeds the loop's Exit, and what follows the loop runs whenever
 	// the step does (issue 12: marking it made LMS find no trigger after rnn_v1's loop).
@@ -246,6 +248,9 @@ func (a *Analysis) Excluded(n *graphdef.Node) (bool, string) {
 	if aliasesVariable(n) {
 		return true, "reads a variable, which keeps its buffer"
 	}
+	if r := fanoutSensitive(n); r != "" {
+		return true, r
+	}
 	if a.excludedOps[n.Op] {
 		return true, "op " + n.Op + " is excluded"
 	}
@@ -292,6 +297,11 @@ func (a *Analysis) TriggerEligible(n *graphdef.Node) bool {
 	if removableOps[n.Op] || (neverSwappedOps[n.Op] && n.Op != "Merge" && n.Op != "RefMerge") {
 		return false // a Merge's output is live whichever branch ran
 	}
+	if fanoutSensitive(n) != "" || a.valueDead[n.Index] {
+		// The gate would be the reader that changes Grappler's decision, or the one that
+		// keeps a value nobody reads from being pruned.
+		return false
+	}
 	switch n.Op {
 	case "Placeholder", "PlaceholderWithDefault":
 		return false
@@ -337,6 +347,7 @@ const (
 	ReasonShapeReader = "reads only the shape: it keeps reading the original, which the executor lets it read as soon as the tensor is made"
 	ReasonSumOrder    = "a sum of three or more terms whose order Grappler sorts by input name: a swap-in's name could reorder it"
 	ReasonFactor      = "a product in the terms of a sum: Grappler hoists factors common to the terms by input name"
+	ReasonProduct     = "a product in a tree of products: Grappler's constant folding and arithmetic optimizer regroup its factors by their producers and names"
 )
 
 // ConsumerExclusion returns why use u must keep reading the original tensor whatever
@@ -357,6 +368,8 @@ func ConsumerExclusion(u graphdef.Use) string {
 	switch {
 	case shapeReaders[c.Op]:
 		return ReasonShapeReader
+	case identityReaderSensitive(c):
+		return ReasonIdentityReader
 	case factorOps[c.Op]:
 		for _, uses := range c.Consumers {
 			for _, r := range uses {
@@ -364,6 +377,9 @@ func ConsumerExclusion(u graphdef.Use) string {
 					return ReasonFactor
 				}
 			}
+		}
+		if inProductTree(c) {
+			return ReasonProduct
 		}
 	case aggregationOps[c.Op]:
 		if !sumOrderKept(u) {
@@ -380,19 +396,22 @@ func ConsumerExclusion(u graphdef.Use) string {
 func sumOrderKept(u graphdef.Use) bool {
 	root := u.Node
 	for steps := 0; steps < 64; steps++ {
-		r := singleReader(root)
-		if r == nil || !aggregationOps[r.Op] {
+		r, _ := effectiveReaders(root)
+		if len(r) != 1 || !aggregationOps[r[0].Op] {
 			break
 		}
-		root = r
+		root = r[0]
 	}
 	var terms []graphdef.Tensor
 	var collect func(n *graphdef.Node, depth int)
 	collect = func(n *graphdef.Node, depth int) {
 		for _, in := range n.Inputs {
-			if depth < 64 && aggregationOps[in.Node.Op] && singleReader(in.Node) == n {
-				collect(in.Node, depth+1)
-				continue
+			src := throughPassThrough(in)
+			if depth < 64 && aggregationOps[src.Node.Op] {
+				if r, _ := effectiveReaders(src.Node); len(r) == 1 && r[0] == n {
+					collect(src.Node, depth+1)
+					continue
+				}
 			}
 			terms = append(terms, in)
 		}
@@ -401,12 +420,14 @@ func sumOrderKept(u graphdef.Use) bool {
 	if len(terms) <= 2 {
 		return true
 	}
+	// Grappler sorts the terms by the names its dependency optimizer leaves them: those of
+	// the tensors the Identities on the way pass on (rootName).
 	s := u.Node.Inputs[u.Input]
 	for _, w := range terms {
 		if w == s {
 			continue
 		}
-		a, b := s.InputString(), w.InputString()
+		a, b := rootName(s), rootName(w)
 		ka, kb := swapKey(s), swapKey(w)
 		if strings.HasPrefix(b, ka) || strings.HasPrefix(a, kb) {
 			return false
@@ -448,7 +469,7 @@ func singleReader(n *graphdef.Node) *graphdef.Node {
 // device memory, whichever side is taken), no control-flow op, no collective (collectiveOps),
 // and no objection from ConsumerExclusion.
 func (a *Analysis) ConsumerEligible(u graphdef.Use) bool {
-	return a.OnCompute(u.Node) && !notConsumers[u.Node.Op] && !collectiveOps[u.Node.Op] && !a.Preserved(u.Node) && !a.InLoop(u.Node) && !a.InBranch(u.Node) && ConsumerExclusion(u) == ""
+	return a.OnCompute(u.Node) && !notConsumers[u.Node.Op] && !collectiveOps[u.Node.Op] && !a.Preserved(u.Node) && !a.InLoop(u.Node) && !a.InBranch(u.Node) && !a.valueDead[u.Node.Index] && ConsumerExclusion(u) == ""
 }
 
 // Candidate is a tensor that may be swapped: made on a compute device, of known size, by an

@@ -9,22 +9,21 @@ import (
 	"github.com/tfswap/tfswap/cost"
 	"github.com/tfswap/tfswap/graphdef"
 	"github.com/tfswap/tfswap/rewrite"
-	cpb "github.com/wamuir/graft/tensorflow/core/protobuf/for_core_protos_go_proto"
 )
 
-// TestGPTBitIdenticalUnderGrappler is issue 12, item 2, as far as it holds: the zoo's
-// GPT-style decoder, built from Keras MultiHeadAttention, LayerNormalization and Dense layers
-// and trained with Adam (testmodels/zoo/gpt), and two rewrites of it (fixed LMS thresholds:
-// threshold 4, tensors of any size; the auto planner at 70% of the simulated unswapped peak)
-// train bit-identically for 3 steps, every variable compared, in the two-device emulation
-// with Grappler's default optimizers on (constant folding, the arithmetic optimizer, the
-// remapper, layout) except the dependency optimizer. Under the full default configuration
-// 112 of 116 variables still differ: the dependency optimizer bypasses Identity nodes (the
-// gradients' tuple/control_dependency) unless a reader on another device, such as a
-// swap-out, holds them, and the gradient sums then read, and are sorted by, other names.
-// That case is open (docs/PLANNING.md, "Reads that keep the original, and bit-identity under
-// Grappler"). On this model the rewrites train bit-identically in this configuration with or
-// without ConsumerExclusion's sum rules.
+// TestGPTBitIdenticalUnderGrappler is issue 12, item 2: the zoo's GPT-style decoder, built
+// from Keras MultiHeadAttention, LayerNormalization and Dense layers and trained with Adam
+// (testmodels/zoo/gpt), and two rewrites of it (fixed LMS thresholds: threshold 4, tensors of
+// any size; the auto planner at 90% of the simulated unswapped peak) train bit-identically
+// for 3 steps, every variable compared, in the two-device emulation under TensorFlow's
+// default configuration (every default Grappler optimizer on, the dependency optimizer
+// too). This holds because the rewrite keeps the decisions Grappler takes from fan-out
+// (rewrite/grappler_fanout.go: no swap-out or gate on a gradient tuple's Identity, a sum
+// folded into its reader, a product of a product tree or a no-op reshape; Identities and
+// such ops, and value-dead readers, keep reading the original). Before those rules one more
+// reader on a tuple Identity kept it where the original's was bypassed, and 112 of 116
+// variables differed. The rules leave LMS 41 swaps (77 before) and no plan at 70% of the
+// peak (the lowest reachable is about 87%).
 func TestGPTBitIdenticalUnderGrappler(t *testing.T) {
 	fx, err := LoadFixture(filepath.Join("..", "testmodels", "zoo", "gpt.json"))
 	if err != nil {
@@ -61,25 +60,24 @@ func TestGPTBitIdenticalUnderGrappler(t *testing.T) {
 	if peak == 0 {
 		t.Fatalf("no peak simulated on %s", computeDevice)
 	}
-	budget := peak * 7 / 10
+	budget := peak * 9 / 10
 
 	lms := rewriteModel(t, placed, rewrite.Options{MinTensorBytes: -1, SwapoutThreshold: 4, SwapinAhead: 1})
 	planned, err := rewrite.RewriteWithPlanner(placed, rewrite.Options{ComputeDevice: computeDevice, HostDevice: hostDevice},
 		rewrite.PlanOptions{Strategy: "auto", Budget: budget, Profile: prof, Sim: cost.Options{Fetch: []string{fx.TrainOp}}, FitAccounting: "tfswap"})
 	if err != nil {
-		t.Fatalf("plan at 70%% of %d bytes: %v", peak, err)
+		t.Fatalf("plan at 90%% of %d bytes: %v", peak, err)
 	}
 	if err := rewrite.Verify(g, planned.Result, rewrite.GateHost); err != nil {
 		t.Fatalf("rewrite.Verify: %v", err)
 	}
 	if len(planned.Eval.Devices) == 0 || !planned.Eval.Fits {
-		t.Fatalf("the 70%% plan does not fit (%d devices judged)", len(planned.Eval.Devices))
+		t.Fatalf("the 90%% plan does not fit (%d devices judged)", len(planned.Eval.Devices))
 	}
-	t.Logf("unswapped peak %d bytes; LMS: %d swaps; 70%% plan (%s): %d swaps, %d recomputations, peak %d of %d", peak, len(lms.Swaps),
+	t.Logf("unswapped peak %d bytes; LMS: %d swaps; 90%% plan (%s): %d swaps, %d recomputations, peak %d of %d", peak, len(lms.Swaps),
 		planned.Eval.Strategy, len(planned.Swaps), len(planned.Recomputes), planned.Eval.Devices[0].Peak, budget)
 
 	cp := TwoDeviceConfig()
-	cp.GraphOptions = &cpb.GraphOptions{RewriteOptions: &cpb.RewriterConfig{DependencyOptimization: cpb.RewriterConfig_OFF}}
 	cfg, err := MarshalConfig(cp)
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +94,7 @@ func TestGPTBitIdenticalUnderGrappler(t *testing.T) {
 		swaps int
 	}{
 		{"lms", lms.Model, len(lms.Swaps)},
-		{"plan70", planned.Result.Model, len(planned.Swaps) + len(planned.Recomputes)},
+		{"plan90", planned.Result.Model, len(planned.Swaps) + len(planned.Recomputes)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if c.swaps == 0 {

@@ -13,7 +13,6 @@ import (
 	"github.com/tfswap/tfswap/cost"
 	"github.com/tfswap/tfswap/graphdef"
 	"github.com/tfswap/tfswap/rewrite"
-	cpb "github.com/wamuir/graft/tensorflow/core/protobuf/for_core_protos_go_proto"
 )
 
 // zooBitIDSkips are the zoo graphs TestZooBitIdenticalUnderGrappler does not train, with the
@@ -36,9 +35,9 @@ type zooRewrite struct {
 // planner fits at 90% and at 70% of the simulated unswapped peak at batch x64 (x1 when the
 // batch is unknown), those plans (a budget no plan fits is logged; a run over the whole zoo
 // in which no 70% plan fits fails), for 3 steps in the
-// two-device emulation with Grappler's default optimizers except the dependency optimizer
-// (see TestGPTBitIdenticalUnderGrappler for why), and requires the losses and every variable
-// to be bit-identical. A rewrite that swaps nothing fails.
+// two-device emulation under TensorFlow's default configuration (every default Grappler
+// optimizer, the dependency optimizer too; see TestGPTBitIdenticalUnderGrappler), and
+// requires the losses and every variable to be bit-identical. A rewrite that swaps nothing fails.
 func TestZooBitIdenticalUnderGrappler(t *testing.T) {
 	manifests, err := filepath.Glob(filepath.Join("..", "testmodels", "zoo", "*.json"))
 	if err != nil {
@@ -52,7 +51,6 @@ func TestZooBitIdenticalUnderGrappler(t *testing.T) {
 		t.Fatal(err)
 	}
 	cp := TwoDeviceConfig()
-	cp.GraphOptions = &cpb.GraphOptions{RewriteOptions: &cpb.RewriterConfig{DependencyOptimization: cpb.RewriterConfig_OFF}}
 	cfg, err := MarshalConfig(cp)
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -188,13 +190,18 @@ func TestRewriteDefaultDevice(t *testing.T) {
 	}
 }
 
+// updateLMSGoldens rewrites testdata/lms_fixed_goldens.txt's SHA-256 and size columns with
+// today's output (the c4e1109 columns are kept).
+var updateLMSGoldens = flag.Bool("update-lms-goldens", false, "rewrite the current columns of testdata/lms_fixed_goldens.txt")
+
 // TestFixedLMSGoldens: asked for fixed LMS thresholds (a threshold option, or --strategy
 // lms-fixed), rewrite writes the recorded bytes (testdata/lms_fixed_goldens.txt, from
 // testdata/gen_lms_fixed_goldens.py), and ends with the prediction. The recorded bytes are
 // what the binary of commit c4e1109 wrote, when rewrite without options was the LMS rewrite,
 // except where that binary gated a swap-in by a trigger the swapped tensor's producer cannot
 // reach (issue 11, item 8): the golden file counts those, and a case may differ from c4e1109
-// only where it counts some.
+// only where it counts some. (The rules that keep Grappler's fan-out decisions, issue 12 item
+// 2, changed five cases' bytes again, all of them cases with such triggers.)
 func TestFixedLMSGoldens(t *testing.T) {
 	withGPUs(t, nil)
 	f, err := os.Open("testdata/lms_fixed_goldens.txt")
@@ -204,17 +211,17 @@ func TestFixedLMSGoldens(t *testing.T) {
 	defer f.Close()
 	tmp := t.TempDir()
 	cases, same := 0, 0
+	var lines []string
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
+		lines = append(lines, sc.Text())
 		head, optText, _ := strings.Cut(sc.Text(), "|")
 		fields := strings.Fields(head)
 		if len(fields) != 6 {
 			continue
 		}
 		name, ext, sum, oldSum, unreachable, opts := fields[0], fields[1], fields[2], fields[4], fields[5], strings.Fields(optText)
-		if sum == oldSum {
-			same++
-		} else if unreachable == "0" {
+		if sum != oldSum && unreachable == "0" {
 			t.Errorf("%s %v: the golden differs from c4e1109's output, which had no unreachable trigger", name, opts)
 		}
 		fixed := false
@@ -233,6 +240,11 @@ func TestFixedLMSGoldens(t *testing.T) {
 			}
 			data, _ := os.ReadFile(out)
 			h := sha256.Sum256(data)
+			if *updateLMSGoldens {
+				sum = hex.EncodeToString(h[:])
+				fields[2], fields[3] = sum, fmt.Sprint(len(data))
+				lines[len(lines)-1] = strings.Join(fields, " ") + " |" + optText
+			}
 			if hex.EncodeToString(h[:]) != sum {
 				t.Errorf("%s %v: output (%d bytes) differs from the golden (%s bytes)", name, args, len(data), fields[3])
 			}
@@ -240,6 +252,14 @@ func TestFixedLMSGoldens(t *testing.T) {
 				t.Errorf("%s %v: no prediction:\n%s", name, args, stdout)
 			}
 			cases++
+		}
+		if sum == oldSum {
+			same++
+		}
+	}
+	if *updateLMSGoldens {
+		if err := os.WriteFile("testdata/lms_fixed_goldens.txt", []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
 		}
 	}
 	if cases < 50 {

@@ -48,9 +48,6 @@ RNN_XFAIL = ("the bridge swaps nothing on the lowered while loop: the tensors ke
 
 # Known failures, open, marked strict xfail so that a fix shows up as an unexpected pass.
 XFAILS = {
-    "gpt": "variables differ under the full default Grappler configuration: the dependency "
-    "optimizer bypasses the gradients' tuple/control_dependency Identity nodes (see "
-    "tfrun TestGPTBitIdenticalUnderGrappler and docs/PLANNING.md)",
     "rnn_v1": RNN_XFAIL,
     "rnn_v2": RNN_XFAIL,
 }

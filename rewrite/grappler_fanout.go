@@ -1,0 +1,250 @@
+package rewrite
+
+import (
+	"github.com/tfswap/tfswap/graphdef"
+)
+
+// This file keeps the rewrite from changing the decisions Grappler's default optimizers take
+// on the original nodes from their fan-out (issue 12, item 2). A swap-out or a gate is one
+// more reader of an original tensor, and a swap-in moves a reader's input to another device.
+// TensorFlow 2.18's dependency optimizer bypasses an Identity only where that does not raise
+// the number of edges (inputs x outputs must not exceed inputs + outputs) or of device
+// crossings, and its arithmetic optimizer folds a sum into the sum reading it, or turns a
+// no-op Reshape or reduction into an Identity, only while it has that one reader. One reader
+// more can keep an Identity, and the names Grappler sorts a gradient sum's terms by then
+// change, and with them the sum's last bits. The rules below keep every node whose fan-out
+// Grappler inspects with the readers, and the input devices, it had.
+
+// grapplerIdentity reports whether n is an op the dependency optimizer bypasses (Identity,
+// IdentityN), so that its readers read its input by that input's name.
+func grapplerIdentity(n *graphdef.Node) bool {
+	return n.Op == "Identity" || n.Op == "IdentityN" || n.Op == "RefIdentity"
+}
+
+// identityWithFanIn reports whether n is an Identity whose bypass depends on its number of
+// readers: it, or an Identity its data input comes through, has control inputs or more than
+// one input (the gradients' tuple/control_dependency Identities). Such an Identity with one
+// reader more (or one on another device) is kept where the original's is bypassed.
+func identityWithFanIn(n *graphdef.Node) bool {
+	for steps := 0; steps < 64 && grapplerIdentity(n); steps++ {
+		if len(n.ControlInputs) > 0 || len(n.Inputs) != 1 {
+			return true
+		}
+		n = n.Inputs[0].Node
+	}
+	return false
+}
+
+// rootName returns the name Grappler's later passes see for t once the dependency optimizer
+// has bypassed the Identities it comes through: the input string of the first tensor up the
+// chain that no Identity makes.
+func rootName(t graphdef.Tensor) string {
+	for steps := 0; steps < 64 && grapplerIdentity(t.Node) && len(t.Node.Inputs) > t.Port; steps++ {
+		t = t.Node.Inputs[t.Port]
+	}
+	return t.InputString()
+}
+
+// effectiveReaders returns the distinct nodes that read n's data outputs once the Identities
+// between them are bypassed, and whether n or one of those Identities has control outputs.
+func effectiveReaders(n *graphdef.Node) (readers []*graphdef.Node, control bool) {
+	seen := map[*graphdef.Node]bool{}
+	var walk func(x *graphdef.Node, depth int)
+	walk = func(x *graphdef.Node, depth int) {
+		if len(x.ControlOutputs) > 0 {
+			control = true
+		}
+		for _, uses := range x.Consumers {
+			for _, u := range uses {
+				if depth < 64 && (grapplerIdentity(u.Node) || u.Input == 0 && noOpShape(u.Node)) {
+					walk(u.Node, depth+1)
+					continue
+				}
+				if !seen[u.Node] {
+					seen[u.Node] = true
+					readers = append(readers, u.Node)
+				}
+			}
+		}
+	}
+	walk(n, 0)
+	return readers, control
+}
+
+// absorbableSum reports whether n is a sum the arithmetic optimizer folds into the sum that
+// reads it (AddOpsRewrite absorbs a term tree's inner nodes only while they have one reader):
+// an aggregation whose only reader, through bypassed Identities, is an aggregation.
+func absorbableSum(n *graphdef.Node) bool {
+	if !aggregationOps[n.Op] {
+		return false
+	}
+	r, _ := effectiveReaders(n) // control edges (gradient tuples) do not count for Grappler
+	return len(r) == 1 && aggregationOps[r[0].Op]
+}
+
+// noOpShapeOps are ops Grappler turns into an Identity when their output has their first
+// input's shape (a Reshape to the same shape, a reduction over no axis, a Tile by ones, ...);
+// the Identity is then bypassed or not by its fan-out.
+var noOpShapeOps = map[string]bool{
+	"Reshape": true, "Squeeze": true, "ExpandDims": true, "Sum": true, "Mean": true,
+	"Prod": true, "Max": true, "Min": true, "Tile": true, "BroadcastTo": true,
+	"Transpose": true, "Slice": true, "StridedSlice": true,
+}
+
+// mayBecomeIdentity reports whether n is a noOpShapeOps op whose output shape equals its
+// first input's shape, or whose shapes are not known.
+func mayBecomeIdentity(n *graphdef.Node) bool {
+	if !noOpShapeOps[n.Op] || len(n.Inputs) == 0 || len(n.OutputShapes) == 0 {
+		return noOpShapeOps[n.Op] && len(n.Inputs) > 0
+	}
+	in, out := n.Inputs[0].Shape(), n.OutputShapes[0]
+	if in == nil || out == nil || len(in) != len(out) {
+		return in == nil || out == nil
+	}
+	for i := range in {
+		if in[i] != out[i] || in[i] < 0 {
+			return in[i] < 0 || out[i] < 0
+		}
+	}
+	return true
+}
+
+// noOpShape reports whether n is a noOpShapeOps op whose output is known to have its first
+// input's shape: Grappler turns it into an Identity and bypasses it.
+func noOpShape(n *graphdef.Node) bool {
+	if !noOpShapeOps[n.Op] || len(n.Inputs) == 0 || len(n.OutputShapes) == 0 {
+		return false
+	}
+	in, out := n.Inputs[0].Shape(), n.OutputShapes[0]
+	if in == nil || out == nil || len(in) != len(out) {
+		return false
+	}
+	for i := range in {
+		if in[i] != out[i] || in[i] < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// throughPassThrough follows t up the Identities and no-op shape ops it comes through.
+func throughPassThrough(t graphdef.Tensor) graphdef.Tensor {
+	for steps := 0; steps < 64; steps++ {
+		switch {
+		case grapplerIdentity(t.Node) && len(t.Node.Inputs) > t.Port:
+			t = t.Node.Inputs[t.Port]
+		case t.Port == 0 && noOpShape(t.Node):
+			t = t.Node.Inputs[0]
+		default:
+			return t
+		}
+	}
+	return t
+}
+
+// identityReaderSensitive reports whether a swap-in read by c, on another device and by
+// another name, could change what Grappler does with c or with what reads it: c is an op
+// Grappler may turn into an Identity (a no-op reshape or reduction, whose other inputs
+// become control inputs), or an Identity with control inputs or several inputs, several
+// readers, control outputs, or a sum or product among its readers (which would then sort or
+// regroup by the swap-in's name). A plain Identity with one plain reader is bypassed in the
+// original and in the rewrite alike.
+func identityReaderSensitive(c *graphdef.Node) bool {
+	if !grapplerIdentity(c) {
+		return mayBecomeIdentity(c)
+	}
+	if identityWithFanIn(c) || len(c.ControlOutputs) > 0 {
+		return true
+	}
+	r, control := effectiveReaders(c)
+	if control || len(r) > 1 {
+		return true
+	}
+	for _, x := range r {
+		if aggregationOps[x.Op] || factorOps[x.Op] {
+			return true
+		}
+	}
+	return false
+}
+
+// fanoutSensitive returns why one more reader of n (a swap-out or a gate) could change what
+// Grappler does to it, or "".
+func fanoutSensitive(n *graphdef.Node) string {
+	switch {
+	case grapplerIdentity(n) && identityWithFanIn(n):
+		return ReasonFanoutIdentity
+	case absorbableSum(n):
+		return ReasonFanoutSum
+	case factorOps[n.Op] && inProductTree(n):
+		return ReasonFanoutProduct
+	case mayBecomeIdentity(n):
+		return ReasonFanoutNoOp
+	}
+	return ""
+}
+
+// Reasons fanoutSensitive and ConsumerExclusion give for the rules above.
+const (
+	ReasonFanoutIdentity = "an Identity with control inputs (a gradient tuple): one more reader, or one on another device, stops Grappler's dependency optimizer from bypassing it, which renames what its readers see"
+	ReasonFanoutSum      = "a sum read only by a sum: Grappler's arithmetic optimizer folds it into that sum only while it has one reader"
+	ReasonFanoutProduct  = "a product in a tree of products: Grappler pushes constants down such a tree only through products with one reader"
+	ReasonFanoutNoOp     = "a reshape, reduction or copy Grappler may turn into an Identity, whose bypass depends on its readers"
+	ReasonIdentityReader = "an Identity (or an op Grappler may turn into one): a swap-in on another device would decide whether Grappler's dependency optimizer bypasses it"
+)
+
+// inProductTree reports whether the product c is part of a tree of products Grappler may
+// regroup (constant push-down, common factors): a product reads it (through Identities and
+// no-op shape ops, which Grappler bypasses) or it reads a product. A swap-in, read on another
+// device and by another name, changes how the tree is regrouped (the GELU gradient's
+// products on the zoo GPT).
+func inProductTree(c *graphdef.Node) bool {
+	r, _ := effectiveReaders(c)
+	for _, x := range r {
+		if factorOps[x.Op] {
+			return true
+		}
+	}
+	for _, in := range c.Inputs {
+		if factorOps[throughPassThrough(in).Node.Op] {
+			return true
+		}
+	}
+	return false
+}
+
+// valueDead marks the nodes whose value nobody reads: the unused half of a gradient tuple
+// (an Identity with control inputs and no reader at all), and stateless ops whose data
+// readers, at least one, are all value-dead. Grappler prunes the tuple member and its
+// dependency optimizer turns the rest into NoOps, whose control edges it moves to their
+// inputs' producers, but not across devices: a swap-in read by one of them, or a gate on
+// one, would keep the whole chain, and the gradient tuple it holds, where the original loses
+// it (the zoo GPT's gradient of the attention scale constant). Such readers keep reading the
+// original, which after Grappler they never read. A node with no data reader (a sink, which
+// may be fetched) is never marked, nor is anything whose value reaches one.
+func valueDead(g *graphdef.Graph) []bool {
+	dead := make([]bool, len(g.Nodes))
+	for i := len(g.Topo) - 1; i >= 0; i-- {
+		n := g.Topo[i]
+		if graphdef.IsStatefulOp(n.Op) || !graphdef.KnownOp(n.Op) || notConsumers[n.Op] || neverSwappedOps[n.Op] && !grapplerIdentity(n) {
+			continue
+		}
+		readers := 0
+		all := true
+		for _, uses := range n.Consumers {
+			for _, u := range uses {
+				readers++
+				if !dead[u.Node.Index] {
+					all = false
+				}
+			}
+		}
+		switch {
+		case readers > 0:
+			dead[n.Index] = all
+		case grapplerIdentity(n) && len(n.ControlInputs) > 0 && len(n.ControlOutputs) == 0:
+			dead[n.Index] = true
+		}
+	}
+	return dead
+}
