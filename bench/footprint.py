@@ -121,8 +121,11 @@ NOTES = {
         "link), with the default budget and accounting and also with that run's (15.04 GiB, "
         "`--fit-accounting both`); at batch 855 (15x B0, 12.9x the GPU's memory unswapped) no plan "
         "fits (the lowest peak needs a 16.57 GiB budget). So the current planner is bound by the "
-        "host link on BERT-base at these batches, where the older one recomputed; that regression "
-        "is open, and 12x is not reached."),
+        "host link on BERT-base at these batches, where the older one recomputed; bisected (the "
+        "same graph, `--budget 16148733870 --fit-accounting tfswap`, window+recompute at +71% before): "
+        "the first commit without the recomputation is 6899815 (\"rewrite: shape readers and "
+        "Grappler-sensitive sums never read a swap-in\"). That regression is open, and 12x is not "
+        "reached."),
 }
 
 
