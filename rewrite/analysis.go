@@ -469,7 +469,13 @@ func singleReader(n *graphdef.Node) *graphdef.Node {
 // device memory, whichever side is taken), no control-flow op, no collective (collectiveOps),
 // and no objection from ConsumerExclusion.
 func (a *Analysis) ConsumerEligible(u graphdef.Use) bool {
-	return a.OnCompute(u.Node) && !notConsumers[u.Node.Op] && !collectiveOps[u.Node.Op] && !a.Preserved(u.Node) && !a.InLoop(u.Node) && !a.InBranch(u.Node) && !a.valueDead[u.Node.Index] && ConsumerExclusion(u) == ""
+	return a.consumerMovable(u) && ConsumerExclusion(u) == ""
+}
+
+// consumerMovable reports whether use u may read another node than its original input as far
+// as its place in the graph goes (ConsumerEligible without ConsumerExclusion's rules).
+func (a *Analysis) consumerMovable(u graphdef.Use) bool {
+	return a.OnCompute(u.Node) && !notConsumers[u.Node.Op] && !collectiveOps[u.Node.Op] && !a.Preserved(u.Node) && !a.InLoop(u.Node) && !a.InBranch(u.Node) && !a.valueDead[u.Node.Index]
 }
 
 // Candidate is a tensor that may be swapped: made on a compute device, of known size, by an

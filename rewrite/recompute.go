@@ -210,6 +210,7 @@ func (pr *Problem) recomputeTargets() []*rcTarget {
 				continue
 			}
 			rt := &rcTarget{t: t, bytes: bytes, first: -1, index: len(out)}
+			factors := false
 			for _, u := range n.Consumers[port] {
 				s := tm.times.Start[u.Node.Index]
 				if s < 0 || isAliasUse(u) {
@@ -219,7 +220,14 @@ func (pr *Problem) recomputeTargets() []*rcTarget {
 					continue
 				}
 				if !a.ConsumerEligible(u) {
-					continue ports
+					switch rcReadRule(a, u) {
+					case rcReadOriginal:
+						continue
+					case rcReadCommonFactor:
+						factors = true
+					default:
+						continue ports
+					}
 				}
 				rt.far = append(rt.far, u)
 				rt.nodes = append(rt.nodes, u.Node)
@@ -227,7 +235,7 @@ func (pr *Problem) recomputeTargets() []*rcTarget {
 					rt.first = s
 				}
 			}
-			if len(rt.far) == 0 {
+			if len(rt.far) == 0 || factors && !factorsAllMoved(n, rt.nodes) {
 				continue
 			}
 			// Something must release the chain after the peak and before the first later
@@ -245,6 +253,88 @@ func (pr *Problem) recomputeTargets() []*rcTarget {
 		}
 	}
 	return out
+}
+
+// How a later read that ConsumerEligible refuses a swap-in (ConsumerExclusion) is treated
+// when its tensor is recomputed, as rcReadRule returns it.
+const (
+	// rcReadRefused: the read keeps the original on the device, so recomputing the tensor
+	// frees nothing (it is not a target).
+	rcReadRefused = iota
+	// rcReadOriginal: the read keeps reading the original and does not hold it: a shape
+	// reader, which needs only the shape and which the executor runs as soon as the tensor
+	// is made (ReasonShapeReader).
+	rcReadOriginal
+	// rcReadCommonFactor: a product in the terms of a sum (ReasonFactor) may read the copy
+	// when every product that reads the tensor does too (factorsAllMoved): Grappler's
+	// HoistCommonFactorOutOfAggregation then finds the same common factor, by the copy's name.
+	rcReadCommonFactor
+)
+
+// rcReadRule returns how the later read u, which ConsumerEligible refuses, is treated when
+// its tensor is recomputed. The other rules of ConsumerExclusion hold for a recomputed copy
+// as for a swap-in: the copy has another name (tfswap's scope), by which Grappler would sort
+// a sum's terms, and another fan-out, by which it regroups products and bypasses Identities.
+func rcReadRule(a *Analysis, u graphdef.Use) int {
+	switch ConsumerExclusion(u) {
+	case ReasonShapeReader:
+		return rcReadOriginal
+	case ReasonFactor:
+		if a.consumerMovable(u) && !inProductTree(u.Node) {
+			return rcReadCommonFactor
+		}
+	}
+	return rcReadRefused
+}
+
+// factorsAllMoved reports whether every product in the terms of a sum that reads n's
+// outputs, directly or through the Identities and no-op shape ops Grappler bypasses, is among
+// moved and reads n directly, so that after the rewrite all of them read the same recomputed
+// copy and Grappler finds the same common factors. Products that feed no sum (the forward
+// pass's) may keep reading the original: HoistCommonFactorOutOfAggregation looks only at the
+// terms of a sum.
+func factorsAllMoved(n *graphdef.Node, moved []*graphdef.Node) bool {
+	in := map[*graphdef.Node]bool{}
+	for _, m := range moved {
+		in[m] = true
+	}
+	var walk func(x *graphdef.Node, via bool, depth int) bool
+	walk = func(x *graphdef.Node, via bool, depth int) bool {
+		for _, uses := range x.Consumers {
+			for _, u := range uses {
+				c := u.Node
+				if factorOps[c.Op] && (via || !in[c]) && feedsSum(c) {
+					return false
+				}
+				if grapplerIdentity(c) || u.Input == 0 && noOpShape(c) {
+					if depth >= 64 || !walk(c, true, depth+1) {
+						return false
+					}
+				}
+			}
+		}
+		return true
+	}
+	return walk(n, false, 0)
+}
+
+// feedsSum reports whether a sum reads c, directly or through the Identities and no-op shape
+// ops Grappler bypasses.
+func feedsSum(c *graphdef.Node) bool {
+	r, _ := effectiveReaders(c)
+	for _, x := range r {
+		if aggregationOps[x.Op] {
+			return true
+		}
+	}
+	for _, uses := range c.Consumers {
+		for _, u := range uses {
+			if aggregationOps[u.Node.Op] {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // recomputable reports whether n may be run again: a recomputable op on a compute device

@@ -251,3 +251,80 @@ func TestRecomputeSingleChains(t *testing.T) {
 		t.Errorf("single: %d chains, the longest of %d ops; want chains of one op", n, most)
 	}
 }
+
+// TestRecomputeTargetsUnderConsumerRules: the rules that keep some reads of a tensor on the
+// original (ConsumerExclusion) do not make its recomputation impossible where a recomputed
+// copy keeps the original graph's meaning. On a chain f1..f8 whose backward reads f_i after
+// the peak: f3's late Shape reader keeps reading the original and does not stop f3 being a
+// target (it lost BERT-base its recomputations, docs/BENCHMARKS.md); f5's only product
+// reader, a Mul in the terms of a sum, reads the copy with its other reads, so Grappler finds
+// the same common factors; f6, read by such a Mul late and early by another product in the
+// terms of a sum, stays no target (Grappler would see the factor by two names); f7, read late by a sum of three terms that a
+// tfswap name would reorder, stays no target too.
+func TestRecomputeTargetsUnderConsumerRules(t *testing.T) {
+	const n = 8
+	b := newBuilder()
+	b.op("x", "Placeholder", "", big)
+	b.op("c", "Placeholder", "", big)
+	prev := "x"
+	for i := 1; i <= n; i++ {
+		prev = b.op(fmt.Sprintf("f%d", i), "Relu", "", big, prev).Name
+	}
+	b.op("early6", "Mul", "", big, "f6", "c")
+	b.op("early6_read", "AddV2", "", big, "early6", "c")
+	grad := b.op("loss_grad", "Relu", "", big, prev, "^early6_read").Name
+	sinks := []string{}
+	for i := n; i >= 1; i-- {
+		gi := fmt.Sprintf("g%d", i)
+		switch i {
+		case 5, 6:
+			b.op(gi+"_mul", "Mul", "", big, grad, fmt.Sprintf("f%d", i))
+			b.op(gi+"_other", "ReluGrad", "", big, grad, fmt.Sprintf("f%d", i))
+			grad = b.op(gi, "AddV2", "", big, gi+"_mul", gi+"_other").Name
+		case 7:
+			b.op(gi+"_a", "ReluGrad", "", big, grad, "f8")
+			grad = b.op(gi, "AddN", "", big, gi+"_a", grad, "f7").Name
+		default:
+			grad = b.op(gi, "ReluGrad", "", big, grad, fmt.Sprintf("f%d", i)).Name
+		}
+		if i == 4 {
+			// A shape reader of f3 that runs after the peak (it waits for g4).
+			sinks = append(sinks, "^"+b.op("shape3", "Shape", "", []int64{2}, "f3", "^g4").Name)
+		}
+	}
+	b.op("train", "NoOp", "", nil, append([]string{"^" + grad}, sinks...)...)
+	gr, err := graphdef.NewGraph(b.g, "chain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := graphdef.NewModel(b.g)
+	m.Source = "chain"
+	pr, err := newProblem(m, Analyze(gr, Options{}), PlanOptions{Profile: slowLinkProfile(), Budget: 1 << 20, FitAccounting: "tfswap"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := pr.timing.times.Start[gr.Node("shape3").Index]; s < pr.Base.Devices[0].PeakTime {
+		t.Fatalf("shape3 starts at %d, before the peak at %d: the test needs a late shape reader", s, pr.Base.Devices[0].PeakTime)
+	}
+	got := map[string][]string{}
+	for _, rt := range pr.recomputeTargets() {
+		var readers []string
+		for _, u := range rt.far {
+			readers = append(readers, u.Node.Name)
+		}
+		sort.Strings(readers)
+		got[rt.t.String()] = readers
+	}
+	t.Logf("targets: %v", got)
+	want := map[string]string{"f3:0": "g3", "f5:0": "g5_mul,g5_other"}
+	for tensor, readers := range want {
+		if r, ok := got[tensor]; !ok || strings.Join(r, ",") != readers {
+			t.Errorf("target %s read by %v (target: %v), want read by %s", tensor, r, ok, readers)
+		}
+	}
+	for _, tensor := range []string{"f6:0", "f7:0"} {
+		if r, ok := got[tensor]; ok {
+			t.Errorf("%s is a target (its copy read by %v): a Grappler rule needs its reads on one name", tensor, r)
+		}
+	}
+}
