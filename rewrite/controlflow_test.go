@@ -15,9 +15,16 @@ import (
 // controlFlowModel loads a graph of testmodels/controlflow (testmodels/controlflow.py).
 func controlFlowModel(t *testing.T, name string) (*graphdef.Model, *graphdef.Graph) {
 	t.Helper()
-	m, err := graphdef.Load("../testmodels/controlflow/"+name+".pb", graphdef.LoadOptions{})
+	return loadTestModel(t, "controlflow", name, "regenerate with .venv/bin/python testmodels/controlflow.py")
+}
+
+// loadTestModel loads testmodels/DIR/NAME.pb and indexes it; a failure to load names how to
+// regenerate the file (hint).
+func loadTestModel(t *testing.T, dir, name, hint string) (*graphdef.Model, *graphdef.Graph) {
+	t.Helper()
+	m, err := graphdef.Load("../testmodels/"+dir+"/"+name+".pb", graphdef.LoadOptions{})
 	if err != nil {
-		t.Fatalf("%v (regenerate with .venv/bin/python testmodels/controlflow.py)", err)
+		t.Fatalf("%v (%s)", err, hint)
 	}
 	g, err := graphdef.NewGraph(m.Graph, name)
 	if err != nil {

@@ -12,15 +12,7 @@ import (
 // zooModel loads a graph of testmodels/zoo.
 func zooModel(t *testing.T, name string) (*graphdef.Model, *graphdef.Graph) {
 	t.Helper()
-	m, err := graphdef.Load("../testmodels/zoo/"+name+".pb", graphdef.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := graphdef.NewGraph(m.Graph, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m, g
+	return loadTestModel(t, "zoo", name, "regenerate with make zoo")
 }
 
 // TestCondV1PlansAcyclic is issue 12's cond_v1 bug: in the Keras learning-phase graph with v1

@@ -3,7 +3,9 @@ testmodels/controlflow, trains bit-identically for 3 steps,
 losses and every variable, with the v1 Grappler bridge on (lms-fixed, every sized tensor) and
 off, under TensorFlow's default Grappler configuration on the two-device emulation; the
 bridged step's partition graphs must hold swap nodes (a run that swapped nothing fails).
-A graph whose input has an unknown batch gets the bridge's batch_size parameter.
+A graph whose input has an unknown batch gets the bridge's batch_size parameter. Where auto
+finds a plan at 90% of the simulated peak at 64 times the batch, that plan trains
+bit-identically through the bridge too.
 """
 
 import json
@@ -113,6 +115,58 @@ def test_zoo_bit_identical_through_bridge(name, bridge, tfswap_binary):  # noqa:
     if name in SKIPS:
         pytest.skip(SKIPS[name])
     check_bit_identical(name, ZOO, SWAP_PARAMS, tfswap_binary)
+
+
+# Planned rewrites: auto under a budget of 90% of tfswap's simulated peak of the graph at 64 times
+# its batch (the profile's compute against the small graph's memory would leave nothing to plan at
+# the committed batch), as tfrun's TestZooBitIdenticalUnderGrappler plans them. The planning is
+# simulated for v100-16gb; the step runs at the committed batch.
+PLAN_SCALE = 64
+PLAN_FRACTION = 0.9
+
+
+def planned_params(name, tfswap_binary):  # noqa: F811
+    """The bridge parameters of auto's plan for the zoo graph, or None when the CLI finds no
+    plan that fits (exit 1, a no-fit diagnosis) on the graph as committed."""
+    side = json.loads((ZOO / (name + ".json")).read_text())
+    path = str(ZOO / (name + ".pb"))
+    common = ["--device", "v100-16gb", "--batch-scale", str(PLAN_SCALE), "--compute-device", "/device:CPU:1"]
+    if unknown_batch(name):
+        common += ["--batch", str(side["batch"])]
+    sim = subprocess.run([tfswap_binary, "simulate", *common, "--json", "-", path],
+                         capture_output=True, text=True, timeout=600)
+    assert sim.returncode == 0, sim.stderr[-2000:]
+    devices = json.loads(sim.stdout)["result"]["devices"]
+    peak = next(d["peak_bytes"] for d in devices if d["name"].endswith("CPU:1"))
+    budget = int(peak * PLAN_FRACTION)
+    cli = subprocess.run([tfswap_binary, "rewrite", *common, "--budget", str(budget), "-o", os.devnull, path],
+                         capture_output=True, text=True, timeout=600)
+    if cli.returncode == 1 and "no plan" in (cli.stdout + cli.stderr).lower():
+        return None
+    assert cli.returncode == 0, cli.stderr[-2000:]
+    return {"compute_device": "/device:CPU:1", "device": "v100-16gb", "strategy": "auto",
+            "budget": str(budget), "batch_scale": str(PLAN_SCALE)}
+
+
+def test_zoo_planned_bit_identical_through_bridge(bridge, tfswap_binary):  # noqa: F811
+    """Every zoo graph (but the known failures) for which tfswap's CLI finds auto's plan at
+    90% of the simulated peak at 64 times the batch trains bit-identically through the bridge
+    with that plan (planned again by the bridge on Grappler's graph), 3 steps, losses and every
+    variable, with swap nodes in the step. Graphs with no fitting plan are listed; the test
+    fails when no graph had one (it would check nothing)."""
+    trained, no_fit = [], []
+    for p in sorted(ZOO.glob("*.json")):
+        name = p.stem
+        if name in XFAILS or name in SKIPS:
+            continue
+        params = planned_params(name, tfswap_binary)
+        if params is None:
+            no_fit.append(name)
+            continue
+        check_bit_identical(name, ZOO, params, tfswap_binary)
+        trained.append(name)
+    print("planned and trained: %s; no plan fits: %s" % (trained, no_fit))
+    assert trained, "no zoo graph had a fitting plan: nothing was checked (no fit: %s)" % no_fit
 
 
 # The control-flow graphs (testmodels/controlflow: v1 cond, If, function calls, dynamic_rnn),
