@@ -125,7 +125,10 @@ NOTES = {
         "same graph, `--budget 16148733870 --fit-accounting tfswap`, window+recompute at +71% before): "
         "the first commit without the recomputation is 6899815 (\"rewrite: shape readers and "
         "Grappler-sensitive sums never read a swap-in\"). That regression is open, and 12x is not "
-        "reached."),
+        "reached. At commit 6d18399, after the rules that keep Grappler's fan-out decisions (cf7d69a), "
+        "no plan fits batch 570 at all (`--budget 16148733870 --fit-accounting tfswap`: lowest peak "
+        "102.49 GiB of 137.87 GiB): products in product trees and gradient-tuple Identities are no "
+        "longer swapped or recomputed; that regression is open too."),
 }
 
 
