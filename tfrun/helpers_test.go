@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/tfswap/tfswap/graphdef"
 	apb "github.com/wamuir/graft/tensorflow/core/framework/attr_value_go_proto"
 	gpb "github.com/wamuir/graft/tensorflow/core/framework/graph_go_proto"
 	npb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
@@ -121,4 +122,39 @@ func newSession(t testing.TB, graphDef, config []byte) *Session {
 		}
 	})
 	return s
+}
+
+// trainAgainst trains rewritten (with every variable's read added, as withAllVariableReads does
+// for fx) for steps steps under cfg and reports, as test errors, every loss and variable of
+// fxAll in which it differs from want, the original's training. It returns the training and the
+// number of differences.
+func trainAgainst(t testing.TB, want *TrainResult, rewritten *graphdef.Model, fx, fxAll *Fixture, steps int, cfg []byte) (*TrainResult, int) {
+	t.Helper()
+	rw, _ := withAllVariableReads(t, rewritten, fx)
+	got, err := Train(marshalModel(t, rw), fxAll, steps, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFinite(t, got)
+	diffs := want.Diff(got, variableNames(fxAll))
+	for _, d := range diffs {
+		t.Error(d)
+	}
+	return got, len(diffs)
+}
+
+// checkTrainsLike trains the placed original and its rewrite for steps steps in the
+// two-device emulation and requires the loss at every step and every variable (trainable or
+// not) to be bit-identical. It returns the rewrite's training and the fixture with every
+// variable's read (the variables compared).
+func checkTrainsLike(t testing.TB, placed, rewritten *graphdef.Model, fx *Fixture, steps int) (*TrainResult, *Fixture) {
+	t.Helper()
+	cfg := TwoDeviceConfigBytes()
+	origModel, fxAll := withAllVariableReads(t, placed, fx)
+	want, err := Train(marshalModel(t, origModel), fxAll, steps, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := trainAgainst(t, want, rewritten, fx, fxAll, steps, cfg)
+	return got, fxAll
 }

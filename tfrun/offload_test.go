@@ -80,24 +80,10 @@ func copiesAsSwaps(res *rewrite.OffloadResult) []Swap {
 // two-device emulation, and requires the loss at every step and every variable (trainable
 // or not) to be bit-identical.
 func TestOffloadEquivalence(t *testing.T) {
-	cfg := TwoDeviceConfigBytes()
 	for _, name := range offloadModels {
 		t.Run(name, func(t *testing.T) {
 			fx, placed, res := offloadFixture(t, name)
-			origModel, fxAll := withAllVariableReads(t, placed, fx)
-			offModel, _ := withAllVariableReads(t, res.Model, fx)
-			want, err := Train(marshalModel(t, origModel), fxAll, 5, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := Train(marshalModel(t, offModel), fxAll, 5, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkFinite(t, got)
-			for _, d := range want.Diff(got, variableNames(fxAll)) {
-				t.Error(d)
-			}
+			got, fxAll := checkTrainsLike(t, placed, res.Model, fx, 5)
 			t.Logf("%d groups offloaded (%d bytes), %d gated copies; losses %v; %d variables compared",
 				len(res.Variables), res.Bytes(), len(res.Copies), got.LossValues, len(fxAll.Variables))
 		})
@@ -179,21 +165,8 @@ func TestPlannedOffloadInRuntime(t *testing.T) {
 	}
 	t.Logf("%d groups offloaded, %d weight copies, %d swaps, %d recomputations; predicted peak %d of %d (original %d)",
 		len(p.Offload.Variables), len(p.Offload.Copies), len(p.Swaps), len(p.Recomputes), p.Eval.Devices[0].Peak, p.Budget, p.Base.Devices[0].Peak)
+	checkTrainsLike(t, placed, p.Model, fx, 5)
 	cfg := TwoDeviceConfigBytes()
-	origModel, fxAll := withAllVariableReads(t, placed, fx)
-	planModel, _ := withAllVariableReads(t, p.Model, fx)
-	want, err := Train(marshalModel(t, origModel), fxAll, 5, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := Train(marshalModel(t, planModel), fxAll, 5, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkFinite(t, got)
-	for _, d := range want.Diff(got, variableNames(fxAll)) {
-		t.Error(d)
-	}
 	swaps := append(copiesAsSwaps(p.Offload), swapsOf(p.Result)...)
 	probed, probes, err := AddProbes(p.Model, swaps, computeDevice)
 	if err != nil {
