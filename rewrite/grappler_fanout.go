@@ -199,11 +199,8 @@ const (
 // device and by another name, changes how the tree is regrouped (the GELU gradient's
 // products on the zoo GPT).
 func inProductTree(c *graphdef.Node) bool {
-	r, _ := effectiveReaders(c)
-	for _, x := range r {
-		if factorOps[x.Op] {
-			return true
-		}
+	if readByOp(c, factorOps) {
+		return true
 	}
 	for _, in := range c.Inputs {
 		if factorOps[throughPassThrough(in).Node.Op] {
@@ -247,4 +244,16 @@ func valueDead(g *graphdef.Graph) []bool {
 		}
 	}
 	return dead
+}
+
+// readByOp reports whether an op in ops reads c once Grappler has bypassed the Identities and
+// no-op shape ops between them (effectiveReaders).
+func readByOp(c *graphdef.Node, ops map[string]bool) bool {
+	r, _ := effectiveReaders(c)
+	for _, x := range r {
+		if ops[x.Op] {
+			return true
+		}
+	}
+	return false
 }

@@ -321,11 +321,8 @@ func factorsAllMoved(n *graphdef.Node, moved []*graphdef.Node) bool {
 // feedsSum reports whether a sum reads c, directly or through the Identities and no-op shape
 // ops Grappler bypasses.
 func feedsSum(c *graphdef.Node) bool {
-	r, _ := effectiveReaders(c)
-	for _, x := range r {
-		if aggregationOps[x.Op] {
-			return true
-		}
+	if readByOp(c, aggregationOps) {
+		return true
 	}
 	for _, uses := range c.Consumers {
 		for _, u := range uses {

@@ -51,12 +51,7 @@ func TestGPTBitIdenticalUnderGrappler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var peak int64
-	for _, d := range base.Devices {
-		if SameDevice(d.Name, computeDevice) {
-			peak = d.PeakBytes
-		}
-	}
+	peak := computePeak(base)
 	if peak == 0 {
 		t.Fatalf("no peak simulated on %s", computeDevice)
 	}

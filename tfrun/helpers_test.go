@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/tfswap/tfswap/cost"
 	"github.com/tfswap/tfswap/graphdef"
 	apb "github.com/wamuir/graft/tensorflow/core/framework/attr_value_go_proto"
 	gpb "github.com/wamuir/graft/tensorflow/core/framework/graph_go_proto"
@@ -157,4 +158,15 @@ func checkTrainsLike(t testing.TB, placed, rewritten *graphdef.Model, fx *Fixtur
 	}
 	got, _ := trainAgainst(t, want, rewritten, fx, fxAll, steps, cfg)
 	return got, fxAll
+}
+
+// computePeak returns the simulated peak of the compute device in res, or 0 when res has no
+// such device.
+func computePeak(res *cost.Result) int64 {
+	for _, d := range res.Devices {
+		if SameDevice(d.Name, computeDevice) {
+			return d.PeakBytes
+		}
+	}
+	return 0
 }

@@ -100,12 +100,7 @@ func TestZooBitIdenticalUnderGrappler(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var peak int64
-			for _, d := range base.Devices {
-				if SameDevice(d.Name, computeDevice) {
-					peak = d.PeakBytes
-				}
-			}
+			peak := computePeak(base)
 			// The 90% and 70% plans are trained where they fit; one that does not fit is
 			// logged. The whole zoo must have at least one fitting 70% plan (checked after
 			// the subtests).
