@@ -26,7 +26,7 @@ func planOffloaded(model *graphdef.Model, g *graphdef.Graph, opts Options, po Pl
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := planner.(lmsFixedPlanner); ok {
+	if planner == lmsFixedStrategy {
 		return nil, fmt.Errorf("offload %s is planned for the budget: fixed LMS thresholds (lms-fixed) do not plan; give a planning strategy", mode)
 	}
 	a := Analyze(g, opts)

@@ -9,46 +9,6 @@ import (
 	"github.com/tfswap/tfswap/graphdef"
 )
 
-// Planner is one swap-planning strategy. Plan receives a Problem (the graph, the device, the
-// budgets and the unswapped step's simulation) and returns its best plan, evaluated by the
-// simulator. A strategy that finds nothing that fits returns its plan of least memory; the
-// driver reports that no plan fits.
-type Planner interface {
-	// Name is the strategy's name for --strategy.
-	Name() string
-	// Doc says what the strategy does and where it comes from.
-	Doc() string
-	// Plan plans for pr's budgets.
-	Plan(pr *Problem) (*Evaluation, error)
-}
-
-// Strategies returns the planners in a fixed order, the default ("auto") first.
-func Strategies() []Planner {
-	return []Planner{autoPlanner{}, lmsPlanner{}, lmsFixedPlanner{}, vdnnPlanner{policy: vdnnAll}, vdnnPlanner{policy: vdnnConv}, vdnnPlanner{policy: vdnnDyn}, autoSwapPlanner{}, windowPlanner{}}
-}
-
-// StrategyNames returns the names of the planners, in Strategies' order.
-func StrategyNames() []string {
-	var out []string
-	for _, p := range Strategies() {
-		out = append(out, p.Name())
-	}
-	return out
-}
-
-// LookupStrategy returns the planner called name ("" means "auto").
-func LookupStrategy(name string) (Planner, error) {
-	if name == "" {
-		name = "auto"
-	}
-	for _, p := range Strategies() {
-		if p.Name() == name {
-			return p, nil
-		}
-	}
-	return nil, fmt.Errorf("unknown strategy %q (strategies: %s)", name, strings.Join(StrategyNames(), ", "))
-}
-
 // Planned is the outcome of budget-driven planning.
 type Planned struct {
 	// Result is the rewritten model and its swaps, as Rewrite returns them.
@@ -112,7 +72,7 @@ func planPrepared(model *graphdef.Model, g *graphdef.Graph, opts Options, po Pla
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := planner.(lmsFixedPlanner); ok {
+	if planner == lmsFixedStrategy {
 		return rewriteFixedLMS(model, g, opts, po)
 	}
 	mode, err := recomputeMode(po.Recompute)
@@ -130,8 +90,8 @@ func planPrepared(model *graphdef.Model, g *graphdef.Graph, opts Options, po Pla
 	if err := pr.checkDeviceBudgets(); err != nil {
 		return nil, err
 	}
-	pr.strategy = planner.Name()
-	ev, err := planner.Plan(pr)
+	pr.strategy = planner.Name
+	ev, err := planner.plan(pr)
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +99,7 @@ func planPrepared(model *graphdef.Model, g *graphdef.Graph, opts Options, po Pla
 	// the better outcome ("max" keeps the recomputed one whatever it costs).
 	final := &stage{model: model, a: a, pr: pr, ev: ev}
 	sims := pr.sims
-	if mode == "max" || (mode == "auto" && planner.Name() == "auto" && (ev == nil || !ev.Fits || ev.StepTime > pr.Base.StepTime)) {
+	if mode == "max" || (mode == "auto" && planner == autoStrategy && (ev == nil || !ev.Fits || ev.StepTime > pr.Base.StepTime)) {
 		rs, err := pr.planRecomputed(planner, mode, ev, false)
 		if err != nil && mode == "max" {
 			return nil, err
@@ -173,7 +133,7 @@ func planPrepared(model *graphdef.Model, g *graphdef.Graph, opts Options, po Pla
 	// budgets and keeps such a plan when it is better (issue 14 item 3: auto monotone in the
 	// budget).
 	xpr := final.pr
-	if planner.Name() == "auto" {
+	if planner == autoStrategy {
 		rev, rpr, n, err := pr.planTighter(planner, final.ev)
 		if err != nil {
 			return nil, err
@@ -186,7 +146,7 @@ func planPrepared(model *graphdef.Model, g *graphdef.Graph, opts Options, po Pla
 	}
 	ev = final.ev
 	if ev == nil || !ev.Fits {
-		return nil, final.pr.noFit(planner.Name(), ev)
+		return nil, final.pr.noFit(planner.Name, ev)
 	}
 	// Every figure of the plan is reported, those it was not judged by too.
 	before := final.pr.sims
@@ -205,7 +165,7 @@ func planPrepared(model *graphdef.Model, g *graphdef.Graph, opts Options, po Pla
 		return nil, fmt.Errorf("internal error: the planned rewrite breaks an invariant: %v", err)
 	}
 	res.graph = nil // checked: later changes to Model are Verify's to find
-	out := &Planned{Result: res, Strategy: planner.Name(), Eval: ev, Base: pr.Base, Profile: pr.Profile, Budget: pr.Opts.Budget, Simulations: sims,
+	out := &Planned{Result: res, Strategy: planner.Name, Eval: ev, Base: pr.Base, Profile: pr.Profile, Budget: pr.Opts.Budget, Simulations: sims,
 		Accountings: final.pr.fit.names()}
 	if po.Explain {
 		out.Explanation = withRecomputes(xpr.explain(ev), res.Recomputes, mode)
@@ -261,7 +221,7 @@ var TighterBudgets = []int64{950, 900}
 // best plan found that beats cur, evaluated against pr's budgets, the problem that planned
 // it (for its explanation), and the simulations spent. It returns a nil evaluation when
 // the unswapped step fits, when cur fits without overhead, or when no tighter plan beats it.
-func (pr *Problem) planTighter(planner Planner, cur *Evaluation) (*Evaluation, *Problem, int, error) {
+func (pr *Problem) planTighter(planner *Strategy, cur *Evaluation) (*Evaluation, *Problem, int, error) {
 	if pr.Base.Fits || (cur != nil && cur.Fits && cur.StepTime <= pr.Base.StepTime) {
 		return nil, nil, 0, nil
 	}
@@ -281,7 +241,7 @@ func (pr *Problem) planTighter(planner Planner, cur *Evaluation) (*Evaluation, *
 		if err != nil {
 			return nil, nil, sims, err
 		}
-		pr2.strategy = planner.Name()
+		pr2.strategy = planner.Name
 		// As in planRecomputed, only the strategies that did best at the budget asked for
 		// are run again before auto's own search.
 		for i, e := range pr.fittingByStrategy() {
@@ -292,7 +252,7 @@ func (pr *Problem) planTighter(planner Planner, cur *Evaluation) (*Evaluation, *
 				pr2.only[e.Strategy] = true
 			}
 		}
-		ev, err := planner.Plan(pr2)
+		ev, err := planner.plan(pr2)
 		sims += pr2.sims
 		if err != nil {
 			return nil, nil, sims, err
@@ -305,7 +265,7 @@ func (pr *Problem) planTighter(planner Planner, cur *Evaluation) (*Evaluation, *
 		before := pr.sims
 		pr.strategy = ev.Strategy
 		e, err := pr.Evaluate(ev.Plan)
-		pr.strategy = planner.Name()
+		pr.strategy = planner.Name
 		sims += pr.sims - before
 		if err != nil {
 			return nil, nil, sims, err
@@ -338,7 +298,7 @@ func recomputeMode(m string) (string, error) {
 // no shorter than ev0's step, which swapping alone reached. It returns nil when nothing is
 // recomputed. With single, every recomputation chain makes one large output
 // (rcPlanner.single). The outcome's overhead is against pr's unswapped step.
-func (pr *Problem) planRecomputed(planner Planner, mode string, ev0 *Evaluation, single bool) (*stage, error) {
+func (pr *Problem) planRecomputed(planner *Strategy, mode string, ev0 *Evaluation, single bool) (*stage, error) {
 	rp := pr.newRCPlanner(single)
 	if len(rp.order) == 0 {
 		return nil, nil
@@ -403,7 +363,7 @@ func (pr *Problem) planRecomputed(planner Planner, mode string, ev0 *Evaluation,
 	if err != nil {
 		return nil, err
 	}
-	pr2.strategy = planner.Name()
+	pr2.strategy = planner.Name
 	pr2.original = pr.Base
 	if mode == "auto" {
 		// The strategies that did best without recomputation are run again; the others
@@ -418,7 +378,7 @@ func (pr *Problem) planRecomputed(planner Planner, mode string, ev0 *Evaluation,
 			pr2.only = nil // nothing fitted: run them all
 		}
 	}
-	ev, err := planner.Plan(pr2)
+	ev, err := planner.plan(pr2)
 	if err != nil || ev == nil {
 		return nil, err
 	}

@@ -30,11 +30,12 @@ import (
 
 type autoSwapPlanner struct{}
 
-func (autoSwapPlanner) Name() string { return "autoswap" }
-
-func (autoSwapPlanner) Doc() string {
-	return "AutoSwap (Zhang et al.): candidates >= 1 MiB whose lifetime spans the peak; select by priority score (DOA, AOA, WDOA, SWDOA, " +
-		"recomputed as the load changes) until the peak fits; score weights tuned by Bayesian optimisation against the simulated step time"
+// autoSwapStrategy is the autoswap strategy (autoSwapPlanner).
+var autoSwapStrategy = &Strategy{
+	Name: "autoswap",
+	Doc: "AutoSwap (Zhang et al.): candidates >= 1 MiB whose lifetime spans the peak; select by priority score (DOA, AOA, WDOA, SWDOA, " +
+		"recomputed as the load changes) until the peak fits; score weights tuned by Bayesian optimisation against the simulated step time",
+	Run: func(pass *Pass) (*Evaluation, error) { return autoSwapPlanner{}.Plan(pass.Problem) },
 }
 
 // DefaultBOIterations is how many weight vectors AutoSwap's Bayesian optimisation evaluates

@@ -267,7 +267,7 @@ func planOptions(c *cli.Context, opts *tfswap.Options) error {
 
 func listStrategies(w io.Writer) {
 	for _, p := range rewrite.Strategies() {
-		fmt.Fprintf(w, "%-10s %s\n", p.Name(), p.Doc())
+		fmt.Fprintf(w, "%-10s %s\n", p.Name, p.Doc)
 	}
 }
 
