@@ -2,6 +2,8 @@ package rewrite
 
 import (
 	"math/rand"
+	"slices"
+	"sort"
 	"testing"
 
 	"github.com/tfswap/tfswap/cost"
@@ -153,4 +155,32 @@ func TestFastModelAgreesWithSimulate(t *testing.T) {
 		t.Fatalf("%d plans checked, %d predicted exactly", checked, exact)
 	}
 	t.Logf("%d plans checked, %d predicted exactly", checked, exact)
+}
+
+// TestSortEvents checks the sweep's linear event sort against a comparison sort on random
+// lists, short and long, with ties in time and kind.
+func TestSortEvents(t *testing.T) {
+	rng := rand.New(rand.NewSource(7))
+	for trial := 0; trial < 40; trial++ {
+		n := rng.Intn(3000)
+		span := int64(1) << uint(rng.Intn(40)+1)
+		evs := make([]sweepEv, n)
+		for i := range evs {
+			evs[i] = sweepEv{t: rng.Int63n(span), kind: uint8(rng.Intn(evOrigEnd + 1)), id: int32(i)}
+		}
+		want := append([]sweepEv(nil), evs...)
+		for i := range want {
+			want[i].seq = int32(i)
+		}
+		sort.SliceStable(want, func(a, b int) bool {
+			if want[a].t != want[b].t {
+				return want[a].t < want[b].t
+			}
+			return want[a].kind < want[b].kind
+		})
+		got := sortEvents(evs)
+		if !slices.Equal(got, want) {
+			t.Fatalf("trial %d (%d events, span %d): sortEvents differs from a stable sort", trial, n, span)
+		}
+	}
 }

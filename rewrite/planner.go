@@ -59,6 +59,12 @@ func RewriteWithPlanner(model *graphdef.Model, opts Options, po PlanOptions) (*P
 	if err != nil {
 		return nil, err
 	}
+	if len(po.OffloadVariables) > 0 {
+		if mode != OffloadNone {
+			return nil, fmt.Errorf("offload %s and named variables to offload: give one or the other", mode)
+		}
+		mode = offloadNamed
+	}
 	if mode != OffloadNone {
 		return planOffloaded(model, g, opts, po, mode)
 	}

@@ -131,6 +131,7 @@ func planFlags() []cli.Flag {
 		&cli.StringFlag{Name: "window", Usage: "window: the schedule-window in bytes (default: tuned)"},
 		&cli.BoolFlag{Name: "explain", Usage: "print the plan's reasoning for every swap candidate"},
 		&cli.StringFlag{Name: "offload", Value: "none", Usage: "keep variables and their optimizer slots in host memory, their updates on the host CPU and their reads copied to the GPU just before use: none, all, or auto (the planner moves the largest variables where swapping alone does not fit or slows the step)"},
+		&cli.StringSliceFlag{Name: "offload-variables", Usage: "NAME[,NAME...]: keep these variables (each with its group: its optimizer slots) in host memory whatever the budget, instead of an --offload mode; names the graph does not hold are ignored. The choice does not depend on the graph, so every graph of a session places them alike: give the Grappler bridge the variables an offline --offload auto plan moved (repeatable)"},
 		&cli.StringFlag{Name: "recompute", Value: "auto", Usage: "where backward readers may read a recomputed copy of a cheap op's output instead of a swapped-in one: auto (the auto strategy recomputes where the simulator says it beats swapping alone), off, or max (recompute every candidate, then swap what remains)"},
 		&cli.StringFlag{Name: "fit-accounting", Value: "all", Usage: "the accountings a plan's peak must fit the budget by: all (tfswap's model of the runtime, and Grappler's VirtualCluster trace read to the nanosecond and, as TensorFlow's DeterminePeakMemoryUsage reads it, to the microsecond), or a comma-separated list of tfswap, grappler-ns, grappler-us; both is tfswap,grappler-ns with the 2% recomputation margin of earlier versions"},
 	}
@@ -141,7 +142,7 @@ func planFlags() []cli.Flag {
 var fixedThresholds = []string{"swapout-threshold", "swapin-ahead", "swapin-groupby"}
 
 // plannerOnly are the planning options that fixed LMS thresholds leave without effect.
-var plannerOnly = []string{"explain", "bo-iterations", "window", "recompute", "offload", "debug-pass", "pass-time"}
+var plannerOnly = []string{"explain", "bo-iterations", "window", "recompute", "offload", "offload-variables", "debug-pass", "pass-time"}
 
 // rewriteStrategy returns the strategy the command line asks for: lms-fixed with a fixed
 // LMS threshold or --strategy lms-fixed, else --strategy, else auto.
@@ -186,6 +187,17 @@ func planOptions(c *cli.Context, opts *tfswap.Options) error {
 		return usagef("--offload: %v", err)
 	}
 	opts.Offload = c.String("offload")
+	if names := c.StringSlice("offload-variables"); len(names) > 0 {
+		if opts.Offload != string(rewrite.OffloadNone) {
+			return usagef("give either --offload %s or --offload-variables, not both", opts.Offload)
+		}
+		for _, n := range names {
+			if n == "" {
+				return usagef("--offload-variables: empty variable name")
+			}
+		}
+		opts.OffloadVariables = names
+	}
 	opts.FitAccounting = c.String("fit-accounting")
 	if _, err := rewrite.ParseFitAccounting(opts.FitAccounting); err != nil {
 		return usagef("--fit-accounting: %v", err)
