@@ -71,6 +71,9 @@ type PlanOptions struct {
 	Recompute string
 	// Offload says which variables live on the host (OffloadModes; "" means none).
 	Offload OffloadMode
+	// OffloadVariables names variables whose groups live on the host, whatever the budget
+	// (with Offload none): names the graph does not hold are ignored.
+	OffloadVariables []string
 }
 
 // FitAccountings are the names PlanOptions.FitAccounting accepts, alone or (the first three)
