@@ -167,15 +167,16 @@ func (pr *Problem) planTighter(planner *Strategy, cur *Evaluation) (*Evaluation,
 		pr2.strategy = planner.Name
 		// As in planRecomputed, only the strategies that did best at the budget asked for
 		// are run again before auto's own search.
+		var only map[string]bool
 		for i, e := range pr.fittingByStrategy() {
 			if i < 2 {
-				if pr2.only == nil {
-					pr2.only = map[string]bool{}
+				if only == nil {
+					only = map[string]bool{}
 				}
-				pr2.only[e.Strategy] = true
+				only[e.Strategy] = true
 			}
 		}
-		ev, err := planner.plan(pr2)
+		ev, err := planner.planOnly(pr2, only)
 		sims += pr2.sims
 		if err != nil {
 			return nil, nil, sims, err
@@ -288,20 +289,21 @@ func (pr *Problem) planRecomputed(planner *Strategy, mode string, ev0 *Evaluatio
 	}
 	pr2.strategy = planner.Name
 	pr2.original = pr.Base
+	var only map[string]bool
 	if mode == "auto" {
 		// The strategies that did best without recomputation are run again; the others
 		// are unlikely to win on the same graph with fewer tensors to swap.
-		pr2.only = map[string]bool{}
+		only = map[string]bool{}
 		for i, e := range pr.fittingByStrategy() {
 			if i < 2 {
-				pr2.only[e.Strategy] = true
+				only[e.Strategy] = true
 			}
 		}
-		if len(pr2.only) == 0 {
-			pr2.only = nil // nothing fitted: run them all
+		if len(only) == 0 {
+			only = nil // nothing fitted: run them all
 		}
 	}
-	ev, err := planner.plan(pr2)
+	ev, err := planner.planOnly(pr2, only)
 	if err != nil || ev == nil {
 		return nil, err
 	}
