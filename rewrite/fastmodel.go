@@ -138,6 +138,12 @@ func (lt *loadTree) area(from, to int64) float64 {
 	return lt.areaIdx(lt.index(from), lt.index(to)-1)
 }
 
+// span returns the total duration of the points l..r (l <= r): the time from point l to the
+// point after r, the last point lasting nothing.
+func (lt *loadTree) span(l, r int) int64 {
+	return lt.t[min(r+1, lt.n-1)] - lt.t[l]
+}
+
 // areaIdx returns the integral of the curve over the points l..r (0 when l > r).
 func (lt *loadTree) areaIdx(l, r int) float64 {
 	if l > r {
@@ -242,12 +248,6 @@ func (fm *fastModel) xferTime(bytes int64, h2d bool) int64 {
 	return ceilNS(float64(bytes) / bw)
 }
 
-// swapIn is one predicted swap-in: its copy's life on the device and how late it arrives.
-type swapIn struct {
-	alloc, done, free int64
-	due               int64
-}
-
 // fastResult is a plan's predicted memory: the unswapped curves with the plan's edits, and
 // the predicted swap-ins.
 type fastResult struct {
@@ -258,9 +258,6 @@ type fastResult struct {
 	done  []bool
 	// late sums how long consumers are predicted to wait for copies (ns).
 	late int64
-	// freed is when each swapped buffer is freed (in the unswapped step's time).
-	freed map[*buffer]int64
-	ins   map[*buffer][]swapIn
 	// waits are the waits the sweep added to hold ops back (throttling); stall is the longest
 	// total delay of a device (waits and late copies), an estimate of the step-time overhead.
 	waits []Wait
@@ -274,8 +271,7 @@ type edit struct {
 
 func newFastResult(base []*loadTree) *fastResult {
 	n := len(base)
-	return &fastResult{base: base, edits: make([][]edit, n), peaks: make([]int64, n), peakT: make([]int64, n), done: make([]bool, n),
-		freed: map[*buffer]int64{}, ins: map[*buffer][]swapIn{}}
+	return &fastResult{base: base, edits: make([][]edit, n), peaks: make([]int64, n), peakT: make([]int64, n), done: make([]bool, n)}
 }
 
 func (r *fastResult) add(dev int, from, to, delta int64) {
@@ -358,6 +354,68 @@ type sweepEv struct {
 	kind uint8
 	id   int32
 	seq  int32
+}
+
+// sortEvents returns evs ordered by time, then kind, then position in evs (the order the
+// sweep handles them in). It numbers the events (seq) and sorts them by a stable counting sort
+// on the kind followed by a stable radix sort on the time, linear in the number of events;
+// short lists are sorted by comparison.
+func sortEvents(evs []sweepEv) []sweepEv {
+	for i := range evs {
+		evs[i].seq = int32(i)
+	}
+	cmpEv := func(a, b sweepEv) int {
+		if a.t != b.t {
+			return cmp.Compare(a.t, b.t)
+		}
+		if a.kind != b.kind {
+			return cmp.Compare(a.kind, b.kind)
+		}
+		return cmp.Compare(a.seq, b.seq)
+	}
+	var hi int64
+	neg := false
+	for _, e := range evs {
+		hi = max(hi, e.t)
+		neg = neg || e.t < 0
+	}
+	if len(evs) < 256 || neg {
+		slices.SortFunc(evs, cmpEv)
+		return evs
+	}
+	const bits = 11
+	var count [1 << bits]int
+	buf := make([]sweepEv, len(evs))
+	// By kind (stable: each kind keeps the events' order).
+	var kinds [8]int
+	for _, e := range evs {
+		kinds[e.kind&7]++
+	}
+	for k, sum := 0, 0; k < len(kinds); k++ {
+		kinds[k], sum = sum, sum+kinds[k]
+	}
+	for _, e := range evs {
+		buf[kinds[e.kind&7]] = e
+		kinds[e.kind&7]++
+	}
+	evs, buf = buf, evs
+	// By time, least significant digit first (each pass stable).
+	for shift := uint(0); shift < 64 && hi>>shift > 0; shift += bits {
+		clear(count[:])
+		for _, e := range evs {
+			count[(e.t>>shift)&(1<<bits-1)]++
+		}
+		for k, sum := 0, 0; k < len(count); k++ {
+			count[k], sum = sum, sum+count[k]
+		}
+		for _, e := range evs {
+			d := (e.t >> shift) & (1<<bits - 1)
+			buf[count[d]] = e
+			count[d]++
+		}
+		evs, buf = buf, evs
+	}
+	return evs
 }
 
 // outState is one planned swap-out during the sweep.
@@ -490,8 +548,9 @@ func (fm *fastModel) sweep(plan *Plan, throttle []int64) *fastResult {
 		evs = append(evs, sweepEv{t: tm.times.End[ps.Tensor.Node.Index], kind: evOut, id: int32(len(outs))})
 		outs = append(outs, o)
 	}
+	redirected := map[graphdef.Use]bool{}
 	for _, bs := range bufs {
-		redirected := map[graphdef.Use]bool{}
+		clear(redirected)
 		for _, o := range bs.outs {
 			for _, g := range o.ps.Groups {
 				for _, u := range g.Uses {
@@ -562,18 +621,7 @@ func (fm *fastModel) sweep(plan *Plan, throttle []int64) *fastResult {
 			}
 		}
 	}
-	for i := range evs {
-		evs[i].seq = int32(i)
-	}
-	slices.SortFunc(evs, func(a, b sweepEv) int {
-		if a.t != b.t {
-			return cmp.Compare(a.t, b.t)
-		}
-		if a.kind != b.kind {
-			return cmp.Compare(a.kind, b.kind)
-		}
-		return cmp.Compare(a.seq, b.seq)
-	})
+	evs = sortEvents(evs)
 	engFree := make([]int64, fm.engines)
 	lat := pr.latency
 	// advance brings device d's running memory edits up to base time t.
@@ -758,7 +806,6 @@ func (fm *fastModel) sweep(plan *Plan, throttle []int64) *fastResult {
 		if bs.outDone >= 0 {
 			free = max(free, ds.unwarp(bs.outDone))
 		}
-		res.freed[b] = free
 		if free < b.lastEnd {
 			res.add(b.dev, free, b.lastEnd, -b.bytes)
 		} else if free > b.lastEnd {
@@ -773,7 +820,6 @@ func (fm *fastModel) sweep(plan *Plan, throttle []int64) *fastResult {
 		ds := devs[b.dev]
 		alloc := ds.unwarp(g.allocReal)
 		res.add(b.dev, alloc, g.last, b.bytes)
-		res.ins[b] = append(res.ins[b], swapIn{alloc: alloc, done: g.done, free: g.last, due: g.due})
 	}
 	for _, ds := range devs {
 		if ds != nil && ds.shift > res.stall {

@@ -2,6 +2,8 @@ package rewrite
 
 import (
 	"math/rand"
+	"slices"
+	"sort"
 	"testing"
 
 	"github.com/tfswap/tfswap/cost"
@@ -29,6 +31,11 @@ func TestLoadTreeIncremental(t *testing.T) {
 		for i, p := range pts {
 			bytes[i], maxes[i] = p.Bytes, p.Max
 		}
+		// One range's area kept incrementally, as the greedy selections keep their area
+		// scores: each addition brings its amount times its overlap's span.
+		ql := rng.Intn(n)
+		qr := ql + rng.Intn(n-ql)
+		kept := lt.areaIdx(ql, qr)
 		for step := 0; step < 60; step++ {
 			from, to := rng.Int63n(tt+20)-10, rng.Int63n(tt+20)-10
 			if from > to {
@@ -36,6 +43,14 @@ func TestLoadTreeIncremental(t *testing.T) {
 			}
 			v := rng.Int63n(1<<19) - 1<<18
 			lt.add(from, to, v)
+			if l, r := lt.index(from), lt.index(to)-1; l <= r {
+				if lo, hi := max(l, ql), min(r, qr); lo <= hi {
+					kept += float64(v) * float64(lt.span(lo, hi))
+				}
+			}
+			if got := lt.areaIdx(ql, qr); got != kept {
+				t.Fatalf("trial %d step %d: area of points %d..%d %v, kept incrementally %v", trial, step, ql, qr, got, kept)
+			}
 			for i, p := range pts {
 				if p.T >= from && p.T < to {
 					bytes[i] += v
@@ -153,4 +168,32 @@ func TestFastModelAgreesWithSimulate(t *testing.T) {
 		t.Fatalf("%d plans checked, %d predicted exactly", checked, exact)
 	}
 	t.Logf("%d plans checked, %d predicted exactly", checked, exact)
+}
+
+// TestSortEvents checks the sweep's linear event sort against a comparison sort on random
+// lists, short and long, with ties in time and kind.
+func TestSortEvents(t *testing.T) {
+	rng := rand.New(rand.NewSource(7))
+	for trial := 0; trial < 40; trial++ {
+		n := rng.Intn(3000)
+		span := int64(1) << uint(rng.Intn(40)+1)
+		evs := make([]sweepEv, n)
+		for i := range evs {
+			evs[i] = sweepEv{t: rng.Int63n(span), kind: uint8(rng.Intn(evOrigEnd + 1)), id: int32(i)}
+		}
+		want := append([]sweepEv(nil), evs...)
+		for i := range want {
+			want[i].seq = int32(i)
+		}
+		sort.SliceStable(want, func(a, b int) bool {
+			if want[a].t != want[b].t {
+				return want[a].t < want[b].t
+			}
+			return want[a].kind < want[b].kind
+		})
+		got := sortEvents(evs)
+		if !slices.Equal(got, want) {
+			t.Fatalf("trial %d (%d events, span %d): sortEvents differs from a stable sort", trial, n, span)
+		}
+	}
 }

@@ -33,11 +33,15 @@ import (
 // build.
 type autoPlanner struct{}
 
-func (autoPlanner) Name() string { return "auto" }
-
-func (autoPlanner) Doc() string {
-	return "tfswap's planner: the best of every other strategy, its own greedy over all gaps of all tensors, then trigger tuning from the " +
-		"plan's own timeline, pruning of swaps the budget does not need, and Kim's staggering on GPUs sharing a host link"
+// autoStrategy is the auto strategy (autoPlanner), the default. It requires every other
+// planning strategy but lms-fixed, which does not plan for the budget: their plans are its
+// starting points.
+var autoStrategy = &Strategy{
+	Name: "auto",
+	Doc: "tfswap's planner: the best of every other strategy, its own greedy over all gaps of all tensors, then trigger tuning from the " +
+		"plan's own timeline, pruning of swaps the budget does not need, and Kim's staggering on GPUs sharing a host link",
+	Requires: []*Strategy{lmsStrategy, vdnnAllStrategy, vdnnConvStrategy, vdnnDynStrategy, autoSwapStrategy, windowStrategy},
+	Run:      func(pass *Pass) (*Evaluation, error) { return autoPlanner{}.Plan(pass) },
 }
 
 // autoPruneTries bounds the simulations pruning spends; autoStarts is how many plans (the
@@ -47,7 +51,10 @@ const (
 	autoStarts     = 2
 )
 
-func (p autoPlanner) Plan(pr *Problem) (*Evaluation, error) {
+// Plan plans for pass.Problem's budgets, starting from the plans of the strategies pass's
+// strategy requires.
+func (p autoPlanner) Plan(pass *Pass) (*Evaluation, error) {
+	pr := pass.Problem
 	if pr.Base.Fits {
 		return pr.Base, nil
 	}
@@ -57,18 +64,14 @@ func (p autoPlanner) Plan(pr *Problem) (*Evaluation, error) {
 			best = ev
 		}
 	}
-	for _, s := range []Planner{lmsPlanner{}, vdnnPlanner{policy: vdnnAll}, vdnnPlanner{policy: vdnnConv}, vdnnPlanner{policy: vdnnDyn}, autoSwapPlanner{}, windowPlanner{}} {
-		if pr.only != nil && !pr.only[s.Name()] {
-			continue
-		}
-		pr.strategy = s.Name()
-		ev, err := s.Plan(pr)
-		if err != nil {
-			return nil, err
-		}
+	required, err := pass.runRequired()
+	if err != nil {
+		return nil, err
+	}
+	for _, ev := range required {
 		consider(ev)
 	}
-	pr.strategy = "auto"
+	pr.strategy = pass.Strategy.Name
 	// Its own greedy over every gap of every buffer.
 	cands := pr.allGapCandidates()
 	ws := []asWeights{{0, 0, 0, 0, 1}, {0, 0, 0, 1, 0}, {1, 0, 0, 0, 0}, {0, 0, 0, 0.5, 1}}

@@ -36,19 +36,25 @@ const (
 
 type vdnnPlanner struct{ policy vdnnPolicy }
 
-func (p vdnnPlanner) Name() string {
-	return [...]string{"vdnn-all", "vdnn-conv", "vdnn-dyn"}[p.policy]
-}
-
-func (p vdnnPlanner) Doc() string {
-	switch p.policy {
-	case vdnnAll:
-		return "vDNN_all (Rhu et al., MICRO'16): offload the input feature maps of every layer (op with a kernel) that are reused in the backward pass; prefetch during the backward computation of the layer after, never past the closest convolution"
-	case vdnnConv:
-		return "vDNN_conv (Rhu et al., MICRO'16): offload only the input feature maps of convolutions; prefetch as vdnn-all"
+// vdnnAllStrategy, vdnnConvStrategy and vdnnDynStrategy are the three vDNN policies
+// (vdnnPlanner).
+var (
+	vdnnAllStrategy = &Strategy{
+		Name: "vdnn-all",
+		Doc:  "vDNN_all (Rhu et al., MICRO'16): offload the input feature maps of every layer (op with a kernel) that are reused in the backward pass; prefetch during the backward computation of the layer after, never past the closest convolution",
+		Run:  func(pass *Pass) (*Evaluation, error) { return vdnnPlanner{policy: vdnnAll}.Plan(pass.Problem) },
 	}
-	return "vDNN_dyn (Rhu et al., MICRO'16): no offloading if that fits, else vDNN_conv, else vDNN_all; then drop offloads, last layers first, while the plan still fits (the least offloading that fits)"
-}
+	vdnnConvStrategy = &Strategy{
+		Name: "vdnn-conv",
+		Doc:  "vDNN_conv (Rhu et al., MICRO'16): offload only the input feature maps of convolutions; prefetch as vdnn-all",
+		Run:  func(pass *Pass) (*Evaluation, error) { return vdnnPlanner{policy: vdnnConv}.Plan(pass.Problem) },
+	}
+	vdnnDynStrategy = &Strategy{
+		Name: "vdnn-dyn",
+		Doc:  "vDNN_dyn (Rhu et al., MICRO'16): no offloading if that fits, else vDNN_conv, else vDNN_all; then drop offloads, last layers first, while the plan still fits (the least offloading that fits)",
+		Run:  func(pass *Pass) (*Evaluation, error) { return vdnnPlanner{policy: vdnnDyn}.Plan(pass.Problem) },
+	}
+)
 
 // convForward reports whether n is a forward convolution.
 func convForward(n *graphdef.Node) bool {
