@@ -202,6 +202,17 @@ def grappler_live(tfswap, path):
     return out
 
 
+def live_entry(line):
+    """One line of the no-fit message's largest activations ("name  3.32 GiB  Op") as
+    "name 3.32 Op", the size in GiB."""
+    f = line.split()
+    if len(f) < 3:
+        return " ".join(f)
+    scale = {"B": 2**-30, "KiB": 2**-20, "MiB": 2**-10, "GiB": 1.0, "TiB": 1024.0}.get(f[2])
+    size = "%.2f" % (float(f[1]) * scale) if scale else f[1]
+    return " ".join([f[0], size] + f[3:4])
+
+
 def rewrite(tfswap, src, acc):
     with tempfile.TemporaryDirectory() as tmp:
         rep = os.path.join(tmp, "r.json")
@@ -220,10 +231,25 @@ def rewrite(tfswap, src, acc):
                 rec["grappler_live"] = grappler_live(tfswap, os.path.join(tmp, "o.pb"))
         else:
             rec["fits"] = False
-            m = re.search(r"the smallest peak any plan reached is ([0-9.]+) GiB", p.stderr)
-            rec["lowest_peak_gib"] = float(m.group(1)) if m else None
-            m = re.search(r"largest activations live then:\n((?:    .*\n){1,3})", p.stderr)
-            rec["live"] = [" ".join(x.split()[:2]) for x in m.group(1).splitlines()] if m else []
+            # The no-fit message: the lowest plan's peak by tfswap's accounting, or, when
+            # Grappler's is the one over, its three figures; then when the peak falls and the
+            # largest activations live then (by the accounting that is over).
+            m = re.search(r"the smallest peak any plan reached is ([0-9.]+) GiB at ([0-9.]+ ?[a-zµ]*s) into", p.stderr)
+            g = re.search(r"the best plan's peak is ([0-9.]+) GiB by tfswap's model of the runtime but ([0-9.]+) GiB "
+                          r"by Grappler's VirtualCluster \(([0-9.]+) GiB from its trace's microseconds.*?\), at "
+                          r"([0-9.]+ ?[a-zµ]*s) into", p.stderr)
+            if m:
+                rec.update(lowest_peak_gib=float(m.group(1)), lowest_over="tfswap", lowest_at=m.group(2))
+            elif g:
+                rec.update(lowest_peak_gib=max(float(g.group(2)), float(g.group(3))), lowest_over="VirtualCluster",
+                           lowest_tfswap_gib=float(g.group(1)), lowest_vc_gib=[float(g.group(2)), float(g.group(3))],
+                           lowest_at=g.group(4))
+            else:
+                rec["lowest_peak_gib"] = None
+            m = re.search(r"largest activations live then:\n((?:    .*\n?){1,3})", p.stderr)
+            # "name size" (GiB, as the rows of earlier runs have it) and, when the message gives
+            # it, the op.
+            rec["live"] = [live_entry(x) for x in m.group(1).splitlines() if x.strip()] if m else []
             if not m and "no plan fits" not in p.stderr:
                 rec["error"] = p.stderr[-1500:]
         return rec
@@ -406,6 +432,26 @@ def markdown(data):
         out.append("* Target (8x B0 within +82%%, fitting by both accountings): %s%s." % (
             "met" if met else "missed",
             "" if r.get("exit") != 0 else " (%+.1f%% at 8x)" % (100 * r["overhead"])))
+    blocked = [r for r in rows if r.get("exit") != 0 and r.get("live")]
+    if blocked:
+        out.append("")
+        out.append("Where no plan fits: the peak of the lowest plan any strategy reached, by the accounting that is "
+                   "over the budget, and the three largest activations live then (from `tfswap rewrite`'s no-fit "
+                   "message; GiB):\n")
+        for r in blocked:
+            over = r.get("lowest_over", "tfswap")
+            if over == "VirtualCluster" and r.get("lowest_vc_gib"):
+                what = "the VirtualCluster's %.2f (ns) / %.2f (us), tfswap's %.2f" % (
+                    r["lowest_vc_gib"][0], r["lowest_vc_gib"][1], r["lowest_tfswap_gib"])
+            else:
+                what = "tfswap's %s" % ("%.2f" % r["lowest_peak_gib"] if r.get("lowest_peak_gib") else "?")
+            live = []
+            for x in r["live"]:
+                f = x.split()
+                live.append("`%s` (%s%s)" % (f[0], f[1], ", " + f[2] if len(f) > 2 else ""))
+            out.append("* %d (%gx), `%s`: %s%s: %s." % (
+                r["batch"], r["multiple"], r["accounting"], what,
+                " at %s" % r["lowest_at"] if r.get("lowest_at") else "", ", ".join(live)))
     diag = [r for r in rows if r.get("grappler_live")]
     if diag:
         out.append("")
