@@ -138,6 +138,12 @@ func (lt *loadTree) area(from, to int64) float64 {
 	return lt.areaIdx(lt.index(from), lt.index(to)-1)
 }
 
+// span returns the total duration of the points l..r (l <= r): the time from point l to the
+// point after r, the last point lasting nothing.
+func (lt *loadTree) span(l, r int) int64 {
+	return lt.t[min(r+1, lt.n-1)] - lt.t[l]
+}
+
 // areaIdx returns the integral of the curve over the points l..r (0 when l > r).
 func (lt *loadTree) areaIdx(l, r int) float64 {
 	if l > r {

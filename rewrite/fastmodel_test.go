@@ -31,6 +31,11 @@ func TestLoadTreeIncremental(t *testing.T) {
 		for i, p := range pts {
 			bytes[i], maxes[i] = p.Bytes, p.Max
 		}
+		// One range's area kept incrementally, as the greedy selections keep their area
+		// scores: each addition brings its amount times its overlap's span.
+		ql := rng.Intn(n)
+		qr := ql + rng.Intn(n-ql)
+		kept := lt.areaIdx(ql, qr)
 		for step := 0; step < 60; step++ {
 			from, to := rng.Int63n(tt+20)-10, rng.Int63n(tt+20)-10
 			if from > to {
@@ -38,6 +43,14 @@ func TestLoadTreeIncremental(t *testing.T) {
 			}
 			v := rng.Int63n(1<<19) - 1<<18
 			lt.add(from, to, v)
+			if l, r := lt.index(from), lt.index(to)-1; l <= r {
+				if lo, hi := max(l, ql), min(r, qr); lo <= hi {
+					kept += float64(v) * float64(lt.span(lo, hi))
+				}
+			}
+			if got := lt.areaIdx(ql, qr); got != kept {
+				t.Fatalf("trial %d step %d: area of points %d..%d %v, kept incrementally %v", trial, step, ql, qr, got, kept)
+			}
 			for i, p := range pts {
 				if p.T >= from && p.T < to {
 					bytes[i] += v
