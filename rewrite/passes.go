@@ -3,6 +3,7 @@ package rewrite
 import (
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -18,6 +19,9 @@ import (
 // constraints between passes, each with its reason, are in passOrder and checked when the
 // package is initialised (checkPassOrder). The passes up to nofit plan; apply is the graph
 // surgery, which consumes the chosen plan and changes nothing the planning passes decided.
+//
+// The auto strategy's Run is itself an ordered list of passes (autoPasses in
+// strategy_auto.go, named "auto.NAME" for debugging) with its own checked constraints.
 //
 // TFSWAP_PASSTIME=1 prints each pass's wall time and simulations to standard error;
 // TFSWAP_DEBUG_PASS=NAME[,NAME...] (or "all") prints the best plan after each named pass
@@ -47,9 +51,12 @@ var planPasses = []planPass{
 	{"explain", "the reasoning per tensor (--explain)", passExplain},
 }
 
-// passOrder are the ordering constraints between planPasses: before runs before after, for
-// reason. checkPassOrder checks them.
-var passOrder = []struct{ before, after, reason string }{
+// passConstraint is an ordering constraint between passes: before runs before after, for
+// reason.
+type passConstraint struct{ before, after, reason string }
+
+// passOrder are the ordering constraints between planPasses. checkPassOrder checks them.
+var passOrder = []passConstraint{
 	{"analyze", "strategy", "every strategy plans on the problem analyze builds (the unswapped step's simulation and budgets)"},
 	{"strategy", "recompute", "recomputation is kept only when it beats the swap-only plan, and auto screens its levels against that plan's step"},
 	{"strategy", "tighter", "tighter plans run again only the two strategies that did best at the budget asked for, read from the strategy pass's plans"},
@@ -63,20 +70,20 @@ var passOrder = []struct{ before, after, reason string }{
 }
 
 func init() {
-	if err := checkPassOrder(planPasses, passOrder); err != nil {
+	if err := checkPassOrder(PlanPassNames(), passOrder); err != nil {
 		panic(err)
 	}
 }
 
-// checkPassOrder returns an error when a constraint names a pass that is not in passes or
-// when passes break one.
-func checkPassOrder(passes []planPass, order []struct{ before, after, reason string }) error {
+// checkPassOrder returns an error when a constraint names a pass that is not in names (the
+// passes in the order they run) or when that order breaks one.
+func checkPassOrder(names []string, order []passConstraint) error {
 	at := map[string]int{}
-	for i, p := range passes {
-		if _, dup := at[p.name]; dup {
-			return fmt.Errorf("planning pass %q listed twice", p.name)
+	for i, n := range names {
+		if _, dup := at[n]; dup {
+			return fmt.Errorf("planning pass %q listed twice", n)
 		}
-		at[p.name] = i
+		at[n] = i
 	}
 	for _, c := range order {
 		i, ok1 := at[c.before]
@@ -96,6 +103,17 @@ func PlanPassNames() []string {
 	var out []string
 	for _, p := range planPasses {
 		out = append(out, p.name)
+	}
+	return out
+}
+
+// DebugPassNames returns the names TFSWAP_DEBUG_PASS accepts: the planning passes, then the
+// auto strategy's own passes (prefixed "auto."), which run within the strategy pass and
+// again wherever auto plans again (recompute, tighter).
+func DebugPassNames() []string {
+	out := PlanPassNames()
+	for _, p := range autoPasses {
+		out = append(out, autoPassPrefix+p.name)
 	}
 	return out
 }
@@ -135,25 +153,48 @@ type passDebug struct {
 	w    io.Writer
 }
 
+// passDebugOut is where timing lines and dumps go.
+var passDebugOut io.Writer = os.Stderr
+
+// report writes pass's timing line (started at t0, sims simulations) and its dump (by dump)
+// as d asks.
+func (d passDebug) report(pass string, t0 time.Time, sims int, dump func(w io.Writer)) {
+	if d.time {
+		fmt.Fprintf(d.w, "tfswap: pass %-20s %10.1f ms %5d simulations\n", pass, float64(time.Since(t0).Microseconds())/1000, sims)
+	}
+	if d.dump[pass] || d.dump["all"] {
+		fmt.Fprintf(d.w, "tfswap: after pass %s:", pass)
+		dump(d.w)
+	}
+}
+
 // passDebugFromEnv reads TFSWAP_PASSTIME and TFSWAP_DEBUG_PASS. An unknown pass name is an
 // error that lists the passes.
 func passDebugFromEnv() (passDebug, error) {
-	d := passDebug{w: os.Stderr}
+	d := readPassDebug()
+	names := DebugPassNames()
+	for _, n := range slices.Sorted(maps.Keys(d.dump)) {
+		if n != "all" && !slices.Contains(names, n) {
+			return d, fmt.Errorf("TFSWAP_DEBUG_PASS: unknown planning pass %q (passes: all, %s)", n, strings.Join(names, ", "))
+		}
+	}
+	return d, nil
+}
+
+// readPassDebug reads TFSWAP_PASSTIME and TFSWAP_DEBUG_PASS without checking the names
+// (passDebugFromEnv checks them before planning starts).
+func readPassDebug() passDebug {
+	d := passDebug{w: passDebugOut}
 	if v := os.Getenv("TFSWAP_PASSTIME"); v != "" && v != "0" {
 		d.time = true
 	}
 	if v := os.Getenv("TFSWAP_DEBUG_PASS"); v != "" {
 		d.dump = map[string]bool{}
-		names := PlanPassNames()
 		for _, n := range strings.Split(v, ",") {
-			n = strings.TrimSpace(n)
-			if n != "all" && !slices.Contains(names, n) {
-				return d, fmt.Errorf("TFSWAP_DEBUG_PASS: unknown planning pass %q (passes: all, %s)", n, strings.Join(names, ", "))
-			}
-			d.dump[n] = true
+			d.dump[strings.TrimSpace(n)] = true
 		}
 	}
-	return d, nil
+	return d
 }
 
 // runPlanPasses runs planPasses on st in order, timing and dumping them as dbg asks.
@@ -164,28 +205,28 @@ func runPlanPasses(st *planState, dbg passDebug) error {
 		if err := p.fn(st); err != nil {
 			return err
 		}
-		if dbg.time {
-			fmt.Fprintf(dbg.w, "tfswap: pass %-16s %10.1f ms %5d simulations\n", p.name, float64(time.Since(t0).Microseconds())/1000, st.sims-sims)
-		}
-		if dbg.dump[p.name] || dbg.dump["all"] {
-			st.dump(dbg.w, p.name)
-		}
+		dbg.report(p.name, t0, st.sims-sims, st.dump)
 	}
 	return nil
 }
 
-// dump writes the best plan after pass to w: its strategy, fit, step and swaps.
-func (st *planState) dump(w io.Writer, pass string) {
-	var ev *Evaluation
-	var descs []Recompute
+// dump writes the best plan so far to w.
+func (st *planState) dump(w io.Writer) {
 	if st.final != nil {
-		ev, descs = st.final.ev, st.final.descs
-	} else {
-		ev = st.ev
+		dumpEvaluation(w, st.final.ev, len(st.final.descs), st.sims)
+		for _, r := range st.final.descs {
+			fmt.Fprintf(w, "  recompute %s\n", r.Tensor)
+		}
+		return
 	}
-	fmt.Fprintf(w, "tfswap: after pass %s:", pass)
+	dumpEvaluation(w, st.ev, 0, st.sims)
+}
+
+// dumpEvaluation writes ev (with recomputes recomputations, after sims simulations) to w:
+// its strategy, fit, step, peak per device and swaps.
+func dumpEvaluation(w io.Writer, ev *Evaluation, recomputes, sims int) {
 	if ev == nil {
-		fmt.Fprintf(w, " no plan yet (%d simulations)\n", st.sims)
+		fmt.Fprintf(w, " no plan yet (%d simulations)\n", sims)
 		return
 	}
 	fit := "fits"
@@ -197,7 +238,7 @@ func (st *planState) dump(w io.Writer, pass string) {
 		nsw = len(ev.Plan.Swaps)
 	}
 	fmt.Fprintf(w, " plan by %s, %s, step %s (%+.1f%%), %d swaps, %d recomputations, %d simulations\n",
-		ev.Strategy, fit, cost.FormatDuration(ev.StepTime), 100*ev.Overhead, nsw, len(descs), st.sims)
+		ev.Strategy, fit, cost.FormatDuration(ev.StepTime), 100*ev.Overhead, nsw, recomputes, sims)
 	for _, d := range ev.Devices {
 		fmt.Fprintf(w, "  device %s peak %d of budget %d\n", d.Name, d.Peak, d.Budget)
 	}
@@ -205,9 +246,6 @@ func (st *planState) dump(w io.Writer, pass string) {
 		for _, s := range ev.Plan.Swaps {
 			fmt.Fprintf(w, "  swap %s %d bytes, %d swap-ins\n", s.Tensor, s.Bytes, len(s.Groups))
 		}
-	}
-	for _, r := range descs {
-		fmt.Fprintf(w, "  recompute %s\n", r.Tensor)
 	}
 }
 

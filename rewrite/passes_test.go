@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"bytes"
+	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -10,45 +11,53 @@ import (
 	"github.com/tfswap/tfswap/graphdef"
 )
 
-// TestPlanPassOrder: the planning passes keep their ordering constraints, and checkPassOrder
-// finds a pass moved before one it must follow (naming the reason), a constraint naming no
+// TestPlanPassOrder: the planning passes and auto's passes keep their ordering constraints,
+// and checkPassOrder finds a pass moved before one it must follow, a constraint naming no
 // pass, and a pass listed twice.
 func TestPlanPassOrder(t *testing.T) {
-	if err := checkPassOrder(planPasses, passOrder); err != nil {
-		t.Fatal(err)
+	var autoNames []string
+	for _, p := range autoPasses {
+		autoNames = append(autoNames, p.name)
 	}
-	for _, c := range passOrder {
-		if c.reason == "" {
-			t.Errorf("constraint %s before %s gives no reason", c.before, c.after)
+	for _, l := range []struct {
+		names []string
+		order []passConstraint
+	}{{PlanPassNames(), passOrder}, {autoNames, autoPassOrder}} {
+		if err := checkPassOrder(l.names, l.order); err != nil {
+			t.Fatal(err)
 		}
-	}
-	// Every constraint broken in turn: swap its two passes.
-	for _, c := range passOrder {
-		ps := slices.Clone(planPasses)
-		i := slices.IndexFunc(ps, func(p planPass) bool { return p.name == c.before })
-		j := slices.IndexFunc(ps, func(p planPass) bool { return p.name == c.after })
-		ps[i], ps[j] = ps[j], ps[i]
-		err := checkPassOrder(ps, passOrder)
-		if err == nil || !strings.Contains(err.Error(), "must run before") {
-			t.Errorf("%s moved after %s: got %v", c.before, c.after, err)
+		for _, c := range l.order {
+			if c.reason == "" {
+				t.Errorf("constraint %s before %s gives no reason", c.before, c.after)
+			}
+			// The constraint broken: its two passes swapped.
+			ns := slices.Clone(l.names)
+			i, j := slices.Index(ns, c.before), slices.Index(ns, c.after)
+			ns[i], ns[j] = ns[j], ns[i]
+			if err := checkPassOrder(ns, l.order); err == nil || !strings.Contains(err.Error(), "must run before") {
+				t.Errorf("%s moved after %s: got %v", c.before, c.after, err)
+			}
 		}
-	}
-	bad := append(slices.Clone(passOrder), struct{ before, after, reason string }{"strategy", "no-such-pass", "none"})
-	if err := checkPassOrder(planPasses, bad); err == nil {
-		t.Error("a constraint naming no pass was accepted")
-	}
-	if err := checkPassOrder(append(slices.Clone(planPasses), planPasses[0]), passOrder); err == nil {
-		t.Error("a pass listed twice was accepted")
+		bad := append(slices.Clone(l.order), passConstraint{l.names[0], "no-such-pass", "none"})
+		if err := checkPassOrder(l.names, bad); err == nil {
+			t.Error("a constraint naming no pass was accepted")
+		}
+		if err := checkPassOrder(append(slices.Clone(l.names), l.names[0]), l.order); err == nil {
+			t.Error("a pass listed twice was accepted")
+		}
 	}
 	if names := PlanPassNames(); len(names) != len(planPasses) || names[0] != "analyze" {
 		t.Errorf("PlanPassNames: %v", names)
 	}
+	if names := DebugPassNames(); !slices.Contains(names, "auto.greedy") || !slices.Contains(names, "tighter") {
+		t.Errorf("DebugPassNames: %v", names)
+	}
 }
 
 // TestPassDebugLeavesThePlan: on the resnet fixture (auto, 60% of its unswapped peak: the
-// plan swaps and recomputes) timing and dumping every pass gives the same plan as planning
-// without them, a timing line per pass, and a dump after each pass that names the plan's
-// swaps once there is a plan.
+// plan swaps) timing and dumping every pass gives the same plan as planning without them, a
+// timing line per pass (auto's own passes included), and a dump after each pass that names
+// the plan's swaps once there is a plan.
 func TestPassDebugLeavesThePlan(t *testing.T) {
 	m := loadFixtureModel(t, "resnet")
 	p, err := cost.LookupProfile(DefaultDevice)
@@ -79,7 +88,15 @@ func TestPassDebugLeavesThePlan(t *testing.T) {
 	mode, _ := recomputeMode("")
 	st := &planState{model: m, g: g2, opts: opts, po: po, planner: autoStrategy, mode: mode}
 	var out bytes.Buffer
-	if err := runPlanPasses(st, passDebug{time: true, dump: map[string]bool{"all": true}, w: &out}); err != nil {
+	defer func(w io.Writer) { passDebugOut = w }(passDebugOut)
+	passDebugOut = &out
+	t.Setenv("TFSWAP_PASSTIME", "1")
+	t.Setenv("TFSWAP_DEBUG_PASS", "all")
+	dbg, err := passDebugFromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := runPlanPasses(st, dbg); err != nil {
 		t.Fatal(err)
 	}
 	got := st.out
@@ -87,12 +104,12 @@ func TestPassDebugLeavesThePlan(t *testing.T) {
 		t.Errorf("with pass debugging the plan differs:\n%s\nwithout:\n%s", describePlan(got), describePlan(want))
 	}
 	text := out.String()
-	for _, p := range planPasses {
-		if !strings.Contains(text, "tfswap: pass "+p.name+" ") {
-			t.Errorf("no timing line for pass %s", p.name)
+	for _, n := range DebugPassNames() {
+		if !strings.Contains(text, "tfswap: pass "+n+" ") {
+			t.Errorf("no timing line for pass %s", n)
 		}
-		if !strings.Contains(text, "tfswap: after pass "+p.name+":") {
-			t.Errorf("no dump after pass %s", p.name)
+		if !strings.Contains(text, "tfswap: after pass "+n+":") {
+			t.Errorf("no dump after pass %s", n)
 		}
 	}
 	if !strings.Contains(text, "swap "+want.Swaps[0].Tensor) {

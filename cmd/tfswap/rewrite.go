@@ -116,7 +116,7 @@ func planFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "strategy", Usage: "the strategy: " + strings.Join(rewrite.StrategyNames(), ", ") + " (default auto, or lms-fixed when a fixed LMS threshold is given; --list-strategies describes them)"},
 		&cli.BoolFlag{Name: "list-strategies", Usage: "describe the planning strategies and exit"},
-		&cli.StringSliceFlag{Name: "debug-pass", Usage: "print the best plan after this planning pass to stderr (repeatable; all for every pass; one of " + strings.Join(rewrite.PlanPassNames(), ", ") + "); sets TFSWAP_DEBUG_PASS"},
+		&cli.StringSliceFlag{Name: "debug-pass", Usage: "print the best plan after this planning pass to stderr (repeatable; all for every pass; one of " + strings.Join(rewrite.DebugPassNames(), ", ") + "); sets TFSWAP_DEBUG_PASS"},
 		&cli.BoolFlag{Name: "pass-time", Usage: "print each planning pass's time and simulations to stderr; sets TFSWAP_PASSTIME"},
 		&cli.StringFlag{Name: "device", Usage: "plan for this GPU, a built-in device profile (default: the GPU TensorFlow sees when this tfswap has the runtime and no --budget is given, else " + rewrite.DefaultDevice + "; see tfswap simulate --list-devices)"},
 		&cli.StringFlag{Name: "device-file", Usage: "plan for the GPU of this device profile file"},
@@ -284,7 +284,7 @@ func planOptions(c *cli.Context, opts *tfswap.Options) error {
 // TFSWAP_DEBUG_PASS and TFSWAP_PASSTIME (rewrite/passes.go), which it reads.
 func passDebugFlags(c *cli.Context) error {
 	if ps := c.StringSlice("debug-pass"); len(ps) > 0 {
-		names := rewrite.PlanPassNames()
+		names := rewrite.DebugPassNames()
 		for _, p := range ps {
 			if p != "all" && !slices.Contains(names, p) {
 				return usagef("--debug-pass: unknown planning pass %q (passes: all, %s)", p, strings.Join(names, ", "))
