@@ -109,8 +109,8 @@ type Model struct {
 	raw        *rawIndex       // the bytes of every node as read (binary input only)
 	rawRest    []byte          // the GraphDef's fields other than node, as read
 	restProtos []proto.Message // pristine copies of those fields, to detect changes
-	saved      *cpb.SavedModel         // the SavedModel, for FormatSavedModel
-	metaIndex  int                     // which MetaGraphDef of saved holds Graph
+	saved      *cpb.SavedModel // the SavedModel, for FormatSavedModel
+	metaIndex  int             // which MetaGraphDef of saved holds Graph
 }
 
 // Load reads a model from path.
