@@ -78,6 +78,13 @@ type Options struct {
 	// (--offload): "none" (the default), "all", or "auto" (the planner moves the largest
 	// groups where swapping alone does not fit or slows the step). Empty means "none".
 	Offload string
+	// OffloadVariables names variables to keep in host memory with their optimizer slots
+	// (--offload-variables), instead of a mode: each group holding a named variable moves,
+	// whatever the budget, and names the graph does not hold are ignored. Unlike "auto" the
+	// choice does not depend on the graph, so every graph of a session (its initialiser's,
+	// its training step's) places the named variables alike: this is how the Grappler
+	// bridge runs a plan made offline with Offload "auto". It needs Offload "" or "none".
+	OffloadVariables []string
 	// Explain records the plan's reasoning for every swap candidate in the report
 	// (Prediction.Explanation; --explain).
 	Explain bool
@@ -225,6 +232,10 @@ func (o *Options) rewriteOptions() (rewrite.Options, rewrite.PlanOptions, error)
 	if _, perr := rewrite.ParseOffloadMode(o.Offload); perr != nil {
 		check(false, "Offload: %v", perr)
 	}
+	check(len(o.OffloadVariables) == 0 || o.Offload == "" || o.Offload == string(rewrite.OffloadNone), "give either Offload %q or OffloadVariables, not both", o.Offload)
+	for _, v := range o.OffloadVariables {
+		check(v != "", "OffloadVariables: empty variable name")
+	}
 	check(o.Recompute == "" || slices.Contains(rewrite.RecomputeModes, o.Recompute), "Recompute: want one of %s, got %q", strings.Join(rewrite.RecomputeModes, ", "), o.Recompute)
 	if err != nil {
 		return ro, po, err
@@ -253,7 +264,8 @@ func (o *Options) rewriteOptions() (rewrite.Options, rewrite.PlanOptions, error)
 		return ro, po, &Error{Kind: ErrBadOptions, Err: err}
 	}
 	po = rewrite.PlanOptions{Strategy: s, Budget: o.Budget, Explain: o.Explain, BOIterations: o.BOIterations, Window: o.Window,
-		FitAccounting: o.FitAccounting, Recompute: o.Recompute, Offload: rewrite.OffloadMode(o.Offload)}
+		FitAccounting: o.FitAccounting, Recompute: o.Recompute, Offload: rewrite.OffloadMode(o.Offload),
+		OffloadVariables: clone(o.OffloadVariables)}
 	if o.NoBayesianOptimisation {
 		po.BOIterations = -1
 	}

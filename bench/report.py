@@ -853,6 +853,22 @@ def section_footprint(data, out):
     out.append(section(data))
 
 
+def section_monotone(data, out, docs):
+    """The monotonicity check (bench/monotone.py) over the run's budget sweeps, the zoo's
+    (docs/bench/zoo.json) and those planned again by `monotone.py --replan`
+    (docs/bench/monotone.json), the last two when they exist."""
+    from monotone import TITLE, check, markdown, sources  # bench/monotone.py
+    extra = []
+    for name in ("zoo.json", "monotone.json"):
+        path = os.path.join(docs, "bench", name)
+        extra.append(None)
+        if os.path.exists(path):
+            with open(path) as f:
+                extra[-1] = json.load(f)
+    out.append(TITLE + "\n")
+    out.append(markdown(check(data, extra[0], replanned=extra[1]), sources(data, *extra)))
+
+
 def section_ceiling(out, docs):
     """The ResNet-50 ceiling section, from docs/bench/ceiling.json (bench/ceiling.py's results,
     committed), when it exists."""
@@ -1048,6 +1064,7 @@ def main(argv=None):
     section_maxbatch(res, body)
     section_bound(res, body)
     zero = section_curves(res, body, args.docs)
+    section_monotone(data, body, args.docs)
     targets = section_targets(res, body, args.docs)
     section_verification(res, body)
     section_grappler(res, body)

@@ -1032,8 +1032,14 @@ def main(argv=None):
     errors = sum(1 for r in records if r["error"])
     log("done in %.1f min: %d tasks (%d failed), results in %s" % (
         elapsed / 60, len(records), errors, path))
+    # Monotonicity in the budget along the run's sweeps (issue 14 item 3; bench/monotone.py).
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import monotone
+    mono = monotone.check(out)
+    for v in mono["violations"]:
+        log("%s %s" % ("NOT MONOTONE" if v["must"] else "monotone note:", monotone.line(v)))
+    log("monotone: " + monotone.summary(mono))
     if args.report:
-        sys.path.insert(0, os.path.join(ROOT, "bench"))
         import report
         report.main(["--results", path])
     return 0

@@ -457,18 +457,22 @@ bool DevicesMoved(const GraphDef& in, const GraphDef& out) {
 }
 
 // Offloads reports whether flags ask tfswap to move variables to the host (--offload all or
-// auto).
+// auto, or --offload-variables naming some).
 bool Offloads(const std::vector<std::string>& flags) {
-  bool on = false;
+  bool on = false, named = false;
   for (size_t i = 0; i < flags.size(); i++) {
     const std::string& f = flags[i];
-    if (f.rfind("--offload=", 0) == 0) {
+    if (f.rfind("--offload-variables=", 0) == 0) {
+      named = named || f.size() > strlen("--offload-variables=");
+    } else if (f == "--offload-variables" && i + 1 < flags.size()) {
+      named = named || !flags[i + 1].empty();
+    } else if (f.rfind("--offload=", 0) == 0) {
       on = f != "--offload=none" && f != "--offload=";
     } else if (f == "--offload" && i + 1 < flags.size()) {
       on = flags[i + 1] != "none" && !flags[i + 1].empty();
     }
   }
-  return on;
+  return on || named;
 }
 
 std::string Role(const NodeDef& n) {
@@ -825,7 +829,11 @@ void FinishConfig(Config* cfg) {
          "offload=auto is not safe through the bridge: it chooses the variables to move from "
          "each graph, and every graph of a session (the initialiser's, the training step's) "
          "must place each variable alike, or a run fails with \"Could not find variable\"; "
-         "offload=all is used instead (every variable on the host in every graph)"});
+         "the initialiser's graph, which fixes where each variable lives, runs first and "
+         "holds no training step to choose from. offload=all is used instead (every variable "
+         "on the host in every graph); to move only some, plan the training graph offline "
+         "with tfswap rewrite --offload auto and give the variables it moved as the "
+         "parameter offload_variables"});
   }
 }
 

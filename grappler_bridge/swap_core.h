@@ -91,9 +91,13 @@ bool SetParameter(Config* cfg, const std::string& key, const std::vector<std::st
 // --offload auto (given as offload=auto, --offload=auto or "--offload auto"): auto chooses
 // the variables to move from each graph, and every graph a session runs (the initialiser's,
 // the training step's) must place each variable alike, or a run looks for a variable's
-// resource on a device that does not hold it ("Could not find variable"). FinishConfig
-// passes --offload=all instead, which places every variable on the host in every graph, and
-// adds an "offload-auto" warning to cfg->warnings saying so.
+// resource on a device that does not hold it ("Could not find variable"). The first graph
+// that creates a variable fixes its device, and in a session that graph is the
+// initialiser's, which holds no training step for auto to plan from, so no per-graph choice
+// can be both safe and useful. FinishConfig passes --offload=all instead, which places every
+// variable on the host in every graph, and adds an "offload-auto" warning to cfg->warnings
+// saying so and naming the safe way to move only some: the parameter offload_variables
+// (tfswap's --offload-variables), a list of variables that every graph places alike.
 void FinishConfig(Config* cfg);
 
 // Result is what RunSwap returns.

@@ -43,6 +43,10 @@ const (
 	OffloadAuto OffloadMode = "auto"
 )
 
+// offloadNamed is the mode of PlanOptions.OffloadVariables: the groups holding a named
+// variable move.
+const offloadNamed OffloadMode = "named"
+
 // OffloadModes lists the modes for --help.
 var OffloadModes = []OffloadMode{OffloadNone, OffloadAll, OffloadAuto}
 
@@ -679,6 +683,22 @@ func ExplainOffload(r *OffloadResult) []string {
 			line += ": " + v.Reason
 		}
 		out = append(out, line)
+	}
+	return out
+}
+
+// NamedGroups returns the groups, in their order, that hold a variable node named in names.
+// A name no group holds is ignored: each graph a session runs holds only some variables.
+func NamedGroups(groups []*VariableGroup, names []string) []*VariableGroup {
+	want := make(map[string]bool, len(names))
+	for _, n := range names {
+		want[n] = true
+	}
+	var out []*VariableGroup
+	for _, grp := range groups {
+		if slices.ContainsFunc(grp.Variables, func(v *graphdef.Node) bool { return want[v.Name] }) {
+			out = append(out, grp)
+		}
 	}
 	return out
 }

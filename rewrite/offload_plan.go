@@ -12,7 +12,9 @@ import (
 // planOffloaded plans model (prepared: g is its graph, opts has its defaults) with variables
 // on the host. The copies of the variables' reads are triggered from the unswapped step's
 // predicted times (scheduled backwards on the host-to-device link from their consumers), or,
-// when no plan of that fits, SwapinAhead levels before their consumers. With OffloadAll every variable group moves; with OffloadAuto the planner first
+// when no plan of that fits, SwapinAhead levels before their consumers. With OffloadAll every variable group moves; with
+// PlanOptions.OffloadVariables the groups holding a named variable move (none named in g:
+// the plan has no offload); with OffloadAuto the planner first
 // plans with every variable resident and keeps that plan when it fits without slowing the
 // step, else it tries offloading the largest groups (a variable's bytes, its gradient's and
 // its slots' leave the device) in amounts covering half, all and twice the unswapped graph's
@@ -26,7 +28,7 @@ func planOffloaded(model *graphdef.Model, g *graphdef.Graph, opts Options, po Pl
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := planner.(lmsFixedPlanner); ok {
+	if planner == lmsFixedStrategy {
 		return nil, fmt.Errorf("offload %s is planned for the budget: fixed LMS thresholds (lms-fixed) do not plan; give a planning strategy", mode)
 	}
 	a := Analyze(g, opts)
@@ -60,6 +62,12 @@ func planOffloaded(model *graphdef.Model, g *graphdef.Graph, opts Options, po Pl
 	switch mode {
 	case OffloadAll:
 		choices = append(choices, choice{groups, "every variable is offloaded (--offload all)"})
+	case offloadNamed:
+		sel := NamedGroups(groups, po.OffloadVariables)
+		if len(sel) == 0 {
+			return planPrepared(model, g, opts, po)
+		}
+		choices = append(choices, choice{sel, "named by --offload-variables"})
 	case OffloadAuto:
 		p0, err := planPrepared(model, g, opts, po)
 		if err == nil && p0.Eval.Fits && p0.Eval.StepTime <= base.StepTime {

@@ -341,23 +341,6 @@ func TestMultiGPUBudgetsAndHosts(t *testing.T) {
 	}
 }
 
-// TestPlainRewriteUnchanged: planning options leave the plain rewrite alone; Rewrite is the
-// LMS rewrite as before (its goldens are in TestGolden).
-func TestLookupStrategy(t *testing.T) {
-	for _, n := range StrategyNames() {
-		p, err := LookupStrategy(n)
-		if err != nil || p.Name() != n || p.Doc() == "" {
-			t.Errorf("%s: %v", n, err)
-		}
-	}
-	if p, err := LookupStrategy(""); err != nil || p.Name() != "auto" {
-		t.Errorf("default strategy: %v %v", p, err)
-	}
-	if _, err := LookupStrategy("magic"); err == nil {
-		t.Error("unknown strategy accepted")
-	}
-}
-
 // TestPlanTwoDeviceEmulation: the runtime tests place the fixture on /device:CPU:1, which
 // stands for the GPU, and swap to /device:CPU:0. Planning simulates CPU:1 as a GPU, so the
 // plan swaps to CPU:0 and fits the budget there; its devices are named as the graph names them

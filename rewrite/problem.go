@@ -71,6 +71,9 @@ type PlanOptions struct {
 	Recompute string
 	// Offload says which variables live on the host (OffloadModes; "" means none).
 	Offload OffloadMode
+	// OffloadVariables names variables whose groups live on the host, whatever the budget
+	// (with Offload none): names the graph does not hold are ignored.
+	OffloadVariables []string
 }
 
 // FitAccountings are the names PlanOptions.FitAccounting accepts, alone or (the first three)
@@ -278,9 +281,6 @@ type Problem struct {
 	latency   int64
 	hostIdent int64
 	strategy  string // the planner running, for Evaluation.Strategy
-	// only, when set, limits the strategies auto runs before its own search to these (the
-	// recomputation stage runs those that did best without recomputation).
-	only map[string]bool
 	// original is the unswapped step of the graph before recomputation, when this problem
 	// plans a graph with recomputations (its Base).
 	original *Evaluation

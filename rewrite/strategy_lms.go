@@ -17,12 +17,13 @@ import (
 // fitting plan with the shortest simulated step is kept.
 type lmsPlanner struct{}
 
-func (lmsPlanner) Name() string { return "lms" }
-
-func (lmsPlanner) Doc() string {
-	return "TensorFlow Large Model Support (Le et al.): swap every tensor for its consumers at least swapout_threshold levels away, " +
+// lmsStrategy is the lms strategy (lmsPlanner).
+var lmsStrategy = &Strategy{
+	Name: "lms",
+	Doc: "TensorFlow Large Model Support (Le et al.): swap every tensor for its consumers at least swapout_threshold levels away, " +
 		"triggered swapin_ahead levels early, consumers within swapin_groupby levels sharing a swap-in; the three are tuned with the simulator " +
-		"(largest fitting threshold per ahead/groupby pair, then the shortest step)"
+		"(largest fitting threshold per ahead/groupby pair, then the shortest step)",
+	Run: func(pass *Pass) (*Evaluation, error) { return lmsPlanner{}.Plan(pass.Problem) },
 }
 
 // lmsAheads and lmsGroupBys are the grid the tuning searches.

@@ -9,11 +9,13 @@ import "github.com/tfswap/tfswap/graphdef"
 // fits or not (Planned.Eval.Fits says).
 type lmsFixedPlanner struct{}
 
-func (lmsFixedPlanner) Name() string { return "lms-fixed" }
-
-func (lmsFixedPlanner) Doc() string {
-	return "TensorFlow Large Model Support with fixed thresholds (--swapout-threshold, --swapin-ahead, --swapin-groupby; defaults 10, 2, 5): " +
-		"the rewrite does not depend on the budget, which it is only checked against; written even when it does not fit"
+// lmsFixedStrategy is the lms-fixed strategy (lmsFixedPlanner). RewriteWithPlanner and the
+// offload planner recognise it by identity: it does not plan for the budget.
+var lmsFixedStrategy = &Strategy{
+	Name: "lms-fixed",
+	Doc: "TensorFlow Large Model Support with fixed thresholds (--swapout-threshold, --swapin-ahead, --swapin-groupby; defaults 10, 2, 5): " +
+		"the rewrite does not depend on the budget, which it is only checked against; written even when it does not fit",
+	Run: func(pass *Pass) (*Evaluation, error) { return lmsFixedPlanner{}.Plan(pass.Problem) },
 }
 
 func (lmsFixedPlanner) Plan(pr *Problem) (*Evaluation, error) {
@@ -37,8 +39,8 @@ func rewriteFixedLMS(model *graphdef.Model, g *graphdef.Graph, opts Options, po 
 	if err := pr.checkSharedLinks(); err != nil {
 		return nil, err
 	}
-	pr.strategy = lmsFixedPlanner{}.Name()
-	ev, err := lmsFixedPlanner{}.Plan(pr)
+	pr.strategy = lmsFixedStrategy.Name
+	ev, err := lmsFixedStrategy.plan(pr)
 	if err != nil {
 		return nil, err
 	}

@@ -29,11 +29,12 @@ import (
 
 type windowPlanner struct{}
 
-func (windowPlanner) Name() string { return "window" }
-
-func (windowPlanner) Doc() string {
-	return "adaptive schedule-window (Sony out-of-core): swap-ins issued when the byte look-ahead window reaches a read, " +
-		"swap-outs completed oldest first only as far as the budget requires; the window size is tuned with the simulator"
+// windowStrategy is the window strategy (windowPlanner).
+var windowStrategy = &Strategy{
+	Name: "window",
+	Doc: "adaptive schedule-window (Sony out-of-core): swap-ins issued when the byte look-ahead window reaches a read, " +
+		"swap-outs completed oldest first only as far as the budget requires; the window size is tuned with the simulator",
+	Run: func(pass *Pass) (*Evaluation, error) { return windowPlanner{}.Plan(pass.Problem) },
 }
 
 // sequence returns the variable-sequence of simulated device dev.

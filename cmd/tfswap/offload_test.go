@@ -57,3 +57,50 @@ func TestRewriteOffloadCommand(t *testing.T) {
 		t.Errorf("--offload all with lms-fixed: exit %d, %s", code, stderr)
 	}
 }
+
+// TestRewriteOffloadVariablesCommand runs rewrite --offload-variables on the resnet fixture:
+// exactly the named groups (each variable with its Momentum slot) move to the host, whatever
+// the budget, on the training graph and on the initialiser's alike; an empty name, or a mode
+// given with it, is a usage error.
+func TestRewriteOffloadVariablesCommand(t *testing.T) {
+	tmp := t.TempDir()
+	named := "block4/b/conv/weights,block4/a/conv/weights"
+	for _, fetch := range []string{"train", "init"} {
+		out, rep := filepath.Join(tmp, fetch+".pb"), filepath.Join(tmp, fetch+".json")
+		code, stdout, stderr := runSimCLI(t, "rewrite", planFixture, "-o", out, "--offload-variables", named, "--fetch", fetch, "--report", rep)
+		if code != 0 {
+			t.Fatalf("rewrite --fetch %s: %d %s", fetch, code, stderr)
+		}
+		if !strings.Contains(stdout, "named by --offload-variables") {
+			t.Errorf("--fetch %s: the summary does not give the reason:\n%s", fetch, stdout)
+		}
+		var r struct {
+			Offloaded []struct {
+				Name      string
+				Variables []string
+			} `json:"offloaded"`
+		}
+		data, err := os.ReadFile(rep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(data, &r); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, v := range r.Offloaded {
+			got = append(got, v.Variables...)
+		}
+		want := "block4/b/conv/weights block4/b/conv/weights/Momentum block4/a/conv/weights block4/a/conv/weights/Momentum"
+		if strings.Join(got, " ") != want {
+			t.Errorf("--fetch %s: offloaded %v, want %s", fetch, got, want)
+		}
+	}
+	out := filepath.Join(tmp, "bad.pb")
+	if code, _, stderr := runSimCLI(t, "rewrite", planFixture, "-o", out, "--offload-variables", named, "--offload", "auto"); code != 2 || !strings.Contains(stderr, "--offload-variables") {
+		t.Errorf("--offload-variables with --offload auto: exit %d, %s", code, stderr)
+	}
+	if code, _, stderr := runSimCLI(t, "rewrite", planFixture, "-o", out, "--offload-variables", "a,,b"); code != 2 || !strings.Contains(stderr, "--offload-variables") {
+		t.Errorf("--offload-variables with an empty name: exit %d, %s", code, stderr)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 
@@ -115,6 +116,8 @@ func planFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "strategy", Usage: "the strategy: " + strings.Join(rewrite.StrategyNames(), ", ") + " (default auto, or lms-fixed when a fixed LMS threshold is given; --list-strategies describes them)"},
 		&cli.BoolFlag{Name: "list-strategies", Usage: "describe the planning strategies and exit"},
+		&cli.StringSliceFlag{Name: "debug-pass", Usage: "print the best plan after this planning pass to stderr (repeatable; all for every pass; one of " + strings.Join(rewrite.DebugPassNames(), ", ") + "); sets TFSWAP_DEBUG_PASS"},
+		&cli.BoolFlag{Name: "pass-time", Usage: "print each planning pass's time and simulations to stderr; sets TFSWAP_PASSTIME"},
 		&cli.StringFlag{Name: "device", Usage: "plan for this GPU, a built-in device profile (default: the GPU TensorFlow sees when this tfswap has the runtime and no --budget is given, else " + rewrite.DefaultDevice + "; see tfswap simulate --list-devices)"},
 		&cli.StringFlag{Name: "device-file", Usage: "plan for the GPU of this device profile file"},
 		&cli.StringFlag{Name: "budget", Usage: "most memory each GPU may use, e.g. 14GiB (default: what TensorFlow " + cost.TensorFlowVersion + "'s allocator gets on the device: the limit TensorFlow reports for a GPU it sees, else the profile's memory less 500 MiB to 1800 MiB by compute capability)"},
@@ -128,6 +131,7 @@ func planFlags() []cli.Flag {
 		&cli.StringFlag{Name: "window", Usage: "window: the schedule-window in bytes (default: tuned)"},
 		&cli.BoolFlag{Name: "explain", Usage: "print the plan's reasoning for every swap candidate"},
 		&cli.StringFlag{Name: "offload", Value: "none", Usage: "keep variables and their optimizer slots in host memory, their updates on the host CPU and their reads copied to the GPU just before use: none, all, or auto (the planner moves the largest variables where swapping alone does not fit or slows the step)"},
+		&cli.StringSliceFlag{Name: "offload-variables", Usage: "NAME[,NAME...]: keep these variables (each with its group: its optimizer slots) in host memory whatever the budget, instead of an --offload mode; names the graph does not hold are ignored. The choice does not depend on the graph, so every graph of a session places them alike: give the Grappler bridge the variables an offline --offload auto plan moved (repeatable)"},
 		&cli.StringFlag{Name: "recompute", Value: "auto", Usage: "where backward readers may read a recomputed copy of a cheap op's output instead of a swapped-in one: auto (the auto strategy recomputes where the simulator says it beats swapping alone), off, or max (recompute every candidate, then swap what remains)"},
 		&cli.StringFlag{Name: "fit-accounting", Value: "all", Usage: "the accountings a plan's peak must fit the budget by: all (tfswap's model of the runtime, and Grappler's VirtualCluster trace read to the nanosecond and, as TensorFlow's DeterminePeakMemoryUsage reads it, to the microsecond), or a comma-separated list of tfswap, grappler-ns, grappler-us; both is tfswap,grappler-ns with the 2% recomputation margin of earlier versions"},
 	}
@@ -138,7 +142,7 @@ func planFlags() []cli.Flag {
 var fixedThresholds = []string{"swapout-threshold", "swapin-ahead", "swapin-groupby"}
 
 // plannerOnly are the planning options that fixed LMS thresholds leave without effect.
-var plannerOnly = []string{"explain", "bo-iterations", "window", "recompute", "offload"}
+var plannerOnly = []string{"explain", "bo-iterations", "window", "recompute", "offload", "offload-variables", "debug-pass", "pass-time"}
 
 // rewriteStrategy returns the strategy the command line asks for: lms-fixed with a fixed
 // LMS threshold or --strategy lms-fixed, else --strategy, else auto.
@@ -183,6 +187,17 @@ func planOptions(c *cli.Context, opts *tfswap.Options) error {
 		return usagef("--offload: %v", err)
 	}
 	opts.Offload = c.String("offload")
+	if names := c.StringSlice("offload-variables"); len(names) > 0 {
+		if opts.Offload != string(rewrite.OffloadNone) {
+			return usagef("give either --offload %s or --offload-variables, not both", opts.Offload)
+		}
+		for _, n := range names {
+			if n == "" {
+				return usagef("--offload-variables: empty variable name")
+			}
+		}
+		opts.OffloadVariables = names
+	}
 	opts.FitAccounting = c.String("fit-accounting")
 	if _, err := rewrite.ParseFitAccounting(opts.FitAccounting); err != nil {
 		return usagef("--fit-accounting: %v", err)
@@ -262,12 +277,34 @@ func planOptions(c *cli.Context, opts *tfswap.Options) error {
 		return err
 	}
 	opts.Strategy = s
+	return passDebugFlags(c)
+}
+
+// passDebugFlags checks --debug-pass and --pass-time and passes them to the planner as
+// TFSWAP_DEBUG_PASS and TFSWAP_PASSTIME (rewrite/passes.go), which it reads.
+func passDebugFlags(c *cli.Context) error {
+	if ps := c.StringSlice("debug-pass"); len(ps) > 0 {
+		names := rewrite.DebugPassNames()
+		for _, p := range ps {
+			if p != "all" && !slices.Contains(names, p) {
+				return usagef("--debug-pass: unknown planning pass %q (passes: all, %s)", p, strings.Join(names, ", "))
+			}
+		}
+		if err := os.Setenv("TFSWAP_DEBUG_PASS", strings.Join(ps, ",")); err != nil {
+			return err
+		}
+	}
+	if c.Bool("pass-time") {
+		if err := os.Setenv("TFSWAP_PASSTIME", "1"); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
 func listStrategies(w io.Writer) {
 	for _, p := range rewrite.Strategies() {
-		fmt.Fprintf(w, "%-10s %s\n", p.Name(), p.Doc())
+		fmt.Fprintf(w, "%-10s %s\n", p.Name, p.Doc)
 	}
 }
 

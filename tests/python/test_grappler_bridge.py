@@ -212,6 +212,34 @@ def exec_times(metadata):
     return out
 
 
+def check_after_trigger(p, times, n):
+    """Checks that the host-side copy n (a swap-in or a weight copy) is gated: its one control
+    input comes from a trigger on the device, or from tfswap's gate Identity of the trigger,
+    the _Sends that carry it to the device read n, and n started only after the kernels of
+    the gate and the trigger finished."""
+    ctrl = [i for i in n.input if i.startswith("^")]
+    assert len(ctrl) == 1, "%s has control inputs %s" % (n.name, ctrl)
+    # The control edge comes from the trigger, or from tfswap's gate: an Identity of the
+    # trigger's output on the device, which survives Grappler's rewrites of the trigger.
+    gate = p.origin(ctrl[0])
+    assert gate.device == DEVICE
+    chain = [gate]
+    if "_tfswap_role" in gate.attr and gate.attr["_tfswap_role"].s == b"gate":
+        data = [i for i in gate.input if not i.startswith("^")]
+        assert len(data) == 1
+        chain.append(p.origin(data[0]))
+    trigger = chain[-1]
+    assert trigger.device == DEVICE and not trigger.name.startswith("tfswap/"), trigger.name
+    sends = [r for r in p.readers.get(n.name, []) if r.op in SEND_OPS]
+    assert sends and all(s.input[0] == n.name for s in sends)
+    assert n.name in times
+    _, start, _ = times[n.name]
+    for t in chain:
+        assert t.name in times, t.name
+        _, _, end = times[t.name]
+        assert start >= end, "%s started %d ns before %s finished" % (n.name, end - start, t.name)
+
+
 # --------------------------------------------------------------------------------------------
 # Fixtures
 
@@ -361,29 +389,7 @@ def test_trigger_order_in_step_stats(bridged):
     times = exec_times(bridged.metadata)
     checked = 0
     for n in p.swap_nodes("swap_in"):
-        ctrl = [i for i in n.input if i.startswith("^")]
-        assert len(ctrl) == 1, "swap-in %s has control inputs %s" % (n.name, ctrl)
-        # The control edge comes from the trigger, or from tfswap's gate: an Identity of the
-        # trigger's output on the device, which survives Grappler's rewrites of the trigger.
-        gate = p.origin(ctrl[0])
-        assert gate.device == DEVICE
-        chain = [gate]
-        if "_tfswap_role" in gate.attr and gate.attr["_tfswap_role"].s == b"gate":
-            data = [i for i in gate.input if not i.startswith("^")]
-            assert len(data) == 1
-            chain.append(p.origin(data[0]))
-        trigger = chain[-1]
-        assert trigger.device == DEVICE and not trigger.name.startswith("tfswap/"), trigger.name
-        sends = [r for r in p.readers.get(n.name, []) if r.op in SEND_OPS]
-        assert sends and all(s.input[0] == n.name for s in sends)
-        assert n.name in times
-        _, swap_in_start, _ = times[n.name]
-        for t in chain:
-            assert t.name in times, t.name
-            _, _, end = times[t.name]
-            assert swap_in_start >= end, (
-                "swap-in %s started %d ns before %s finished" % (n.name, end - swap_in_start, t.name)
-            )
+        check_after_trigger(p, times, n)
         checked += 1
     assert checked >= 10
 
@@ -896,10 +902,37 @@ def test_offload_auto_falls_back_to_all(bridge, tfswap_binary, baseline, tmp_pat
     assert len(warnings) == 1, log[-3000:]
     assert "offload=auto is not safe through the bridge" in warnings[0], warnings
     assert "offload=all is used instead" in warnings[0], warnings
+    assert "offload_variables" in warnings[0], warnings
     assert result["digest"] == baseline.digest()
     assert any("weight_in" in n for n in result["swap_nodes"]), result["swap_nodes"]
     variables = [v["name"] for v in sidecar()["variables"]]
     assert set(variables) <= set(result["host_variables"]), result["host_variables"]
+
+
+def test_offload_variables_trains_bit_identically(bridge, tfswap_binary, baseline):
+    """The parameter offload_variables (tfswap's --offload-variables) names the variables to
+    keep on the host: the safe way to move only some through the bridge, where offload=auto
+    falls back to all (test_offload_auto_falls_back_to_all). The choice does not depend on
+    the graph, so every graph of the session (the initialiser's, the training steps', the
+    final reads) places exactly the named groups on the host and the rest on the device:
+    otherwise a run would not find a variable's resource. Training is bit-identical, the
+    weights of the named groups reach the device through copies that each start after their
+    trigger."""
+    named = ["block4/b/conv/weights", "block4/a/conv/weights"]
+    params = {"compute_device": "/device:CPU:1", "offload_variables": named, "tfswap_binary": tfswap_binary}
+    run = train(fixture_graph(), session_config(params))
+    assert run.digest() == baseline.digest()
+    p = Partitions(run.metadata)
+    handles = {n.name: n.device for n in p.nodes.values() if n.op == "VarHandleOp"}
+    on_host = sorted(name for name, device in handles.items() if device == HOST)
+    # Each group moves whole: the variable and its Momentum slot.
+    assert on_host == sorted(named + [v + "/Momentum" for v in named]), on_host
+    assert len(handles) == 92 and all(d == DEVICE for v, d in handles.items() if v not in on_host)
+    copies = p.swap_nodes("weight_in")
+    assert len(copies) >= 2, [n.name for n in p.swap_nodes()]
+    times = exec_times(run.metadata)
+    for n in copies:
+        check_after_trigger(p, times, n)
 
 
 # --------------------------------------------------------------------------------------------
