@@ -365,8 +365,15 @@ TensorFlow keeps three. That is why the 5x and 6x plans that fit by tfswap's acc
 the microsecond figure. A gate reads its trigger's output, which this accounting counts as a copy: a gate on a
 gradient adds a block-sized tensor. Held to plans the VirtualCluster accepts, the search finds none from 5x
 on: its lowest plans are over by tfswap's own accounting, 15.41 GiB at 5x (a main-branch input gradient, the
-ReLU gradient and a recomputed batch-norm output of `stage2`, 2.77 GiB each) and 15.13 GiB at 6x (the three
-gradients of `stage2/block1` above, 3.32 GiB each), a few hundred MiB over the budget.
+ReLU gradient and a recomputed batch-norm output of `stage2`, 2.77 GiB each) and 15.13 GiB at 6x, a few hundred
+MiB over the budget. At 6x the peak is `stage2/block1`'s main-branch batch-norm gradient: it reads the ReLU
+gradient and the recomputed convolution and allocates its output (3.32 GiB each) while the shortcut branch's
+batch-norm gradient (3.32 GiB), whose input gradient is already made, still waits for its filter gradient
+(the live list above and `tfswap rewrite`'s full no-fit message). tfswap does not reorder independent ops.
+Tried by hand at 013d8f0 (a control edge from each projection block's shortcut filter gradient to its
+main-branch batch-norm gradient, four edges): that peak goes, but still no plan fits 6x by all accountings;
+the lowest peak, 15.13 GiB again, moves to the forward pass at 2.38 s (`stage2/block3`: the outputs of
+`stage2/block2` and `block3` and `block3`'s last convolution live, 3.32 GiB each, none swapped out yet).
 
 What changed at 4x (all accountings: +352.5% before, +136.0% now). The plan that fits by tfswap's accounting
 at +21.4% recomputes a residual block's output through a chain Conv2D, FusedBatchNormV3, AddV2, Relu: two
