@@ -172,7 +172,8 @@ func TestFastModelAgreesWithSimulate(t *testing.T) {
 }
 
 // TestSortEvents checks the sweep's linear event sort against a comparison sort on random
-// lists, short and long, with ties in time and kind.
+// lists, short and long, with ties in time and kind, and that sortBounds sorts the peak's
+// bounds by time, keeping every one.
 func TestSortEvents(t *testing.T) {
 	rng := rand.New(rand.NewSource(7))
 	for trial := 0; trial < 40; trial++ {
@@ -196,13 +197,26 @@ func TestSortEvents(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Fatalf("trial %d (%d events, span %d): sortEvents differs from a stable sort", trial, n, span)
 		}
+		bs := make([]bound, n)
+		for i := range bs {
+			bs[i] = bound{t: rng.Int63n(span), d: int64(i)}
+		}
+		sorted := sortBounds(append([]bound(nil), bs...))
+		if !slices.IsSortedFunc(sorted, func(a, b bound) int { return cmp.Compare(a.t, b.t) }) {
+			t.Fatalf("trial %d (%d bounds): sortBounds does not sort", trial, n)
+		}
+		slices.SortFunc(sorted, func(a, b bound) int { return cmp.Compare(a.d, b.d) })
+		if !slices.Equal(sorted, bs) {
+			t.Fatalf("trial %d (%d bounds): sortBounds lost or changed bounds", trial, n)
+		}
 	}
 }
 
 // TestDropSweepAgreesWithSweep: the prepared sweep vDNN_dyn replays, after every one of a
 // random sequence of decisions (a layer's offload dropped or taken back), predicts exactly
 // what a fresh sweep of the assembled and synchronised plan predicts: the peak of every
-// device, the edits of the memory curve, the late copies and the stall. The models run on the
+// device, the edits of the memory curve, the late copies and the stall; and the predicted
+// peak (found piece by piece between the edits) is that of the curve with every edit applied. The models run on the
 // fixtures' graphs with slow and fast links, so copies queue and stall.
 func TestDropSweepAgreesWithSweep(t *testing.T) {
 	slow := slowProfile()
@@ -253,6 +267,15 @@ func TestDropSweepAgreesWithSweep(t *testing.T) {
 						t.Fatalf("%s/%d step %d (%d swaps): device %d peak %d at %d, fresh sweep %d at %d", fixture, pi, step, len(plan.Swaps), dev, gp, gt, wp, wt)
 					}
 					peaks[wp] = true
+					// The peak by pieces between the edits' bounds is the peak of the curve
+					// with every edit applied.
+					full := lt.clone()
+					for _, e := range want.edits[dev] {
+						full.add(e.from, e.to, e.delta)
+					}
+					if fp, ft := full.peak(); fp != wp || ft != wt {
+						t.Fatalf("%s/%d step %d: device %d peak %d at %d, the edited curve's %d at %d", fixture, pi, step, dev, wp, wt, fp, ft)
+					}
 					we, ge := sortedEdits(want.edits[dev]), sortedEdits(got.edits[dev])
 					if !slices.Equal(we, ge) {
 						t.Fatalf("%s/%d step %d: device %d: %d edits, fresh sweep %d (or different)", fixture, pi, step, dev, len(ge), len(we))
