@@ -216,7 +216,8 @@ func TestSortEvents(t *testing.T) {
 // random sequence of decisions (a layer's offload dropped or taken back), predicts exactly
 // what a fresh sweep of the assembled and synchronised plan predicts: the peak of every
 // device, the edits of the memory curve, the late copies and the stall; and the predicted
-// peak (found piece by piece between the edits) is that of the curve with every edit applied. The models run on the
+// peak (found piece by piece between the edits) is that of the curve with every edit applied.
+// The replay auto's pruning uses (a plan without one buffer's swaps) is checked the same way. The models run on the
 // fixtures' graphs with slow and fast links, so copies queue and stall.
 func TestDropSweepAgreesWithSweep(t *testing.T) {
 	slow := slowProfile()
@@ -286,6 +287,32 @@ func TestDropSweepAgreesWithSweep(t *testing.T) {
 				}
 				if want.stall > 0 {
 					stalls++
+				}
+			}
+			// auto's pruning: the plan without one buffer's swaps (and without the plan's
+			// waits), for every buffer of a synchronised plan.
+			plan, _ := assemble(groups, func(c *choice) bool { return keep[c] })
+			plan = pr.vdnnSync(plan)
+			wo := pr.newWithoutSweep(plan)
+			units := pr.unitsOf(plan)
+			if len(units) == 0 || len(plan.Waits) == 0 {
+				t.Fatalf("%s/%d: %d units, %d waits", fixture, pi, len(units), len(plan.Waits))
+			}
+			for _, u := range units {
+				want := pr.fast.predict(without(plan, u))
+				got := wo.predict(u)
+				for dev, lt := range want.base {
+					if lt == nil {
+						continue
+					}
+					wp, wt := want.peak(dev)
+					gp, gt := got.peak(dev)
+					if wp != gp || wt != gt || !slices.Equal(sortedEdits(want.edits[dev]), sortedEdits(got.edits[dev])) {
+						t.Fatalf("%s/%d: without unit %v: device %d peak %d at %d, fresh sweep %d at %d (or edits differ)", fixture, pi, u, dev, gp, gt, wp, wt)
+					}
+				}
+				if want.late != got.late || want.stall != got.stall {
+					t.Fatalf("%s/%d: without unit %v: late %d stall %d, fresh sweep late %d stall %d", fixture, pi, u, got.late, got.stall, want.late, want.stall)
 				}
 			}
 			// The decisions changed the prediction.
