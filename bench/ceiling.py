@@ -369,8 +369,11 @@ ReLU gradient and a recomputed batch-norm output of `stage2`, 2.77 GiB each) and
 MiB over the budget. At 6x the peak is `stage2/block1`'s main-branch batch-norm gradient: it reads the ReLU
 gradient and the recomputed convolution and allocates its output (3.32 GiB each) while the shortcut branch's
 batch-norm gradient (3.32 GiB), whose input gradient is already made, still waits for its filter gradient
-(the live list above and `tfswap rewrite`'s full no-fit message). Running that filter gradient first would
-free 3.32 GiB there; tfswap does not reorder independent ops (not tried).
+(the live list above and `tfswap rewrite`'s full no-fit message). tfswap does not reorder independent ops.
+Tried by hand at 013d8f0 (a control edge from each projection block's shortcut filter gradient to its
+main-branch batch-norm gradient, four edges): that peak goes, but still no plan fits 6x by all accountings;
+the lowest peak, 15.13 GiB again, moves to the forward pass at 2.38 s (`stage2/block3`: the outputs of
+`stage2/block2` and `block3` and `block3`'s last convolution live, 3.32 GiB each, none swapped out yet).
 
 What changed at 4x (all accountings: +352.5% before, +136.0% now). The plan that fits by tfswap's accounting
 at +21.4% recomputes a residual block's output through a chain Conv2D, FusedBatchNormV3, AddV2, Relu: two

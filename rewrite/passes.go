@@ -109,11 +109,15 @@ func PlanPassNames() []string {
 
 // DebugPassNames returns the names TFSWAP_DEBUG_PASS accepts: the planning passes, then the
 // auto strategy's own passes (prefixed "auto."), which run within the strategy pass and
-// again wherever auto plans again (recompute, tighter).
+// again wherever auto plans again (recompute, tighter), then the runs of the strategies it
+// requires ("auto.required:lms").
 func DebugPassNames() []string {
 	out := PlanPassNames()
 	for _, p := range autoPasses {
 		out = append(out, autoPassPrefix+p.name)
+	}
+	for _, r := range autoStrategy.Requires {
+		out = append(out, requiredPassName(autoStrategy, r))
 	}
 	return out
 }
@@ -160,7 +164,7 @@ var passDebugOut io.Writer = os.Stderr
 // as d asks.
 func (d passDebug) report(pass string, t0 time.Time, sims int, dump func(w io.Writer)) {
 	if d.time {
-		fmt.Fprintf(d.w, "tfswap: pass %-20s %10.1f ms %5d simulations\n", pass, float64(time.Since(t0).Microseconds())/1000, sims)
+		fmt.Fprintf(d.w, "tfswap: pass %-28s %10.1f ms %5d simulations\n", pass, float64(time.Since(t0).Microseconds())/1000, sims)
 	}
 	if d.dump[pass] || d.dump["all"] {
 		fmt.Fprintf(d.w, "tfswap: after pass %s:", pass)
