@@ -4,7 +4,7 @@ trains without swapping (B0) `tfswap rewrite` finds a plan, at what simulated ov
 what bounds the batch.
 
     .venv/bin/python bench/ceiling.py [--tfswap BIN] [--cache out/ceiling] [--b0 185]
-                                      [--multiples 1,2,4,6,8,10] [--json out.json]
+                                      [--multiples 1,2,4,5,6,8,10] [--json out.json]
                                       [--device v100-16gb] [--compare other.json]
                                       [--from-json run.json] [--update-docs]
 
@@ -202,6 +202,17 @@ def grappler_live(tfswap, path):
     return out
 
 
+def live_entry(line):
+    """One line of the no-fit message's largest activations ("name  3.32 GiB  Op") as
+    "name 3.32 Op", the size in GiB."""
+    f = line.split()
+    if len(f) < 3:
+        return " ".join(f)
+    scale = {"B": 2**-30, "KiB": 2**-20, "MiB": 2**-10, "GiB": 1.0, "TiB": 1024.0}.get(f[2])
+    size = "%.2f" % (float(f[1]) * scale) if scale else f[1]
+    return " ".join([f[0], size] + f[3:4])
+
+
 def rewrite(tfswap, src, acc):
     with tempfile.TemporaryDirectory() as tmp:
         rep = os.path.join(tmp, "r.json")
@@ -220,10 +231,25 @@ def rewrite(tfswap, src, acc):
                 rec["grappler_live"] = grappler_live(tfswap, os.path.join(tmp, "o.pb"))
         else:
             rec["fits"] = False
-            m = re.search(r"the smallest peak any plan reached is ([0-9.]+) GiB", p.stderr)
-            rec["lowest_peak_gib"] = float(m.group(1)) if m else None
-            m = re.search(r"largest activations live then:\n((?:    .*\n){1,3})", p.stderr)
-            rec["live"] = [" ".join(x.split()[:2]) for x in m.group(1).splitlines()] if m else []
+            # The no-fit message: the lowest plan's peak by tfswap's accounting, or, when
+            # Grappler's is the one over, its three figures; then when the peak falls and the
+            # largest activations live then (by the accounting that is over).
+            m = re.search(r"the smallest peak any plan reached is ([0-9.]+) GiB at ([0-9.]+ ?[a-zµ]*s) into", p.stderr)
+            g = re.search(r"the best plan's peak is ([0-9.]+) GiB by tfswap's model of the runtime but ([0-9.]+) GiB "
+                          r"by Grappler's VirtualCluster \(([0-9.]+) GiB from its trace's microseconds.*?\), at "
+                          r"([0-9.]+ ?[a-zµ]*s) into", p.stderr)
+            if m:
+                rec.update(lowest_peak_gib=float(m.group(1)), lowest_over="tfswap", lowest_at=m.group(2))
+            elif g:
+                rec.update(lowest_peak_gib=max(float(g.group(2)), float(g.group(3))), lowest_over="VirtualCluster",
+                           lowest_tfswap_gib=float(g.group(1)), lowest_vc_gib=[float(g.group(2)), float(g.group(3))],
+                           lowest_at=g.group(4))
+            else:
+                rec["lowest_peak_gib"] = None
+            m = re.search(r"largest activations live then:\n((?:    .*\n?){1,3})", p.stderr)
+            # "name size" (GiB, as the rows of earlier runs have it) and, when the message gives
+            # it, the op.
+            rec["live"] = [live_entry(x) for x in m.group(1).splitlines() if x.strip()] if m else []
             if not m and "no plan fits" not in p.stderr:
                 rec["error"] = p.stderr[-1500:]
         return rec
@@ -234,7 +260,7 @@ def main():
     ap.add_argument("--tfswap", help="the tfswap binary (default: built from this checkout, CGO_ENABLED=0)")
     ap.add_argument("--cache", default=os.path.join(ROOT, "out", "ceiling"), help="where the generated graphs are kept")
     ap.add_argument("--b0", type=int, default=185, help="the largest batch without swapping on v100-16gb (checked)")
-    ap.add_argument("--multiples", default="1,2,4,6,8,10", help="the ladder, as multiples of B0")
+    ap.add_argument("--multiples", default="1,2,4,5,6,8,10", help="the ladder, as multiples of B0")
     ap.add_argument("--json", help="also write the results as JSON to this file")
     ap.add_argument("--compare", help="a --json file of a run on another device (v100-16gb-nvlink), summarised in the notes")
     ap.add_argument("--from-json", help="render (and with --update-docs write) a saved --json run instead of running")
@@ -321,7 +347,12 @@ out of reach. Below it, what a plan reaches depends on the order of the backward
 (in a projection block the shortcut's and the main branch's batch-norm gradients both read the block's output
 gradient). tfswap swaps gradients that wait between their production and their first read, with a trigger off
 the producer's descent that waits for the swap-out, and repairs the peak by re-triggering copies that wait at
-it from an op that runs after it: that is what makes 8x fit by tfswap's accounting.
+it from an op that runs after it: that is what made 8x fit by tfswap's accounting at 9cf352e (+1298.5%). Since
+cf7d69a (Grappler's fan-out decisions kept, issue 12; found by planning 8x with the binaries of 9cf352e, cf7d69a
+and a6ace77) no such plan is found: at 8x the lowest plan peaks at 19.00 GiB at `stage2/block1`'s gradient (a
+projection block), where the main branch's and the shortcut's batch-norm gradients and the ReLU gradient that both
+read (4.43 GiB each) are live with a 4.43 GiB swapped-in copy (list above). By tfswap's accounting the largest
+ladder batch is now 6x.
 
 What bounds it by all accountings: the VirtualCluster's. It forwards no buffer and counts every op output,
 Identities included, as its own buffer; its microsecond figure also counts together everything allocated or
@@ -330,10 +361,19 @@ freed within one microsecond, and the ops between a ReLU gradient and the next b
 The list above shows the result: at a residual block's gradient the microsecond figure holds the summed
 output gradient (`AddN`), the ReLU gradient and its two tuple Identities, the batch-norm gradient's output and
 `x`, and any gate or swap-in there, each of the block's activation size, six to eight such tensors where
-TensorFlow keeps three. That is why the 6x and 8x plans that fit by tfswap's accounting read 27 and 31 GiB by
-the microsecond figure, and why no plan was found there by all accountings (the lowest peak reached, 15.13 and
-15.68 GiB, is a few hundred MiB over). A gate reads its trigger's output, which this accounting counts as a
-copy: a gate on a gradient adds a block-sized tensor.
+TensorFlow keeps three. That is why the 5x and 6x plans that fit by tfswap's accounting read 22 and 27 GiB by
+the microsecond figure. A gate reads its trigger's output, which this accounting counts as a copy: a gate on a
+gradient adds a block-sized tensor. Held to plans the VirtualCluster accepts, the search finds none from 5x
+on: its lowest plans are over by tfswap's own accounting, 15.41 GiB at 5x (a main-branch input gradient, the
+ReLU gradient and a recomputed batch-norm output of `stage2`, 2.77 GiB each) and 15.13 GiB at 6x, a few hundred
+MiB over the budget. At 6x the peak is `stage2/block1`'s main-branch batch-norm gradient: it reads the ReLU
+gradient and the recomputed convolution and allocates its output (3.32 GiB each) while the shortcut branch's
+batch-norm gradient (3.32 GiB), whose input gradient is already made, still waits for its filter gradient
+(the live list above and `tfswap rewrite`'s full no-fit message). tfswap does not reorder independent ops.
+Tried by hand at 013d8f0 (a control edge from each projection block's shortcut filter gradient to its
+main-branch batch-norm gradient, four edges): that peak goes, but still no plan fits 6x by all accountings;
+the lowest peak, 15.13 GiB again, moves to the forward pass at 2.38 s (`stage2/block3`: the outputs of
+`stage2/block2` and `block3` and `block3`'s last convolution live, 3.32 GiB each, none swapped out yet).
 
 What changed at 4x (all accountings: +352.5% before, +136.0% now). The plan that fits by tfswap's accounting
 at +21.4% recomputes a residual block's output through a chain Conv2D, FusedBatchNormV3, AddV2, Relu: two
@@ -347,8 +387,9 @@ What limits the overhead. At 4x by all accountings the step is 4.25 s against 1.
 recomputation, 0.95 s of compute stalled on swap-ins and about 1.1 s of forward ops held until their swap-outs
 reach the host. The swapped tensors are the first blocks' (stage 2), made in the first 0.2 s of the forward
 pass and read last in the backward pass: 14.5 GiB take 1.2 s each way over PCIe 3.0 (12.8 GB/s), which neither
-the forward nor the backward pass of those blocks can hide. At 6x and 8x only tfswap's lowest-memory plan (every
-gap of every tensor swapped, 190-360 GiB a step) fits by tfswap's accounting: +1218% and +1298%; a swap-only plan
+the forward nor the backward pass of those blocks can hide. By tfswap's accounting 5x fits by swapping alone
+(window, 61.7 GiB each way, +379.7%) and 6x only by swapping far more (143 GiB out and 211 GiB back a step,
++1028.6%; at 9cf352e, 6x and 8x fit at +1218% and +1298% by tfswap's lowest-memory plan); a swap-only plan
 cannot be faster than moving the excess both ways (at least +376% at 8x, section "How close to the link's
 limit"), so +82% at 8x needs most of the excess recomputed, including convolutions, which tfswap's
 recomputation takes only from chains whose inputs stay on the device.
@@ -357,9 +398,10 @@ The anchor. The adaptive-window paper (`../shared/papers/out-of-core-adaptive-wi
 55% of in-core speed on a V100 16 GB connected to the CPU by two NVLinks (50 GB/s each), swapping everything,
 with its own allocator, under no VirtualCluster accounting. On tfswap's closest profile, `v100-16gb-nvlink`
 (NVLink 2.0 to a POWER9 host, 40.6 GB/s each way), `bench/ceiling.py --device v100-16gb-nvlink` gives NVLINK.
-The target is missed on `v100-16gb`: by all accountings the largest batch is 4x B0 (+136.0%), bound by the
-VirtualCluster's microsecond accounting at the residual blocks' gradients; by tfswap's, 8x B0 (+1298.5%),
-bound by the host link and, at about 9x, by `FusedBatchNormGradV3`."""
+The target is missed on `v100-16gb`: by all accountings the largest batch is 4x B0 (+136.0%; none at 5x),
+bound by the VirtualCluster's microsecond accounting at the residual blocks' gradients; by tfswap's, 6x B0
+(+1028.6%; 8x until cf7d69a), bound at 8x by `stage2/block1`'s three live block-sized gradients, by the host
+link in overhead and, at about 9x, by `FusedBatchNormGradV3`."""
 
 
 def markdown(data):
@@ -406,6 +448,26 @@ def markdown(data):
         out.append("* Target (8x B0 within +82%%, fitting by both accountings): %s%s." % (
             "met" if met else "missed",
             "" if r.get("exit") != 0 else " (%+.1f%% at 8x)" % (100 * r["overhead"])))
+    blocked = [r for r in rows if r.get("exit") != 0 and r.get("live")]
+    if blocked:
+        out.append("")
+        out.append("Where no plan fits: the peak of the lowest plan any strategy reached, by the accounting that is "
+                   "over the budget, and the three largest activations live then (from `tfswap rewrite`'s no-fit "
+                   "message; GiB):\n")
+        for r in blocked:
+            over = r.get("lowest_over", "tfswap")
+            if over == "VirtualCluster" and r.get("lowest_vc_gib"):
+                what = "the VirtualCluster's %.2f (ns) / %.2f (us), tfswap's %.2f" % (
+                    r["lowest_vc_gib"][0], r["lowest_vc_gib"][1], r["lowest_tfswap_gib"])
+            else:
+                what = "tfswap's %s" % ("%.2f" % r["lowest_peak_gib"] if r.get("lowest_peak_gib") else "?")
+            live = []
+            for x in r["live"]:
+                f = x.split()
+                live.append("`%s` (%s%s)" % (f[0], f[1], ", " + f[2] if len(f) > 2 else ""))
+            out.append("* %d (%gx), `%s`: %s%s: %s." % (
+                r["batch"], r["multiple"], r["accounting"], what,
+                " at %s" % r["lowest_at"] if r.get("lowest_at") else "", ", ".join(live)))
     diag = [r for r in rows if r.get("grappler_live")]
     if diag:
         out.append("")

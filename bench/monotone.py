@@ -174,8 +174,9 @@ def replan(data, tfswap, cache, only=None, log=print):
     import tfside  # bench/tfside.py: the graph generator's cache
     commit = subprocess.run(["git", "log", "-1", "--format=%h"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                           capture_output=True, text=True).stdout.strip()
+    # The plans depend on the Go sources only (the graphs on testmodels/large.py's version).
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "*.go", "go.mod"],
+                           cwd=ROOT, capture_output=True, text=True).stdout.strip()
     doc = {"commit": commit + ("+" if dirty else ""), "sweeps": []}
     for model, device, batch, tag, fractions in curve_sweeps(data):
         if only is not None and (model, device, batch, tag) not in only:

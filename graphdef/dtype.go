@@ -76,24 +76,26 @@ func ValidDataType(dt DataType) bool {
 // DataTypeName returns TensorFlow's short name of a dtype ("float32", "int64", ...), or the
 // enum name when it has no short name.
 func DataTypeName(dt DataType) string {
-	names := map[tpb.DataType]string{
-		tpb.DataType_DT_FLOAT: "float32", tpb.DataType_DT_DOUBLE: "float64",
-		tpb.DataType_DT_HALF: "float16", tpb.DataType_DT_BFLOAT16: "bfloat16",
-		tpb.DataType_DT_INT8: "int8", tpb.DataType_DT_INT16: "int16",
-		tpb.DataType_DT_INT32: "int32", tpb.DataType_DT_INT64: "int64",
-		tpb.DataType_DT_UINT8: "uint8", tpb.DataType_DT_UINT16: "uint16",
-		tpb.DataType_DT_UINT32: "uint32", tpb.DataType_DT_UINT64: "uint64",
-		tpb.DataType_DT_BOOL: "bool", tpb.DataType_DT_STRING: "string",
-		tpb.DataType_DT_COMPLEX64: "complex64", tpb.DataType_DT_COMPLEX128: "complex128",
-		tpb.DataType_DT_RESOURCE: "resource", tpb.DataType_DT_VARIANT: "variant",
-	}
-	if n, ok := names[BaseType(dt)]; ok {
+	if n, ok := dtypeNames[BaseType(dt)]; ok {
 		if IsRef(dt) {
 			return n + "_ref"
 		}
 		return n
 	}
 	return dt.String()
+}
+
+// dtypeNames are the short names DataTypeName gives.
+var dtypeNames = map[tpb.DataType]string{
+	tpb.DataType_DT_FLOAT: "float32", tpb.DataType_DT_DOUBLE: "float64",
+	tpb.DataType_DT_HALF: "float16", tpb.DataType_DT_BFLOAT16: "bfloat16",
+	tpb.DataType_DT_INT8: "int8", tpb.DataType_DT_INT16: "int16",
+	tpb.DataType_DT_INT32: "int32", tpb.DataType_DT_INT64: "int64",
+	tpb.DataType_DT_UINT8: "uint8", tpb.DataType_DT_UINT16: "uint16",
+	tpb.DataType_DT_UINT32: "uint32", tpb.DataType_DT_UINT64: "uint64",
+	tpb.DataType_DT_BOOL: "bool", tpb.DataType_DT_STRING: "string",
+	tpb.DataType_DT_COMPLEX64: "complex64", tpb.DataType_DT_COMPLEX128: "complex128",
+	tpb.DataType_DT_RESOURCE: "resource", tpb.DataType_DT_VARIANT: "variant",
 }
 
 // IsHandle reports whether dt is a handle dtype (resource or variant): a reference to state

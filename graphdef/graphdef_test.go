@@ -117,7 +117,7 @@ func TestFixturesRoundTripByteForByte(t *testing.T) {
 			if i == 3 {
 				continue
 			}
-			if raw := m.rawNodes[n.Def]; !bytes.Contains(out2, raw) {
+			if raw := m.raw.bytesOf(i, n.Def); raw == nil || !bytes.Contains(out2, raw) {
 				t.Fatalf("%s: node %q's bytes are not in the output", name, n.Name)
 			}
 		}

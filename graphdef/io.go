@@ -1,10 +1,12 @@
 package graphdef
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -104,11 +106,11 @@ type Model struct {
 	// Graph is the GraphDef.
 	Graph *gpb.GraphDef
 
-	rawNodes   map[*npb.NodeDef][]byte // node message -> its bytes in the input (binary input only)
-	rawRest    []byte                  // the GraphDef's fields other than node, as read
-	restProtos []proto.Message         // pristine copies of those fields, to detect changes
-	saved      *cpb.SavedModel         // the SavedModel, for FormatSavedModel
-	metaIndex  int                     // which MetaGraphDef of saved holds Graph
+	raw        *rawIndex       // the bytes of every node as read (binary input only)
+	rawRest    []byte          // the GraphDef's fields other than node, as read
+	restProtos []proto.Message // pristine copies of those fields, to detect changes
+	saved      *cpb.SavedModel // the SavedModel, for FormatSavedModel
+	metaIndex  int             // which MetaGraphDef of saved holds Graph
 }
 
 // Load reads a model from path.
@@ -165,12 +167,54 @@ func Parse(data []byte, format Format, source string) (*Model, error) {
 	return m, nil
 }
 
+// rawIndex holds the bytes of every node field of a binary GraphDef as it was read: node i of
+// the graph as loaded (defs[i]) was read from data[start[i]:start[i+1]]. It costs 12 bytes a
+// node (a map from message to bytes cost several times that at a million nodes); a node that
+// is not at its loaded position is found through a map built on first need.
+type rawIndex struct {
+	data  []byte
+	defs  []*npb.NodeDef // the node messages as loaded, in order
+	start []uint32       // start[i] is node i's first byte in data; start[len(defs)] its end
+	byDef map[*npb.NodeDef]int32
+}
+
+// bytesOf returns the bytes n was read from, n being the node at position i of the graph
+// now, or nil when n is not a message as loaded.
+func (r *rawIndex) bytesOf(i int, n *npb.NodeDef) []byte {
+	if r == nil {
+		return nil
+	}
+	if i >= len(r.defs) || r.defs[i] != n {
+		if r.byDef == nil {
+			r.byDef = make(map[*npb.NodeDef]int32, len(r.defs))
+			for j, d := range r.defs {
+				r.byDef[d] = int32(j)
+			}
+		}
+		j, ok := r.byDef[n]
+		if !ok {
+			return nil
+		}
+		i = int(j)
+	}
+	return r.data[r.start[i]:r.start[i+1]]
+}
+
 // indexRaw records the bytes of each node field (field 1) of a binary GraphDef, in order, and
 // the bytes of every other field.
 func (m *Model) indexRaw(data []byte) error {
-	m.rawNodes = make(map[*npb.NodeDef][]byte, len(m.Graph.Node))
-	i := 0
-	for b := data; len(b) > 0; {
+	if len(data) > math.MaxUint32 {
+		// Beyond what protobuf writes: no offsets to keep; every node is re-serialised.
+		return nil
+	}
+	m.restProtos = m.restSnapshot()
+	// start[i] and end[i] are node field i's bounds in data. When the node fields follow each
+	// other (as TensorFlow writes them) end[i] == start[i+1], and end is not kept.
+	start := make([]uint32, 0, len(m.Graph.Node)+1)
+	var end []uint32
+	prevEnd := -1
+	for off := 0; off < len(data); {
+		b := data[off:]
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
 			return protowire.ParseError(n)
@@ -179,23 +223,46 @@ func (m *Model) indexRaw(data []byte) error {
 		if fieldLen < 0 {
 			return protowire.ParseError(fieldLen)
 		}
-		field := b[:n+fieldLen]
 		if num == 1 && typ == protowire.BytesType {
-			if i >= len(m.Graph.Node) {
+			if len(start) >= len(m.Graph.Node) {
 				return fmt.Errorf("more node fields than nodes")
 			}
-			m.rawNodes[m.Graph.Node[i]] = field
-			i++
+			if end == nil && prevEnd >= 0 && prevEnd != off {
+				end = make([]uint32, len(start), cap(start))
+				copy(end, start[1:])
+				end[len(start)-1] = uint32(prevEnd)
+			}
+			start = append(start, uint32(off))
+			prevEnd = off + n + fieldLen
+			if end != nil {
+				end = append(end, uint32(prevEnd))
+			}
 		} else {
-			m.rawRest = append(m.rawRest, field...)
+			m.rawRest = append(m.rawRest, b[:n+fieldLen]...)
 		}
-		b = b[n+fieldLen:]
+		off += n + fieldLen
 	}
-	if i != len(m.Graph.Node) {
+	if len(start) != len(m.Graph.Node) {
 		// Merged (split) node messages: fall back to re-serialising every node.
-		m.rawNodes = nil
+		return nil
 	}
-	m.restProtos = m.restSnapshot()
+	r := &rawIndex{data: data, defs: append([]*npb.NodeDef(nil), m.Graph.Node...)}
+	if end == nil {
+		if prevEnd < 0 {
+			prevEnd = 0
+		}
+		r.start = append(start, uint32(prevEnd))
+	} else {
+		// Interleaved: copy the node bytes together so that one offset a node suffices.
+		var nodes []byte
+		r.start = make([]uint32, 0, len(start)+1)
+		for i := range start {
+			r.start = append(r.start, uint32(len(nodes)))
+			nodes = append(nodes, data[start[i]:end[i]]...)
+		}
+		r.data, r.start = nodes, append(r.start, uint32(len(nodes)))
+	}
+	m.raw = r
 	return nil
 }
 
@@ -212,39 +279,100 @@ func (m *Model) restSnapshot() []proto.Message {
 // of the graph when it was changed, is serialised deterministically. A graph over protobuf's
 // 2 GiB limit, which TensorFlow could not read back, is an error.
 func (m *Model) Marshal() ([]byte, error) {
-	return marshalGraph(m.Graph, m.rawNodes, m.rawRest, m.restProtos)
+	e, err := m.encoder()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, e.size)
+	if err := e.encode(func(b []byte) error { out = append(out, b...); return nil }); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
-func marshalGraph(g *gpb.GraphDef, rawNodes map[*npb.NodeDef][]byte, rawRest []byte, restProtos []proto.Message) ([]byte, error) {
-	det := proto.MarshalOptions{Deterministic: true}
-	var out []byte
-	for _, n := range g.Node {
-		if raw, ok := rawNodes[n]; ok {
-			out = append(out, raw...)
-			continue
-		}
-		b, err := det.Marshal(n)
-		if err != nil {
-			return nil, fmt.Errorf("node %q: %v", n.GetName(), err)
-		}
-		out = protowire.AppendTag(out, 1, protowire.BytesType)
-		out = protowire.AppendBytes(out, b)
-	}
+// graphEncoder writes a model's graph as a binary GraphDef piece by piece (WriteTo, Marshal),
+// without holding the whole serialised graph: what Marshal would return for a graph of a
+// million nodes is hundreds of megabytes.
+type graphEncoder struct {
+	g    *gpb.GraphDef
+	raw  *rawIndex
+	rest []byte // the fields other than node, serialised
+	size int    // the whole GraphDef's size in bytes
+}
+
+var det = proto.MarshalOptions{Deterministic: true}
+
+// encoder returns the encoder of m's graph, its size computed and checked against protobuf's
+// limit.
+func (m *Model) encoder() (*graphEncoder, error) {
+	g := m.Graph
+	e := &graphEncoder{g: g, raw: m.raw}
 	rest := &gpb.GraphDef{Library: g.Library, Versions: g.Versions, Version: g.Version, DebugInfo: g.DebugInfo}
 	rest.ProtoReflect().SetUnknown(g.ProtoReflect().GetUnknown())
-	if restProtos != nil && proto.Equal(rest, restProtos[0]) {
-		out = append(out, rawRest...)
+	if m.restProtos != nil && proto.Equal(rest, m.restProtos[0]) {
+		e.rest = m.rawRest
 	} else {
 		b, err := det.Marshal(rest)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, b...)
+		e.rest = b
 	}
-	if err := checkSize(len(out), "the GraphDef"); err != nil {
+	size := len(e.rest)
+	for i, n := range g.Node {
+		if raw := e.raw.bytesOf(i, n); raw != nil {
+			size += len(raw)
+			continue
+		}
+		k := det.Size(n)
+		size += protowire.SizeTag(1) + protowire.SizeBytes(k)
+		if size > maxProtoBytes {
+			break
+		}
+	}
+	if err := checkSize(size, "the GraphDef"); err != nil {
 		return nil, err
 	}
-	return out, nil
+	e.size = size
+	return e, nil
+}
+
+// encode passes the serialised graph to emit in pieces, in order. A piece is valid only until
+// emit returns.
+func (e *graphEncoder) encode(emit func([]byte) error) error {
+	var buf []byte
+	written := 0
+	for i, n := range e.g.Node {
+		if raw := e.raw.bytesOf(i, n); raw != nil {
+			if err := emit(raw); err != nil {
+				return err
+			}
+			written += len(raw)
+			continue
+		}
+		k := det.Size(n)
+		buf = protowire.AppendTag(buf[:0], 1, protowire.BytesType)
+		buf = protowire.AppendVarint(buf, uint64(k))
+		head := len(buf)
+		var err error
+		if buf, err = det.MarshalAppend(buf, n); err != nil {
+			return fmt.Errorf("node %q: %v", n.GetName(), err)
+		}
+		if len(buf)-head != k {
+			return fmt.Errorf("node %q: serialised to %d bytes, sized at %d", n.GetName(), len(buf)-head, k)
+		}
+		if err := emit(buf); err != nil {
+			return err
+		}
+		written += len(buf)
+	}
+	if err := emit(e.rest); err != nil {
+		return err
+	}
+	if written+len(e.rest) != e.size {
+		return fmt.Errorf("the GraphDef: wrote %d bytes, sized at %d", written+len(e.rest), e.size)
+	}
+	return nil
 }
 
 // maxProtoBytes is the largest serialised message protobuf, and so TensorFlow, reads back
@@ -305,11 +433,17 @@ func (m *Model) Save(path string, opts SaveOptions) error {
 		}
 		return WriteFileAtomic(path, b, 0o644)
 	default:
-		b, err := m.Marshal()
+		e, err := m.encoder()
 		if err != nil {
 			return &Error{File: path, Msg: "cannot serialise graph", Err: err}
 		}
-		return WriteFileAtomic(path, b, 0o644)
+		return writeAtomic(path, 0o644, func(w io.Writer) error {
+			bw := bufio.NewWriterSize(w, 1<<20)
+			if err := e.encode(func(b []byte) error { _, err := bw.Write(b); return err }); err != nil {
+				return err
+			}
+			return bw.Flush()
+		})
 	}
 }
 
@@ -327,12 +461,22 @@ func (m *Model) Save(path string, opts SaveOptions) error {
 // While the temporary file exists, SIGINT, SIGTERM and SIGHUP remove it before the process
 // dies of the signal.
 func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	return writeAtomic(path, perm, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// writeAtomic is WriteFileAtomic with the data written by write, piece by piece: the file is
+// never held whole in memory. An error from write leaves no file behind (the temporary one is
+// removed), as a failed write does.
+func writeAtomic(path string, perm os.FileMode, write func(io.Writer) error) error {
 	target, kind, err := fileOutput(path)
 	if err != nil {
 		return err
 	}
 	if kind == outStream {
-		return writeThrough(path, data)
+		return writeThrough(path, write)
 	}
 	if st, err := os.Stat(target); err == nil {
 		perm = st.Mode().Perm()
@@ -353,7 +497,7 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 		os.Remove(tmp)
 		return &Error{File: path, Msg: "cannot write output", Err: unwrapPathError(err)}
 	}
-	if _, err := f.Write(data); err != nil {
+	if err := write(f); err != nil {
 		return fail(err)
 	}
 	if err := f.Chmod(perm); err != nil {
@@ -373,13 +517,13 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 	return nil
 }
 
-// writeThrough writes data to a FIFO or a character device.
-func writeThrough(path string, data []byte) error {
+// writeThrough writes to a FIFO or a character device what write writes.
+func writeThrough(path string, write func(io.Writer) error) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
 	if err != nil {
 		return &Error{File: path, Msg: "cannot open output", Err: unwrapPathError(err)}
 	}
-	if _, err := f.Write(data); err != nil {
+	if err := write(f); err != nil {
 		f.Close()
 		return &Error{File: path, Msg: "cannot write output", Err: unwrapPathError(err)}
 	}

@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/tfswap/tfswap/graphdef"
 	apb "github.com/wamuir/graft/tensorflow/core/framework/attr_value_go_proto"
@@ -209,18 +210,62 @@ func gateNode(trigger *graphdef.Node) (*npb.NodeDef, error) {
 		Input:  []string{in.InputString()},
 		Device: trigger.Def.GetDevice(),
 		Attr: map[string]*apb.AttrValue{
-			"T":             {Value: &apb.AttrValue_Type{Type: dt}},
-			DoNotRemoveAttr: {Value: &apb.AttrValue_B{B: true}},
-			RoleAttr:        {Value: &apb.AttrValue_S{S: []byte("gate")}},
+			"T":             dtypeAttr(dt),
+			DoNotRemoveAttr: attrTrue,
+			RoleAttr:        roleAttr("gate"),
 			IDAttr:          {Value: &apb.AttrValue_S{S: []byte(name)}},
 		},
 	}
-	if v, ok := trigger.Def.GetAttr()["_output_shapes"]; ok && port < len(v.GetList().GetShape()) {
-		nd.Attr["_output_shapes"] = &apb.AttrValue{Value: &apb.AttrValue_List{List: &apb.AttrValue_ListValue{
-			Shape: []*tspb.TensorShapeProto{proto.Clone(v.GetList().GetShape()[port]).(*tspb.TensorShapeProto)},
-		}}}
+	if v := outputShapeAttr(trigger, port); v != nil {
+		nd.Attr["_output_shapes"] = v
 	}
 	return nd, nil
+}
+
+// The attr values every swap node and gate has alike are shared between them, not built per
+// node (a million-node graph gets hundreds of thousands of swap nodes). Sharing is safe
+// because a NodeDef is never mutated once built (graphdef.Model's rule): code that changes
+// an attr of a node replaces the map entry of that node's own Attr map, never the value.
+var (
+	attrTrue   = &apb.AttrValue{Value: &apb.AttrValue_B{B: true}}
+	roleValues = map[string]*apb.AttrValue{}
+	typeValues sync.Map // graphdef.DataType -> *apb.AttrValue
+)
+
+func init() {
+	for _, r := range []string{"swap_out", "swap_in", "gate"} {
+		roleValues[r] = &apb.AttrValue{Value: &apb.AttrValue_S{S: []byte(r)}}
+	}
+}
+
+// roleAttr returns the RoleAttr value of role.
+func roleAttr(role string) *apb.AttrValue {
+	if v, ok := roleValues[role]; ok {
+		return v
+	}
+	return &apb.AttrValue{Value: &apb.AttrValue_S{S: []byte(role)}}
+}
+
+// dtypeAttr returns the type attr value of dtype dt.
+func dtypeAttr(dt graphdef.DataType) *apb.AttrValue {
+	if v, ok := typeValues.Load(dt); ok {
+		return v.(*apb.AttrValue)
+	}
+	v, _ := typeValues.LoadOrStore(dt, &apb.AttrValue{Value: &apb.AttrValue_Type{Type: dt}})
+	return v.(*apb.AttrValue)
+}
+
+// outputShapeAttr returns the _output_shapes attr of a node whose one output is output port
+// of n, or nil when n's attr does not give that port's shape. The shape message is n's own,
+// shared.
+func outputShapeAttr(n *graphdef.Node, port int) *apb.AttrValue {
+	v, ok := n.Def.GetAttr()["_output_shapes"]
+	if !ok || port >= len(v.GetList().GetShape()) {
+		return nil
+	}
+	return &apb.AttrValue{Value: &apb.AttrValue_List{List: &apb.AttrValue_ListValue{
+		Shape: []*tspb.TensorShapeProto{v.GetList().GetShape()[port]},
+	}}}
 }
 
 // swapNode builds a swap Identity.
@@ -231,9 +276,9 @@ func swapNode(name, role, input, device string, dt graphdef.DataType, producer *
 		Input:  []string{input},
 		Device: device,
 		Attr: map[string]*apb.AttrValue{
-			"T":             {Value: &apb.AttrValue_Type{Type: dt}},
-			DoNotRemoveAttr: {Value: &apb.AttrValue_B{B: true}},
-			RoleAttr:        {Value: &apb.AttrValue_S{S: []byte(role)}},
+			"T":             dtypeAttr(dt),
+			DoNotRemoveAttr: attrTrue,
+			RoleAttr:        roleAttr(role),
 			// A distinct attr per node keeps the runtime's common-subexpression elimination,
 			// which runs on partition graphs after Grappler and ignores DoNotRemoveAttr, from
 			// merging two swap nodes whose inputs Grappler made identical.
@@ -243,10 +288,8 @@ func swapNode(name, role, input, device string, dt graphdef.DataType, producer *
 	if trigger != "" {
 		nd.Input = append(nd.Input, "^"+trigger)
 	}
-	if v, ok := producer.Def.GetAttr()["_output_shapes"]; ok && port < len(v.GetList().GetShape()) {
-		nd.Attr["_output_shapes"] = &apb.AttrValue{Value: &apb.AttrValue_List{List: &apb.AttrValue_ListValue{
-			Shape: []*tspb.TensorShapeProto{proto.Clone(v.GetList().GetShape()[port]).(*tspb.TensorShapeProto)},
-		}}}
+	if v := outputShapeAttr(producer, port); v != nil {
+		nd.Attr["_output_shapes"] = v
 	}
 	return nd
 }

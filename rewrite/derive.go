@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -194,7 +195,7 @@ func build(a *Analysis, plan *Plan) (*built, error) {
 			}
 			out.Consumers[0] = append(out.Consumers[0], graphdef.Use{Node: in, Input: 0})
 			si := SwapIn{Node: inName, Device: dev.String(), Trigger: grp.Trigger.Name, Gate: gate.Name}
-			seen := map[string]bool{}
+			var seen map[string]bool // the consumers' names, once there are many
 			minLevel := -1
 			for _, u := range grp.Uses {
 				if u.Input >= len(u.Node.Inputs) || u.Node.Inputs[u.Input] != t {
@@ -210,8 +211,18 @@ func build(a *Analysis, plan *Plan) (*built, error) {
 					continue
 				}
 				redirects = append(redirects, redirect{u.Node.Index, u.Input, in})
-				if !seen[u.Node.Name] {
-					seen[u.Node.Name] = true
+				if seen == nil && len(si.Consumers) >= 8 {
+					seen = make(map[string]bool, len(grp.Uses))
+					for _, c := range si.Consumers {
+						seen[c] = true
+					}
+				}
+				if seen != nil {
+					if !seen[u.Node.Name] {
+						seen[u.Node.Name] = true
+						si.Consumers = append(si.Consumers, u.Node.Name)
+					}
+				} else if !slices.Contains(si.Consumers, u.Node.Name) {
 					si.Consumers = append(si.Consumers, u.Node.Name)
 				}
 				if minLevel < 0 || u.Node.Level < minLevel {
@@ -241,17 +252,28 @@ func build(a *Analysis, plan *Plan) (*built, error) {
 		b.waits = append(b.waits, WaitInfo{Node: w.Node.Name, SwapOut: so.Name})
 	}
 	// Which original nodes change inputs, and which producers lose consumers.
-	changedInputs := map[int]map[int]*graphdef.Node{}
+	// The redirects sorted by node (stable: of two for the same input, the later wins), and
+	// first[i] the first of node i's: one array for the whole graph, no map per node.
+	sort.SliceStable(redirects, func(x, y int) bool { return redirects[x].node < redirects[y].node })
+	first := make([]int32, n0+1)
 	for _, r := range redirects {
-		m := changedInputs[r.node]
-		if m == nil {
-			m = map[int]*graphdef.Node{}
-			changedInputs[r.node] = m
-		}
-		m[r.input] = r.to
+		first[r.node+1]++
 	}
 	for i := 0; i < n0; i++ {
-		if changedInputs[i] != nil || extraIn[i] != nil {
+		first[i+1] += first[i]
+	}
+	// redirected returns the swap-in input j of original node i reads instead, or nil.
+	redirected := func(i, j int) *graphdef.Node {
+		var to *graphdef.Node
+		for _, r := range redirects[first[i]:first[i+1]] {
+			if r.input == j {
+				to = r.to
+			}
+		}
+		return to
+	}
+	for i := 0; i < n0; i++ {
+		if first[i] != first[i+1] || extraIn[i] != nil {
 			b.changed = append(b.changed, i)
 		}
 	}
@@ -260,9 +282,8 @@ func build(a *Analysis, plan *Plan) (*built, error) {
 		c := &copies[i]
 		orig := g.Nodes[i]
 		ins := make([]graphdef.Tensor, len(orig.Inputs))
-		m := changedInputs[i]
 		for j, t := range orig.Inputs {
-			if to, ok := m[j]; ok {
+			if to := redirected(i, j); to != nil {
 				ins[j] = graphdef.Tensor{Node: to, Port: 0}
 				to.Consumers[0] = append(to.Consumers[0], graphdef.Use{Node: c, Input: j})
 				continue
@@ -296,10 +317,8 @@ func build(a *Analysis, plan *Plan) (*built, error) {
 				}
 				l := make([]graphdef.Use, 0, len(uses))
 				for _, u := range uses {
-					if m := changedInputs[u.Node.Index]; m != nil {
-						if _, ok := m[u.Input]; ok {
-							continue
-						}
+					if redirected(u.Node.Index, u.Input) != nil {
+						continue
 					}
 					l = append(l, graphdef.Use{Node: remap(u.Node), Input: u.Input})
 				}

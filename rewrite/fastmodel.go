@@ -138,6 +138,12 @@ func (lt *loadTree) area(from, to int64) float64 {
 	return lt.areaIdx(lt.index(from), lt.index(to)-1)
 }
 
+// span returns the total duration of the points l..r (l <= r): the time from point l to the
+// point after r, the last point lasting nothing.
+func (lt *loadTree) span(l, r int) int64 {
+	return lt.t[min(r+1, lt.n-1)] - lt.t[l]
+}
+
 // areaIdx returns the integral of the curve over the points l..r (0 when l > r).
 func (lt *loadTree) areaIdx(l, r int) float64 {
 	if l > r {
@@ -415,15 +421,16 @@ func sortEvents(evs []sweepEv) []sweepEv {
 // outState is one planned swap-out during the sweep.
 type outState struct {
 	ps   *PlannedSwap
-	bs   *bufState
+	swap int32 // index in the plan's swaps
+	bs   int32 // index of its buffer
 	done int64 // real time the copy is on the host; -1 until enqueued
-	wait []*grpState
+	wait []int32
 }
 
 // bufState is one swapped buffer during the sweep.
 type bufState struct {
 	b                   *buffer
-	outs                []*outState
+	outs                []int32
 	lastNear, outDone   int64
 	pending             int
 	drained, sub, ended bool
@@ -457,7 +464,7 @@ func (a allocItem) Less(b allocItem) bool {
 
 // grpState is one planned swap-in during the sweep.
 type grpState struct {
-	out                *outState
+	out                int32 // index of its swap-out
 	trig               *graphdef.Node
 	ctlDone, allocReal int64
 	due, last, done    int64
@@ -508,45 +515,65 @@ func (d *devState) unwarp(r int64) int64 {
 func (fm *fastModel) predict(plan *Plan) *fastResult { return fm.sweep(plan, nil) }
 
 func (fm *fastModel) sweep(plan *Plan, throttle []int64) *fastResult {
+	return fm.prepare(plan, throttle).run(nil)
+}
+
+// preparedSweep is a plan's sweep prepared once for any subset of its swapped buffers: the
+// events of every swap, sorted, and the static part of each swap's, buffer's and swap-in's
+// state. run replays the events of the buffers a decision keeps, skipping the others, which
+// is the sweep of the plan without the dropped buffers' swaps (and their waits): the events
+// of the kept swaps, their order and their handling are the same.
+type preparedSweep struct {
+	fm       *fastModel
+	plan     *Plan
+	throttle []int64
+	evs      []sweepEv
+	bufs     []bufState
+	outs     []outState
+	grps     []grpState
+	// bufOfSwap is, per plan swap, the index of its buffer (-1 when the sweep ignores it).
+	bufOfSwap []int32
+	// waitsOf are, per node with waits, the swap-outs they wait for (-1: not a swap of the
+	// plan).
+	waitsOf map[int][]int32
+}
+
+// prepare builds plan's prepared sweep.
+func (fm *fastModel) prepare(plan *Plan, throttle []int64) *preparedSweep {
 	pr := fm.pr
 	tm := pr.timing
-	res := newFastResult(fm.trees)
-	devs := make([]*devState, len(fm.trees))
-	for i, t := range fm.trees {
-		if t != nil {
-			devs[i] = &devState{}
-		}
-	}
+	ps := &preparedSweep{fm: fm, plan: plan, throttle: throttle, bufOfSwap: make([]int32, len(plan.Swaps))}
 	var evs []sweepEv
-	var bufs []*bufState
-	var outs []*outState
-	var grps []*grpState
-	byBuf := map[*buffer]*bufState{}
-	outOf := map[graphdef.Tensor]*outState{}
+	byBuf := map[*buffer]int32{}
+	outOf := map[graphdef.Tensor]int32{}
 	for i := range plan.Swaps {
-		ps := &plan.Swaps[i]
-		b := pr.bufOf[ps.Tensor]
-		if b == nil || devs[b.dev] == nil {
+		sw := &plan.Swaps[i]
+		ps.bufOfSwap[i] = -1
+		b := pr.bufOf[sw.Tensor]
+		if b == nil || fm.trees[b.dev] == nil {
 			continue
 		}
-		bs := byBuf[b]
-		if bs == nil {
-			bs = &bufState{b: b, outDone: -1}
-			byBuf[b] = bs
-			bufs = append(bufs, bs)
+		bi, ok := byBuf[b]
+		if !ok {
+			bi = int32(len(ps.bufs))
+			byBuf[b] = bi
+			ps.bufs = append(ps.bufs, bufState{b: b, outDone: -1})
 		}
-		o := &outState{ps: ps, bs: bs, done: -1}
-		bs.outs = append(bs.outs, o)
+		ps.bufOfSwap[i] = bi
+		oi := int32(len(ps.outs))
+		bs := &ps.bufs[bi]
+		bs.outs = append(bs.outs, oi)
 		bs.pending++
-		outOf[ps.Tensor] = o
-		evs = append(evs, sweepEv{t: tm.times.End[ps.Tensor.Node.Index], kind: evOut, id: int32(len(outs))})
-		outs = append(outs, o)
+		outOf[sw.Tensor] = oi
+		evs = append(evs, sweepEv{t: tm.times.End[sw.Tensor.Node.Index], kind: evOut, id: oi})
+		ps.outs = append(ps.outs, outState{ps: sw, swap: int32(i), bs: bi, done: -1})
 	}
 	redirected := map[graphdef.Use]bool{}
-	for _, bs := range bufs {
+	for bi := range ps.bufs {
+		bs := &ps.bufs[bi]
 		clear(redirected)
-		for _, o := range bs.outs {
-			for _, g := range o.ps.Groups {
+		for _, oi := range bs.outs {
+			for _, g := range ps.outs[oi].ps.Groups {
 				for _, u := range g.Uses {
 					redirected[u] = true
 				}
@@ -565,22 +592,18 @@ func (fm *fastModel) sweep(plan *Plan, throttle []int64) *fastResult {
 		}
 		walk(bs.b.tree)
 		bs.lastNear = near
-		evs = append(evs, sweepEv{t: near, kind: evNear, id: int32(len(bufs))}) // placeholder id fixed below
+		evs = append(evs, sweepEv{t: near, kind: evNear, id: int32(bi)})
 	}
-	// Fix the buffer ids of evNear and add the buffers' ends.
-	nb := 0
-	for i := range evs {
-		if evs[i].kind == evNear {
-			evs[i].id = int32(nb)
-			evs = append(evs, sweepEv{t: bufs[nb].b.lastEnd, kind: evOrigEnd, id: int32(nb)})
-			nb++
-		}
+	for bi := range ps.bufs {
+		evs = append(evs, sweepEv{t: ps.bufs[bi].b.lastEnd, kind: evOrigEnd, id: int32(bi)})
 	}
-	for _, o := range outs {
+	for oi := range ps.outs {
+		o := &ps.outs[oi]
+		b := ps.bufs[o.bs].b
 		for _, g := range o.ps.Groups {
-			gs := &grpState{out: o, trig: g.Trigger, ctlDone: -1, allocReal: -1, due: -1}
+			gs := grpState{out: int32(oi), trig: g.Trigger, ctlDone: -1, allocReal: -1, due: -1}
 			for _, u := range g.Uses {
-				x := o.bs.b.find(u)
+				x := b.find(u)
 				if x == nil {
 					continue
 				}
@@ -589,8 +612,8 @@ func (fm *fastModel) sweep(plan *Plan, throttle []int64) *fastResult {
 				}
 				gs.last = max(gs.last, x.last)
 			}
-			id := int32(len(grps))
-			grps = append(grps, gs)
+			id := int32(len(ps.grps))
+			ps.grps = append(ps.grps, gs)
 			te := tm.times.End[g.Trigger.Index]
 			if te < 0 {
 				te = 0
@@ -602,20 +625,46 @@ func (fm *fastModel) sweep(plan *Plan, throttle []int64) *fastResult {
 			}
 		}
 	}
-	waitsOf := map[int][]graphdef.Tensor{}
+	ps.waitsOf = map[int][]int32{}
 	for _, w := range planWaits(plan) {
-		waitsOf[w.Node.Index] = append(waitsOf[w.Node.Index], w.After)
+		oi, ok := outOf[w.After]
+		if !ok {
+			oi = -1
+		}
+		ps.waitsOf[w.Node.Index] = append(ps.waitsOf[w.Node.Index], oi)
 	}
-	if throttle != nil || len(waitsOf) > 0 {
+	if throttle != nil || len(ps.waitsOf) > 0 {
 		for _, dev := range pr.gpuDevices() {
 			for _, n := range tm.order[dev] {
-				if throttle != nil || waitsOf[n.Index] != nil {
+				if throttle != nil || ps.waitsOf[n.Index] != nil {
 					evs = append(evs, sweepEv{t: tm.times.Start[n.Index], kind: evOp, id: int32(n.Index)})
 				}
 			}
 		}
 	}
-	evs = sortEvents(evs)
+	ps.evs = sortEvents(evs)
+	return ps
+}
+
+// run replays the prepared sweep. keep, when not nil, says per prepared buffer whether its
+// swaps are in the plan; the others' events are skipped, and an op whose waits all wait for
+// dropped swaps is not held (without throttling, the event of an op does nothing else).
+func (ps *preparedSweep) run(keep []bool) *fastResult {
+	fm := ps.fm
+	pr := fm.pr
+	tm := pr.timing
+	throttle := ps.throttle
+	res := newFastResult(fm.trees)
+	devs := make([]*devState, len(fm.trees))
+	for i, t := range fm.trees {
+		if t != nil {
+			devs[i] = &devState{}
+		}
+	}
+	bufs := append([]bufState(nil), ps.bufs...)
+	outs := append([]outState(nil), ps.outs...)
+	grps := append([]grpState(nil), ps.grps...)
+	kept := func(bi int32) bool { return keep == nil || keep[bi] }
 	engFree := make([]int64, fm.engines)
 	lat := pr.latency
 	// advance brings device d's running memory edits up to base time t.
@@ -634,13 +683,14 @@ func (fm *fastModel) sweep(plan *Plan, throttle []int64) *fastResult {
 			g := ds.allocs.Pop().g
 			if !g.freed {
 				g.allocated = true
-				ds.copies += g.out.bs.b.bytes
+				ds.copies += bufs[outs[g.out].bs].b.bytes
 			}
 		}
 	}
 	setAlloc := func(g *grpState) {
-		g.allocReal = max(g.ctlDone, g.out.done) + pr.hostIdent
-		ds := devs[g.out.bs.b.dev]
+		o := &outs[g.out]
+		g.allocReal = max(g.ctlDone, o.done) + pr.hostIdent
+		ds := devs[bufs[o.bs].b.dev]
 		ds.allocs.Push(allocItem{g, ds.seq})
 		ds.seq++
 	}
@@ -651,30 +701,39 @@ func (fm *fastModel) sweep(plan *Plan, throttle []int64) *fastResult {
 		}
 		return d
 	}
-	for _, ev := range evs {
+	grpBuf := func(g *grpState) *bufState { return &bufs[outs[g.out].bs] }
+	for _, ev := range ps.evs {
 		switch ev.kind {
 		case evOut:
-			o := outs[ev.id]
-			b := o.bs.b
+			o := &outs[ev.id]
+			if !kept(o.bs) {
+				continue
+			}
+			bs := &bufs[o.bs]
+			b := bs.b
 			ds := devs[b.dev]
 			advance(b.dev, ev.t)
 			eng := fm.d2h[b.dev]
 			start := max(ev.t+ds.shift+lat, engFree[eng])
 			o.done = start + fm.xferTime(b.bytes, false)
 			engFree[eng] = o.done
-			o.bs.outDone = max(o.bs.outDone, o.done)
-			o.bs.pending--
-			if o.bs.pending == 0 {
-				o.bs.seq = ds.seq
+			bs.outDone = max(bs.outDone, o.done)
+			bs.pending--
+			if bs.pending == 0 {
+				bs.seq = ds.seq
 				ds.seq++
-				ds.drains.Push(drainItem{o.bs})
+				ds.drains.Push(drainItem{bs})
 			}
-			for _, g := range o.wait {
-				setAlloc(g)
+			for _, gi := range o.wait {
+				setAlloc(&grps[gi])
 			}
 			o.wait = nil
 		case evCtl:
-			g := grps[ev.id]
+			g := &grps[ev.id]
+			o := &outs[g.out]
+			if !kept(o.bs) {
+				continue
+			}
 			td := devOfNode(g.trig)
 			real := ev.t + lat
 			if td >= 0 {
@@ -682,24 +741,30 @@ func (fm *fastModel) sweep(plan *Plan, throttle []int64) *fastResult {
 				eng := fm.d2h[td]
 				real = max(real, engFree[eng])
 				engFree[eng] = real
-			} else if d := g.out.bs.b.dev; devs[d] != nil {
+			} else if d := bufs[o.bs].b.dev; devs[d] != nil {
 				real += devs[d].shift
 			}
 			g.ctlDone = real
-			if g.out.done >= 0 {
+			if o.done >= 0 {
 				setAlloc(g)
 			} else {
-				g.out.wait = append(g.out.wait, g)
+				o.wait = append(o.wait, ev.id)
 			}
 		case evNear:
-			bs := bufs[ev.id]
+			if !kept(ev.id) {
+				continue
+			}
+			bs := &bufs[ev.id]
 			advance(bs.b.dev, ev.t)
 			if bs.drained && !bs.sub && !bs.ended {
 				bs.sub = true
 				devs[bs.b.dev].freed += bs.b.bytes
 			}
 		case evOrigEnd:
-			bs := bufs[ev.id]
+			if !kept(ev.id) {
+				continue
+			}
+			bs := &bufs[ev.id]
 			advance(bs.b.dev, ev.t)
 			bs.ended = true
 			if bs.sub {
@@ -707,14 +772,27 @@ func (fm *fastModel) sweep(plan *Plan, throttle []int64) *fastResult {
 			}
 		case evOp:
 			n := pr.Analysis.Graph.Nodes[ev.id]
+			waits := ps.waitsOf[n.Index]
+			if throttle == nil && keep != nil {
+				any := false
+				for _, oi := range waits {
+					any = any || oi >= 0 && kept(outs[oi].bs)
+				}
+				if !any {
+					continue
+				}
+			}
 			d := devOfNode(n)
 			if d < 0 {
 				continue
 			}
 			ds := devs[d]
 			advance(d, ev.t)
-			for _, t := range waitsOf[n.Index] {
-				if o := outOf[t]; o != nil && o.done >= 0 {
+			for _, oi := range waits {
+				if oi < 0 || !kept(outs[oi].bs) {
+					continue
+				}
+				if o := &outs[oi]; o.done >= 0 {
 					if need := o.done + lat; need > ev.t+ds.shift {
 						ds.addShift(ev.t, need-(ev.t+ds.shift))
 						advance(d, ev.t)
@@ -754,8 +832,8 @@ func (fm *fastModel) sweep(plan *Plan, throttle []int64) *fastResult {
 				}
 			}
 			var after *outState
-			for _, o := range last.outs {
-				if after == nil || o.done > after.done {
+			for _, oi := range last.outs {
+				if o := &outs[oi]; after == nil || o.done > after.done {
 					after = o
 				}
 			}
@@ -766,8 +844,12 @@ func (fm *fastModel) sweep(plan *Plan, throttle []int64) *fastResult {
 			ds.addShift(ev.t, last.outDone+lat-(ev.t+ds.shift))
 			advance(d, ev.t)
 		case evDue:
-			g := grps[ev.id]
-			b := g.out.bs.b
+			g := &grps[ev.id]
+			bs := grpBuf(g)
+			if !kept(outs[g.out].bs) {
+				continue
+			}
+			b := bs.b
 			ds := devs[b.dev]
 			advance(b.dev, ev.t)
 			if g.allocReal < 0 {
@@ -783,8 +865,11 @@ func (fm *fastModel) sweep(plan *Plan, throttle []int64) *fastResult {
 				advance(b.dev, ev.t)
 			}
 		case evCopyEnd:
-			g := grps[ev.id]
-			b := g.out.bs.b
+			g := &grps[ev.id]
+			if !kept(outs[g.out].bs) {
+				continue
+			}
+			b := grpBuf(g).b
 			advance(b.dev, ev.t)
 			g.freed = true
 			if g.allocated {
@@ -793,7 +878,11 @@ func (fm *fastModel) sweep(plan *Plan, throttle []int64) *fastResult {
 		}
 	}
 	// Edit the curves in the unswapped step's time.
-	for _, bs := range bufs {
+	for bi := range bufs {
+		if !kept(int32(bi)) {
+			continue
+		}
+		bs := &bufs[bi]
 		b := bs.b
 		ds := devs[b.dev]
 		free := bs.lastNear
@@ -806,8 +895,12 @@ func (fm *fastModel) sweep(plan *Plan, throttle []int64) *fastResult {
 			res.add(b.dev, b.lastEnd, free, b.bytes)
 		}
 	}
-	for _, g := range grps {
-		b := g.out.bs.b
+	for gi := range grps {
+		g := &grps[gi]
+		if !kept(outs[g.out].bs) {
+			continue
+		}
+		b := grpBuf(g).b
 		if g.allocReal < 0 {
 			continue
 		}
@@ -821,6 +914,25 @@ func (fm *fastModel) sweep(plan *Plan, throttle []int64) *fastResult {
 		}
 	}
 	return res
+}
+
+// keepOf returns the prepared buffers' keep flags for a subset of the plan's swaps (keep by
+// swap index), and false when a buffer would keep some of its swaps and not others (the
+// sweep must then be prepared for that plan).
+func (ps *preparedSweep) keepOf(keepSwap func(i int) bool) ([]bool, bool) {
+	keep := make([]bool, len(ps.bufs))
+	set := make([]bool, len(ps.bufs))
+	for i, bi := range ps.bufOfSwap {
+		if bi < 0 {
+			continue
+		}
+		k := keepSwap(i)
+		if set[bi] && keep[bi] != k {
+			return nil, false
+		}
+		keep[bi], set[bi] = k, true
+	}
+	return keep, true
 }
 
 // find returns the access of b by use u, or nil.

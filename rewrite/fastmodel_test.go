@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"cmp"
 	"math/rand"
 	"slices"
 	"sort"
@@ -31,6 +32,11 @@ func TestLoadTreeIncremental(t *testing.T) {
 		for i, p := range pts {
 			bytes[i], maxes[i] = p.Bytes, p.Max
 		}
+		// One range's area kept incrementally, as the greedy selections keep their area
+		// scores: each addition brings its amount times its overlap's span.
+		ql := rng.Intn(n)
+		qr := ql + rng.Intn(n-ql)
+		kept := lt.areaIdx(ql, qr)
 		for step := 0; step < 60; step++ {
 			from, to := rng.Int63n(tt+20)-10, rng.Int63n(tt+20)-10
 			if from > to {
@@ -38,6 +44,14 @@ func TestLoadTreeIncremental(t *testing.T) {
 			}
 			v := rng.Int63n(1<<19) - 1<<18
 			lt.add(from, to, v)
+			if l, r := lt.index(from), lt.index(to)-1; l <= r {
+				if lo, hi := max(l, ql), min(r, qr); lo <= hi {
+					kept += float64(v) * float64(lt.span(lo, hi))
+				}
+			}
+			if got := lt.areaIdx(ql, qr); got != kept {
+				t.Fatalf("trial %d step %d: area of points %d..%d %v, kept incrementally %v", trial, step, ql, qr, got, kept)
+			}
 			for i, p := range pts {
 				if p.T >= from && p.T < to {
 					bytes[i] += v
@@ -183,4 +197,98 @@ func TestSortEvents(t *testing.T) {
 			t.Fatalf("trial %d (%d events, span %d): sortEvents differs from a stable sort", trial, n, span)
 		}
 	}
+}
+
+// TestDropSweepAgreesWithSweep: the prepared sweep vDNN_dyn replays, after every one of a
+// random sequence of decisions (a layer's offload dropped or taken back), predicts exactly
+// what a fresh sweep of the assembled and synchronised plan predicts: the peak of every
+// device, the edits of the memory curve, the late copies and the stall. The models run on the
+// fixtures' graphs with slow and fast links, so copies queue and stall.
+func TestDropSweepAgreesWithSweep(t *testing.T) {
+	slow := slowProfile()
+	slow.D2H, slow.H2D = 1<<30, 1<<30
+	allStalls := 0
+	for _, fixture := range []string{"cnn", "resnet"} {
+		for pi, prof := range []*cost.Profile{slowProfile(), slow} {
+			m, err := graphdef.Load("../testmodels/fixtures/"+fixture+".pb", graphdef.LoadOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			gr, err := graphdef.NewGraph(m.Graph, fixture)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pr, err := newProblem(m, Analyze(gr, Options{}), PlanOptions{Profile: prof, Budget: 1 << 20, FitAccounting: "tfswap"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cs := pr.vdnnChoices(false)
+			if len(cs) < 4 {
+				t.Fatalf("%s: %d vDNN choices", fixture, len(cs))
+			}
+			groups, _ := pr.groupsOf(cs, layerRule(convAny))
+			drop := pr.newDropSweep(groups)
+			if drop.prep == nil {
+				t.Fatalf("%s: the drop sweep was not prepared", fixture)
+			}
+			rng := rand.New(rand.NewSource(int64(len(cs)) + int64(pi)))
+			keep := map[*choice]bool{}
+			for _, c := range cs {
+				keep[c] = rng.Intn(2) == 0
+			}
+			stalls, peaks := 0, map[int64]bool{}
+			for step := 0; step < 60; step++ {
+				c := cs[rng.Intn(len(cs))]
+				keep[c] = !keep[c]
+				plan, _ := assemble(groups, func(c *choice) bool { return keep[c] })
+				want := pr.fast.predict(pr.vdnnSync(plan))
+				got := drop.predict(keep)
+				for dev, lt := range want.base {
+					if lt == nil {
+						continue
+					}
+					wp, wt := want.peak(dev)
+					gp, gt := got.peak(dev)
+					if wp != gp || wt != gt {
+						t.Fatalf("%s/%d step %d (%d swaps): device %d peak %d at %d, fresh sweep %d at %d", fixture, pi, step, len(plan.Swaps), dev, gp, gt, wp, wt)
+					}
+					peaks[wp] = true
+					we, ge := sortedEdits(want.edits[dev]), sortedEdits(got.edits[dev])
+					if !slices.Equal(we, ge) {
+						t.Fatalf("%s/%d step %d: device %d: %d edits, fresh sweep %d (or different)", fixture, pi, step, dev, len(ge), len(we))
+					}
+				}
+				if want.late != got.late || want.stall != got.stall {
+					t.Fatalf("%s/%d step %d: late %d stall %d, fresh sweep late %d stall %d", fixture, pi, step, got.late, got.stall, want.late, want.stall)
+				}
+				if want.stall > 0 {
+					stalls++
+				}
+			}
+			// The decisions changed the prediction.
+			if len(peaks) < 2 {
+				t.Fatalf("%s/%d: only %d distinct peaks over the decisions", fixture, pi, len(peaks))
+			}
+			t.Logf("%s/%d: %d choices, %d distinct peaks, %d of 60 plans stall", fixture, pi, len(cs), len(peaks), stalls)
+			allStalls += stalls
+		}
+	}
+	// Some plans stall: copies queue, and the replay carries the delays forward.
+	if allStalls == 0 {
+		t.Fatal("no plan stalls")
+	}
+}
+
+func sortedEdits(es []edit) []edit {
+	out := append([]edit(nil), es...)
+	slices.SortFunc(out, func(a, b edit) int {
+		if a.from != b.from {
+			return cmp.Compare(a.from, b.from)
+		}
+		if a.to != b.to {
+			return cmp.Compare(a.to, b.to)
+		}
+		return cmp.Compare(a.delta, b.delta)
+	})
+	return out
 }

@@ -72,7 +72,7 @@ func RewriteWithPlanner(model *graphdef.Model, opts Options, po PlanOptions) (*P
 }
 
 // planPrepared is RewriteWithPlanner on a model prepare has checked (g is its graph, opts
-// has its defaults).
+// has its defaults). It runs planPasses in order (passes.go).
 func planPrepared(model *graphdef.Model, g *graphdef.Graph, opts Options, po PlanOptions) (*Planned, error) {
 	planner, err := LookupStrategy(po.Strategy)
 	if err != nil {
@@ -85,98 +85,15 @@ func planPrepared(model *graphdef.Model, g *graphdef.Graph, opts Options, po Pla
 	if err != nil {
 		return nil, err
 	}
-	a := Analyze(g, opts)
-	pr, err := newProblem(model, a, po)
+	dbg, err := passDebugFromEnv()
 	if err != nil {
 		return nil, err
 	}
-	if err := pr.checkSharedLinks(); err != nil {
+	st := &planState{model: model, g: g, opts: opts, po: po, planner: planner, mode: mode}
+	if err := runPlanPasses(st, dbg); err != nil {
 		return nil, err
 	}
-	if err := pr.checkDeviceBudgets(); err != nil {
-		return nil, err
-	}
-	pr.strategy = planner.Name
-	ev, err := planner.plan(pr)
-	if err != nil {
-		return nil, err
-	}
-	// Where the strategy may recompute, plan again on the graph with recomputations and keep
-	// the better outcome ("max" keeps the recomputed one whatever it costs).
-	final := &stage{model: model, a: a, pr: pr, ev: ev}
-	sims := pr.sims
-	if mode == "max" || (mode == "auto" && planner == autoStrategy && (ev == nil || !ev.Fits || ev.StepTime > pr.Base.StepTime)) {
-		rs, err := pr.planRecomputed(planner, mode, ev, false)
-		if err != nil && mode == "max" {
-			return nil, err
-		}
-		// In auto mode a recomputation that cannot be planned leaves the swap-only plan,
-		// always a safe answer.
-		if rs != nil {
-			sims += rs.pr.sims
-			if mode == "max" || better(rs.ev, ev) {
-				final = rs
-			}
-		}
-		// Where Grappler's accounting kept a faster plan from fitting (a recomputation
-		// chain's outputs, which TensorFlow writes into one buffer, count each as its own
-		// there), auto plans recomputations again with chains of one large output each and
-		// keeps the better outcome.
-		if mode == "auto" && pr.fit.grappler() && pr.fit.tfswap && grapplerBound(final.ev, pr, rs) {
-			rs2, err := pr.planRecomputed(planner, mode, ev, true)
-			if err != nil {
-				return nil, err
-			}
-			if rs2 != nil {
-				sims += rs2.pr.sims
-				if better(rs2.ev, final.ev) {
-					final = rs2
-				}
-			}
-		}
-	}
-	// A plan found for a tighter budget fits this one too: auto plans again for tighter
-	// budgets and keeps such a plan when it is better (issue 14 item 3: auto monotone in the
-	// budget).
-	xpr := final.pr
-	if planner == autoStrategy {
-		rev, rpr, n, err := pr.planTighter(planner, final.ev)
-		if err != nil {
-			return nil, err
-		}
-		sims += n
-		if rev != nil {
-			final = &stage{model: model, a: a, pr: pr, ev: rev}
-			xpr = rpr
-		}
-	}
-	ev = final.ev
-	if ev == nil || !ev.Fits {
-		return nil, final.pr.noFit(planner.Name, ev)
-	}
-	// Every figure of the plan is reported, those it was not judged by too.
-	before := final.pr.sims
-	if err := final.pr.reportGrappler(ev); err != nil {
-		return nil, err
-	}
-	sims += final.pr.sims - before
-	res, err := Apply(final.model, final.a, ev.Plan)
-	if err != nil {
-		return nil, err
-	}
-	_, unsized := a.Candidates()
-	res.Skipped = unsized
-	res.Recomputes = final.descs
-	if err := Verify(g, res, opts.Gate); err != nil {
-		return nil, fmt.Errorf("internal error: the planned rewrite breaks an invariant: %v", err)
-	}
-	res.graph = nil // checked: later changes to Model are Verify's to find
-	out := &Planned{Result: res, Strategy: planner.Name, Eval: ev, Base: pr.Base, Profile: pr.Profile, Budget: pr.Opts.Budget, Simulations: sims,
-		Accountings: final.pr.fit.names()}
-	if po.Explain {
-		out.Explanation = withRecomputes(xpr.explain(ev), res.Recomputes, mode)
-	}
-	return out, nil
+	return st.out, nil
 }
 
 // grapplerBound reports whether Grappler's accounting is what kept a faster plan than best
@@ -250,15 +167,16 @@ func (pr *Problem) planTighter(planner *Strategy, cur *Evaluation) (*Evaluation,
 		pr2.strategy = planner.Name
 		// As in planRecomputed, only the strategies that did best at the budget asked for
 		// are run again before auto's own search.
+		var only map[string]bool
 		for i, e := range pr.fittingByStrategy() {
 			if i < 2 {
-				if pr2.only == nil {
-					pr2.only = map[string]bool{}
+				if only == nil {
+					only = map[string]bool{}
 				}
-				pr2.only[e.Strategy] = true
+				only[e.Strategy] = true
 			}
 		}
-		ev, err := planner.plan(pr2)
+		ev, err := planner.planOnly(pr2, only)
 		sims += pr2.sims
 		if err != nil {
 			return nil, nil, sims, err
@@ -371,20 +289,21 @@ func (pr *Problem) planRecomputed(planner *Strategy, mode string, ev0 *Evaluatio
 	}
 	pr2.strategy = planner.Name
 	pr2.original = pr.Base
+	var only map[string]bool
 	if mode == "auto" {
 		// The strategies that did best without recomputation are run again; the others
 		// are unlikely to win on the same graph with fewer tensors to swap.
-		pr2.only = map[string]bool{}
+		only = map[string]bool{}
 		for i, e := range pr.fittingByStrategy() {
 			if i < 2 {
-				pr2.only[e.Strategy] = true
+				only[e.Strategy] = true
 			}
 		}
-		if len(pr2.only) == 0 {
-			pr2.only = nil // nothing fitted: run them all
+		if len(only) == 0 {
+			only = nil // nothing fitted: run them all
 		}
 	}
-	ev, err := planner.plan(pr2)
+	ev, err := planner.planOnly(pr2, only)
 	if err != nil || ev == nil {
 		return nil, err
 	}

@@ -281,9 +281,6 @@ type Problem struct {
 	latency   int64
 	hostIdent int64
 	strategy  string // the planner running, for Evaluation.Strategy
-	// only, when set, limits the strategies auto runs before its own search to these (the
-	// recomputation stage runs those that did best without recomputation).
-	only map[string]bool
 	// original is the unswapped step of the graph before recomputation, when this problem
 	// plans a graph with recomputations (its Base).
 	original *Evaluation

@@ -2,7 +2,9 @@ package rewrite
 
 import (
 	"fmt"
+	"io"
 	"strings"
+	"time"
 )
 
 // Strategy is one swap-planning strategy, a value in the style of golang.org/x/tools/go/analysis's
@@ -31,32 +33,51 @@ type Pass struct {
 	Strategy *Strategy
 	// Problem is the planning problem it runs on, shared with the strategies it requires.
 	Problem *Problem
+	// only, when set, limits the required strategies run (runRequired) to these: planning
+	// again on a graph with recomputations or for a tighter budget runs only those that did
+	// best at first.
+	only map[string]bool
 }
 
 // plan runs s on pr.
 func (s *Strategy) plan(pr *Problem) (*Evaluation, error) {
-	return s.Run(&Pass{Strategy: s, Problem: pr})
+	return s.planOnly(pr, nil)
+}
+
+// planOnly runs s on pr, running only the required strategies in only (all when nil).
+func (s *Strategy) planOnly(pr *Problem, only map[string]bool) (*Evaluation, error) {
+	return s.Run(&Pass{Strategy: s, Problem: pr, only: only})
 }
 
 // runRequired runs the strategies pass's strategy requires, in order, on its problem, and
-// returns their evaluations. A problem that limits the strategies to run before a search of
-// its own (Problem.only) skips the others. Each runs with its own name as the problem's
+// returns their evaluations. A pass that limits the strategies to run before a search of its
+// own (Pass.only) skips the others. Each runs with its own name as the problem's
 // planner (so that its plans are credited to it); the name is left at the last one's.
+// Each is timed and dumped as pass NAME:STRATEGY (requiredPassName).
 func (pass *Pass) runRequired() ([]*Evaluation, error) {
 	pr := pass.Problem
+	dbg := readPassDebug() // its names checked by planPrepared
 	var out []*Evaluation
 	for _, s := range pass.Strategy.Requires {
-		if pr.only != nil && !pr.only[s.Name] {
+		if pass.only != nil && !pass.only[s.Name] {
 			continue
 		}
+		t0, sims := time.Now(), pr.sims
 		pr.strategy = s.Name
 		ev, err := s.plan(pr)
 		if err != nil {
 			return nil, err
 		}
+		dbg.report(requiredPassName(pass.Strategy, s), t0, pr.sims-sims, func(w io.Writer) { dumpEvaluation(w, ev, 0, pr.sims) })
 		out = append(out, ev)
 	}
 	return out, nil
+}
+
+// requiredPassName names the run of required strategy r within s for timing and
+// TFSWAP_DEBUG_PASS: "auto.required:lms".
+func requiredPassName(s, r *Strategy) string {
+	return s.Name + ".required:" + r.Name
 }
 
 // strategies is the registry, in the order --strategy and --list-strategies give them: the

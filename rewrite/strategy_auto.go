@@ -1,8 +1,10 @@
 package rewrite
 
 import (
+	"io"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/tfswap/tfswap/graphdef"
 	"github.com/tfswap/tfswap/triggers"
@@ -52,84 +54,187 @@ const (
 )
 
 // Plan plans for pass.Problem's budgets, starting from the plans of the strategies pass's
-// strategy requires.
+// strategy requires. It runs autoPasses in order.
 func (p autoPlanner) Plan(pass *Pass) (*Evaluation, error) {
 	pr := pass.Problem
 	if pr.Base.Fits {
 		return pr.Base, nil
 	}
-	var best *Evaluation
-	consider := func(ev *Evaluation) {
-		if better(ev, best) {
-			best = ev
+	st := &autoState{pass: pass, pr: pr}
+	dbg := readPassDebug() // its names checked by planPrepared
+	for _, ap := range autoPasses {
+		t0 := time.Now()
+		sims := pr.sims
+		if err := ap.fn(st); err != nil {
+			return nil, err
 		}
+		dbg.report(autoPassPrefix+ap.name, t0, pr.sims-sims, func(w io.Writer) { dumpEvaluation(w, st.best, 0, pr.sims) })
 	}
-	required, err := pass.runRequired()
+	return st.best, nil
+}
+
+// autoPassPrefix prefixes the names of auto's passes in timing lines and TFSWAP_DEBUG_PASS.
+const autoPassPrefix = "auto."
+
+// autoState is what auto's passes share: the pass running and the best plan so far.
+type autoState struct {
+	pass *Pass
+	pr   *Problem
+	best *Evaluation
+	// lowest is the lowest-memory plan, when the lowest-memory pass tried it.
+	lowest *Evaluation
+}
+
+// consider keeps ev when it is better than the best plan so far.
+func (st *autoState) consider(ev *Evaluation) {
+	if better(ev, st.best) {
+		st.best = ev
+	}
+}
+
+// autoPass is one of auto's passes.
+type autoPass struct {
+	name, doc string
+	fn        func(st *autoState) error
+}
+
+// autoPasses are auto's passes in the order they run.
+var autoPasses = []autoPass{
+	{"required", "run the strategies auto requires (lms, vDNN, autoswap, window)", autoRequired},
+	{"greedy", "its own greedy over every gap of every buffer, four score weightings screened", autoGreedy},
+	{"lowest-memory", "when nothing fits: every gap of every tensor, each copy brought back just before its reader", autoLowestMemory},
+	{"throttle", "when that does not fit either: the same plan with ops held back where the device runs ahead of its swap-outs", autoThrottle},
+	{"peak-repair", "when nothing fits yet: the least excess reached, its waiting copies re-triggered past the peak", autoPeakRepair},
+	{"improve", "improve the best fitting plan of the two best strategies: trigger tuning, pruning", autoImprove},
+	{"stagger", "on GPUs sharing a host link, Kim et al.'s staggering of the best plan", autoStagger},
+}
+
+// autoPassOrder are the ordering constraints between autoPasses, checked at initialisation.
+var autoPassOrder = []passConstraint{
+	{"required", "improve", "improve starts from each strategy's best fitting plan, read from the problem's cache of plans"},
+	{"greedy", "lowest-memory", "the lowest-memory plan is tried only when neither the strategies nor the greedy found a plan that fits"},
+	{"lowest-memory", "throttle", "throttling holds back the lowest-memory plan's ops"},
+	{"throttle", "peak-repair", "peak repair starts from the least excess evaluated so far, the throttled plan's included"},
+	{"peak-repair", "improve", "improvement and staggering start from a plan that fits, which the fallbacks may be the first to find"},
+	{"improve", "stagger", "staggering starts from the best plan, improved"},
+}
+
+func init() {
+	var names []string
+	for _, p := range autoPasses {
+		names = append(names, p.name)
+	}
+	if err := checkPassOrder(names, autoPassOrder); err != nil {
+		panic(err)
+	}
+}
+
+// autoRequired runs the strategies auto requires.
+func autoRequired(st *autoState) error {
+	required, err := st.pass.runRequired()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for _, ev := range required {
-		consider(ev)
+		st.consider(ev)
 	}
-	pr.strategy = pass.Strategy.Name
-	// Its own greedy over every gap of every buffer.
+	st.pr.strategy = st.pass.Strategy.Name
+	return nil
+}
+
+// autoGreedy is auto's own greedy over every gap of every buffer.
+func autoGreedy(st *autoState) error {
+	pr := st.pr
 	cands := pr.allGapCandidates()
 	ws := []asWeights{{0, 0, 0, 0, 1}, {0, 0, 0, 1, 0}, {1, 0, 0, 0, 0}, {0, 0, 0, 0.5, 1}}
 	ev, _, err := pr.screened(len(ws), 2, func(i int, target []int64) *Plan { return pr.autoSwapSelect(cands, ws[i], target) })
 	if err != nil {
-		return nil, err
+		return err
 	}
-	consider(ev)
-	if best == nil || !best.Fits {
-		// Nothing fits yet: try the lowest-memory plan (every gap of every tensor, each copy
-		// brought back by the op just before its reader), which the no-fit error would
-		// otherwise report as reachable; when it fits it is improved below like any other.
-		lp, err := pr.Evaluate(pr.lowestMemoryPlan())
-		if err != nil {
-			return nil, err
-		}
-		consider(lp)
-		if !best.Fits {
-			// The same plan with the ops held back where the fast model sees the device run
-			// ahead of its swap-outs (the forward pass of a batch several times the largest
-			// that fits makes tensors faster than the host link takes them away).
-			tp, _ := pr.throttled(lp.Plan, pr.targets())
-			tev, err := pr.Evaluate(tp)
-			if err != nil {
-				return nil, err
-			}
-			consider(tev)
-		}
-		if !best.Fits && peakRepair {
-			// The least excess reached, with its waiting copies re-triggered past the peak.
-			rev, err := pr.repairPeak(pr.lowest)
-			if err != nil {
-				return nil, err
-			}
-			consider(rev)
-		}
-		if !best.Fits {
-			return best, nil
-		}
+	st.consider(ev)
+	return nil
+}
+
+// autoLowestMemory: when nothing fits yet, it tries the lowest-memory plan (every gap of
+// every tensor, each copy brought back by the op just before its reader), which the no-fit
+// error would otherwise report as reachable; when it fits it is improved like any other.
+func autoLowestMemory(st *autoState) error {
+	if st.best != nil && st.best.Fits {
+		return nil
 	}
-	// Improve the best plans found: the best of each strategy that fits, best first.
-	starts := pr.fittingByStrategy()
+	lp, err := st.pr.Evaluate(st.pr.lowestMemoryPlan())
+	if err != nil {
+		return err
+	}
+	st.lowest = lp
+	st.consider(lp)
+	return nil
+}
+
+// autoThrottle: when the lowest-memory plan does not fit either, the same plan with the ops
+// held back where the fast model sees the device run ahead of its swap-outs (the forward
+// pass of a batch several times the largest that fits makes tensors faster than the host
+// link takes them away).
+func autoThrottle(st *autoState) error {
+	if st.lowest == nil || st.best.Fits {
+		return nil
+	}
+	tp, _ := st.pr.throttled(st.lowest.Plan, st.pr.targets())
+	tev, err := st.pr.Evaluate(tp)
+	if err != nil {
+		return err
+	}
+	st.consider(tev)
+	return nil
+}
+
+// autoPeakRepair: when nothing fits after the fallbacks, the least excess reached, with its
+// waiting copies re-triggered past the peak.
+func autoPeakRepair(st *autoState) error {
+	if st.lowest == nil || st.best.Fits || !peakRepair {
+		return nil
+	}
+	rev, err := st.pr.repairPeak(st.pr.lowest)
+	if err != nil {
+		return err
+	}
+	st.consider(rev)
+	return nil
+}
+
+// autoImprove improves the best plans found, when one fits: the best of each strategy that
+// fits, best first.
+func autoImprove(st *autoState) error {
+	if st.best == nil || !st.best.Fits {
+		return nil
+	}
+	starts := st.pr.fittingByStrategy()
 	if len(starts) > autoStarts {
 		starts = starts[:autoStarts]
 	}
-	for _, st := range starts {
-		ev, err := pr.improve(st)
+	for _, s := range starts {
+		ev, err := st.pr.improve(s)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		consider(ev)
+		st.consider(ev)
 	}
-	if ev, err := pr.stagger(best); err != nil {
-		return nil, err
-	} else if ev != nil {
-		consider(ev)
+	return nil
+}
+
+// autoStagger tries Kim et al.'s staggering on GPUs that share a host link, when a plan fits.
+func autoStagger(st *autoState) error {
+	if st.best == nil || !st.best.Fits {
+		return nil
 	}
-	return best, nil
+	ev, err := st.pr.stagger(st.best)
+	if err != nil {
+		return err
+	}
+	if ev != nil {
+		st.consider(ev)
+	}
+	return nil
 }
 
 // fittingByStrategy returns the best fitting evaluation of each strategy, best first, at

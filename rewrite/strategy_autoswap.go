@@ -137,6 +137,16 @@ func (pr *Problem) autoSwapSelectOnce(cands []*asCand, w asWeights, target []int
 	taken := make([]bool, len(cands))
 	var sel []*choice
 	stuck := map[int]bool{}
+	// The area under each candidate's absence (SWDOA) is kept incrementally: each selection's
+	// range addition is recorded per device, and a candidate's area brings in the additions
+	// made since it was last scored (seen), each as its amount times the length of its
+	// overlap with the candidate's points, instead of querying the tree again.
+	adds := make([][]rangeAdd, len(trees))
+	area := make([]float64, len(cands))
+	seen := make([]int, len(cands))
+	for i, c := range cands {
+		area[i] = c.wdoa
+	}
 	for {
 		// The device furthest over its target that can still be helped.
 		dev, worst := -1, int64(0)
@@ -169,7 +179,14 @@ func (pr *Problem) autoSwapSelectOnce(cands []*asCand, w asWeights, target []int
 			c := cands[i]
 			raw[j] = [5]float64{c.aoa, c.doa, c.wdoa, 0, c.slack}
 			if w[3] != 0 {
-				raw[j][3] = trees[dev].areaIdx(c.li, c.ri)
+				lt := trees[dev]
+				for _, a := range adds[dev][seen[i]:] {
+					if lo, hi := max(a.l, c.li), min(a.r, c.ri); lo <= hi {
+						area[i] += float64(a.v) * float64(lt.span(lo, hi))
+					}
+				}
+				seen[i] = len(adds[dev])
+				raw[j][3] = area[i]
 			}
 		}
 		var mean, sd [5]float64
@@ -202,11 +219,21 @@ func (pr *Problem) autoSwapSelectOnce(cands []*asCand, w asWeights, target []int
 		i := elig[bestJ]
 		taken[i] = true
 		c := cands[i]
-		trees[dev].add(c.from, c.to, -c.c.b.bytes)
+		lt := trees[dev]
+		lt.add(c.from, c.to, -c.c.b.bytes)
+		if l, r := lt.index(c.from), lt.index(c.to)-1; l <= r && c.c.b.bytes != 0 {
+			adds[dev] = append(adds[dev], rangeAdd{l, r, -c.c.b.bytes})
+		}
 		sel = append(sel, c.c)
 	}
 	plan, _ := pr.buildPlan(mergeChoices(sel), costRule(nil, 0))
 	return plan
+}
+
+// rangeAdd is one addition of v bytes to the points l..r of a memory curve.
+type rangeAdd struct {
+	l, r int
+	v    int64
 }
 
 // mergeChoices merges the choices of one buffer (different gaps) into one with all their

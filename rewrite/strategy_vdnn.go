@@ -156,6 +156,7 @@ func (p vdnnPlanner) Plan(pr *Problem) (*Evaluation, error) {
 	// (corrected by the simulation) says the plan still fits. The triggers of one choice do
 	// not depend on the others, so they are chosen once.
 	groups, _ := pr.groupsOf(cs, rule)
+	drop := pr.newDropSweep(groups)
 	best := ev
 	slack := make([]int64, len(pr.timing.res.Devices))
 	for round := 0; round < 3; round++ {
@@ -170,8 +171,7 @@ func (p vdnnPlanner) Plan(pr *Problem) (*Evaluation, error) {
 		}
 		for i := len(cs) - 1; i >= 0; i-- {
 			keep[cs[i]] = false
-			plan, _ := assemble(groups, kept)
-			if x, _ := pr.fastExcess(pr.fast.predict(pr.vdnnSync(plan)), target); x > 0 {
+			if x, _ := pr.fastExcess(drop.predict(keep), target); x > 0 {
 				keep[cs[i]] = true
 			}
 		}
@@ -194,6 +194,46 @@ func (p vdnnPlanner) Plan(pr *Problem) (*Evaluation, error) {
 		}
 	}
 	return best, nil
+}
+
+// dropSweep predicts vDNN_dyn's plans, each the synchronised plan of a subset of one set
+// of choices, by replaying one prepared sweep of the plan with every choice (whose swaps and
+// waits do not depend on each other) with the dropped choices' buffers skipped, instead of
+// assembling, synchronising and sweeping each plan anew.
+type dropSweep struct {
+	pr       *Problem
+	groups   []*pendingGroup
+	full     *Plan
+	choiceOf map[graphdef.Tensor]*choice
+	prep     *preparedSweep
+}
+
+// newDropSweep prepares the sweep of the plan with every choice of groups. When a swapped
+// tensor belongs to two choices, predict assembles each plan instead.
+func (pr *Problem) newDropSweep(groups []*pendingGroup) *dropSweep {
+	d := &dropSweep{pr: pr, groups: groups, choiceOf: map[graphdef.Tensor]*choice{}}
+	for _, g := range groups {
+		if c, ok := d.choiceOf[g.t]; ok && c != g.c {
+			d.choiceOf = nil
+			return d
+		}
+		d.choiceOf[g.t] = g.c
+	}
+	d.full, _ = assemble(groups, nil)
+	d.prep = pr.fast.prepare(pr.vdnnSync(d.full), nil)
+	return d
+}
+
+// predict returns the fast model's prediction for the synchronised plan of the choices keep
+// holds: the same as pr.fast.predict(pr.vdnnSync(assemble(groups, keep))).
+func (d *dropSweep) predict(keep map[*choice]bool) *fastResult {
+	if d.prep != nil {
+		if kb, ok := d.prep.keepOf(func(i int) bool { return keep[d.choiceOf[d.full.Swaps[i].Tensor]] }); ok {
+			return d.prep.run(kb)
+		}
+	}
+	plan, _ := assemble(d.groups, func(c *choice) bool { return keep[c] })
+	return d.pr.fast.predict(d.pr.vdnnSync(plan))
 }
 
 // selectKept returns the choices keep accepts, in order.

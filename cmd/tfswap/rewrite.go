@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 
@@ -115,6 +116,8 @@ func planFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "strategy", Usage: "the strategy: " + strings.Join(rewrite.StrategyNames(), ", ") + " (default auto, or lms-fixed when a fixed LMS threshold is given; --list-strategies describes them)"},
 		&cli.BoolFlag{Name: "list-strategies", Usage: "describe the planning strategies and exit"},
+		&cli.StringSliceFlag{Name: "debug-pass", Usage: "print the best plan after this planning pass to stderr (repeatable; all for every pass; one of " + strings.Join(rewrite.DebugPassNames(), ", ") + "); sets TFSWAP_DEBUG_PASS"},
+		&cli.BoolFlag{Name: "pass-time", Usage: "print each planning pass's time and simulations to stderr; sets TFSWAP_PASSTIME"},
 		&cli.StringFlag{Name: "device", Usage: "plan for this GPU, a built-in device profile (default: the GPU TensorFlow sees when this tfswap has the runtime and no --budget is given, else " + rewrite.DefaultDevice + "; see tfswap simulate --list-devices)"},
 		&cli.StringFlag{Name: "device-file", Usage: "plan for the GPU of this device profile file"},
 		&cli.StringFlag{Name: "budget", Usage: "most memory each GPU may use, e.g. 14GiB (default: what TensorFlow " + cost.TensorFlowVersion + "'s allocator gets on the device: the limit TensorFlow reports for a GPU it sees, else the profile's memory less 500 MiB to 1800 MiB by compute capability)"},
@@ -139,7 +142,7 @@ func planFlags() []cli.Flag {
 var fixedThresholds = []string{"swapout-threshold", "swapin-ahead", "swapin-groupby"}
 
 // plannerOnly are the planning options that fixed LMS thresholds leave without effect.
-var plannerOnly = []string{"explain", "bo-iterations", "window", "recompute", "offload", "offload-variables"}
+var plannerOnly = []string{"explain", "bo-iterations", "window", "recompute", "offload", "offload-variables", "debug-pass", "pass-time"}
 
 // rewriteStrategy returns the strategy the command line asks for: lms-fixed with a fixed
 // LMS threshold or --strategy lms-fixed, else --strategy, else auto.
@@ -274,6 +277,28 @@ func planOptions(c *cli.Context, opts *tfswap.Options) error {
 		return err
 	}
 	opts.Strategy = s
+	return passDebugFlags(c)
+}
+
+// passDebugFlags checks --debug-pass and --pass-time and passes them to the planner as
+// TFSWAP_DEBUG_PASS and TFSWAP_PASSTIME (rewrite/passes.go), which it reads.
+func passDebugFlags(c *cli.Context) error {
+	if ps := c.StringSlice("debug-pass"); len(ps) > 0 {
+		names := rewrite.DebugPassNames()
+		for _, p := range ps {
+			if p != "all" && !slices.Contains(names, p) {
+				return usagef("--debug-pass: unknown planning pass %q (passes: all, %s)", p, strings.Join(names, ", "))
+			}
+		}
+		if err := os.Setenv("TFSWAP_DEBUG_PASS", strings.Join(ps, ",")); err != nil {
+			return err
+		}
+	}
+	if c.Bool("pass-time") {
+		if err := os.Setenv("TFSWAP_PASSTIME", "1"); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -99,6 +99,8 @@ func TestRewritePlanErrors(t *testing.T) {
 		{[]string{"--budget", "8GiB", "--fit-accounting", "tfswap,all"}, 2, "--fit-accounting"},
 		{[]string{"--budget", "8GiB", "--recompute", "always"}, 2, "--recompute"},
 		{[]string{"--budget", "8GiB", "--shared-link", "/device:GPU:0+/device:GPU:7"}, 1, "no GPU of the graph matches"},
+		{[]string{"--budget", "8GiB", "--debug-pass", "nope"}, 2, "unknown planning pass \"nope\" (passes: all, analyze"},
+		{[]string{"--strategy", "lms-fixed", "--pass-time"}, 2, "planning option"},
 	} {
 		args := append([]string{"rewrite", planFixture, "-o", filepath.Join(tmp, "x.pb")}, tc.args...)
 		code, _, stderr := runSimCLI(t, args...)
@@ -111,6 +113,36 @@ func TestRewritePlanErrors(t *testing.T) {
 		if code != 0 || !strings.Contains(stdout, s+" ") {
 			t.Errorf("--list-strategies lacks %s: %s", s, stdout)
 		}
+	}
+}
+
+// TestRewritePassDebug: --pass-time and --debug-pass (which print to the process's standard
+// error) leave the rewritten graph byte for byte as it is without them.
+func TestRewritePassDebug(t *testing.T) {
+	// The flags set these for the process; t.Setenv restores them after the test.
+	t.Setenv("TFSWAP_DEBUG_PASS", "")
+	t.Setenv("TFSWAP_PASSTIME", "")
+	tmp := t.TempDir()
+	plain, debugged := filepath.Join(tmp, "plain.pb"), filepath.Join(tmp, "debugged.pb")
+	if code, _, stderr := runSimCLI(t, "rewrite", planFixture, "-o", plain, "--budget", "6MiB", "--fetch", "train"); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if code, _, stderr := runSimCLI(t, "rewrite", planFixture, "-o", debugged, "--budget", "6MiB", "--fetch", "train", "--pass-time", "--debug-pass", "all"); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if os.Getenv("TFSWAP_DEBUG_PASS") != "all" || os.Getenv("TFSWAP_PASSTIME") != "1" {
+		t.Errorf("the flags did not reach the planner: TFSWAP_DEBUG_PASS=%q TFSWAP_PASSTIME=%q", os.Getenv("TFSWAP_DEBUG_PASS"), os.Getenv("TFSWAP_PASSTIME"))
+	}
+	a, err := os.ReadFile(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(debugged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a, b) {
+		t.Error("--pass-time and --debug-pass changed the rewritten graph")
 	}
 }
 

@@ -1,0 +1,407 @@
+package rewrite
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tfswap/tfswap/cost"
+	"github.com/tfswap/tfswap/graphdef"
+)
+
+// Planning with a strategy (RewriteWithPlanner, for every strategy but lms-fixed) is one
+// ordered list of passes, in the style of Go's cmd/compile/internal/ssa/compile.go: each pass
+// reads and updates a planState, the order is written down in planPasses, and the ordering
+// constraints between passes, each with its reason, are in passOrder and checked when the
+// package is initialised (checkPassOrder). The passes up to nofit plan; apply is the graph
+// surgery, which consumes the chosen plan and changes nothing the planning passes decided.
+//
+// The auto strategy's Run is itself an ordered list of passes (autoPasses in
+// strategy_auto.go, named "auto.NAME" for debugging) with its own checked constraints.
+//
+// TFSWAP_PASSTIME=1 prints each pass's wall time and simulations to standard error;
+// TFSWAP_DEBUG_PASS=NAME[,NAME...] (or "all") prints the best plan after each named pass
+// (tfswap rewrite --pass-time and --debug-pass set them). Neither changes the plan.
+
+// planPass is one pass of planning.
+type planPass struct {
+	// name is the pass's name for TFSWAP_DEBUG_PASS and the timing lines.
+	name string
+	// doc says what the pass does, in one line.
+	doc string
+	// fn runs the pass; an error stops planning.
+	fn func(st *planState) error
+}
+
+// planPasses are the passes in the order they run.
+var planPasses = []planPass{
+	{"analyze", "index the graph's tensors and simulate the unswapped step (the problem every pass shares)", passAnalyze},
+	{"strategy", "run the strategy asked for (auto runs the strategies it requires first): the swap-only plan", passStrategy},
+	{"recompute", "plan again on the graph with recomputations and keep the better outcome (auto, or --recompute max)", passRecompute},
+	{"recompute-single", "where Grappler's accounting kept a faster plan from fitting, recompute chains of one large output each", passRecomputeSingle},
+	{"tighter", "auto: plan again for tighter budgets and keep a plan that fits and beats the best so far (monotone in the budget)", passTighter},
+	{"nofit", "fail with what is live at the lowest peak when no plan fits", passNoFit},
+	{"grappler-report", "simulate the chosen plan by every accounting, those it was not judged by too", passGrapplerReport},
+	{"apply", "graph surgery: build the rewritten graph from the chosen plan and its recomputations", passApply},
+	{"verify", "check the rewrite's invariants", passVerify},
+	{"explain", "the reasoning per tensor (--explain)", passExplain},
+}
+
+// passConstraint is an ordering constraint between passes: before runs before after, for
+// reason.
+type passConstraint struct{ before, after, reason string }
+
+// passOrder are the ordering constraints between planPasses. checkPassOrder checks them.
+var passOrder = []passConstraint{
+	{"analyze", "strategy", "every strategy plans on the problem analyze builds (the unswapped step's simulation and budgets)"},
+	{"strategy", "recompute", "recomputation is kept only when it beats the swap-only plan, and auto screens its levels against that plan's step"},
+	{"strategy", "tighter", "tighter plans run again only the two strategies that did best at the budget asked for, read from the strategy pass's plans"},
+	{"recompute", "recompute-single", "single chains are tried only when a plan of the recompute pass fitted by tfswap's accounting and not Grappler's"},
+	{"recompute-single", "tighter", "a tighter plan is kept only when it beats the best plan so far, recomputed plans included"},
+	{"tighter", "nofit", "a plan found for a tighter budget may be the only one that fits"},
+	{"nofit", "grappler-report", "only a plan that fits is reported and written"},
+	{"nofit", "apply", "the surgery performs only a plan that fits"},
+	{"apply", "verify", "verify checks the graph apply built"},
+	{"apply", "explain", "the explanation lists the recomputations the surgery made"},
+}
+
+func init() {
+	if err := checkPassOrder(PlanPassNames(), passOrder); err != nil {
+		panic(err)
+	}
+}
+
+// checkPassOrder returns an error when a constraint names a pass that is not in names (the
+// passes in the order they run) or when that order breaks one.
+func checkPassOrder(names []string, order []passConstraint) error {
+	at := map[string]int{}
+	for i, n := range names {
+		if _, dup := at[n]; dup {
+			return fmt.Errorf("planning pass %q listed twice", n)
+		}
+		at[n] = i
+	}
+	for _, c := range order {
+		i, ok1 := at[c.before]
+		j, ok2 := at[c.after]
+		if !ok1 || !ok2 {
+			return fmt.Errorf("pass ordering constraint %s before %s names a pass that does not exist", c.before, c.after)
+		}
+		if i >= j {
+			return fmt.Errorf("planning pass %s must run before %s: %s", c.before, c.after, c.reason)
+		}
+	}
+	return nil
+}
+
+// PlanPassNames returns the names of the planning passes, in the order they run.
+func PlanPassNames() []string {
+	var out []string
+	for _, p := range planPasses {
+		out = append(out, p.name)
+	}
+	return out
+}
+
+// DebugPassNames returns the names TFSWAP_DEBUG_PASS accepts: the planning passes, then the
+// auto strategy's own passes (prefixed "auto."), which run within the strategy pass and
+// again wherever auto plans again (recompute, tighter), then the runs of the strategies it
+// requires ("auto.required:lms").
+func DebugPassNames() []string {
+	out := PlanPassNames()
+	for _, p := range autoPasses {
+		out = append(out, autoPassPrefix+p.name)
+	}
+	for _, r := range autoStrategy.Requires {
+		out = append(out, requiredPassName(autoStrategy, r))
+	}
+	return out
+}
+
+// planState is what the planning passes share: the input, the problem planned, the
+// swap-only plan, the stages compared, and the outcome.
+type planState struct {
+	model   *graphdef.Model
+	g       *graphdef.Graph
+	opts    Options
+	po      PlanOptions
+	planner *Strategy
+	mode    string // the recompute mode (recomputeMode)
+
+	a  *Analysis
+	pr *Problem
+	// ev is the strategy's swap-only plan; final the best stage so far and xpr the problem
+	// that planned it (for its explanation).
+	ev    *Evaluation
+	final *stage
+	xpr   *Problem
+	// recomputing is set when the recompute pass ran; rs is its stage (nil when nothing was
+	// recomputed).
+	recomputing bool
+	rs          *stage
+	// sims counts the simulations of every problem planned so far.
+	sims int
+
+	res *Result
+	out *Planned
+}
+
+// passDebug is what TFSWAP_PASSTIME and TFSWAP_DEBUG_PASS ask for.
+type passDebug struct {
+	time bool
+	dump map[string]bool // pass names; "all" for every pass
+	w    io.Writer
+}
+
+// passDebugOut is where timing lines and dumps go.
+var passDebugOut io.Writer = os.Stderr
+
+// report writes pass's timing line (started at t0, sims simulations) and its dump (by dump)
+// as d asks.
+func (d passDebug) report(pass string, t0 time.Time, sims int, dump func(w io.Writer)) {
+	if d.time {
+		fmt.Fprintf(d.w, "tfswap: pass %-28s %10.1f ms %5d simulations\n", pass, float64(time.Since(t0).Microseconds())/1000, sims)
+	}
+	if d.dump[pass] || d.dump["all"] {
+		fmt.Fprintf(d.w, "tfswap: after pass %s:", pass)
+		dump(d.w)
+	}
+}
+
+// passDebugFromEnv reads TFSWAP_PASSTIME and TFSWAP_DEBUG_PASS. An unknown pass name is an
+// error that lists the passes.
+func passDebugFromEnv() (passDebug, error) {
+	d := readPassDebug()
+	names := DebugPassNames()
+	for _, n := range slices.Sorted(maps.Keys(d.dump)) {
+		if n != "all" && !slices.Contains(names, n) {
+			return d, fmt.Errorf("TFSWAP_DEBUG_PASS: unknown planning pass %q (passes: all, %s)", n, strings.Join(names, ", "))
+		}
+	}
+	return d, nil
+}
+
+// readPassDebug reads TFSWAP_PASSTIME and TFSWAP_DEBUG_PASS without checking the names
+// (passDebugFromEnv checks them before planning starts).
+func readPassDebug() passDebug {
+	d := passDebug{w: passDebugOut}
+	if v := os.Getenv("TFSWAP_PASSTIME"); v != "" && v != "0" {
+		d.time = true
+	}
+	if v := os.Getenv("TFSWAP_DEBUG_PASS"); v != "" {
+		d.dump = map[string]bool{}
+		for _, n := range strings.Split(v, ",") {
+			d.dump[strings.TrimSpace(n)] = true
+		}
+	}
+	return d
+}
+
+// runPlanPasses runs planPasses on st in order, timing and dumping them as dbg asks.
+func runPlanPasses(st *planState, dbg passDebug) error {
+	for _, p := range planPasses {
+		t0 := time.Now()
+		sims := st.sims
+		if err := p.fn(st); err != nil {
+			return err
+		}
+		dbg.report(p.name, t0, st.sims-sims, st.dump)
+	}
+	return nil
+}
+
+// dump writes the best plan so far to w.
+func (st *planState) dump(w io.Writer) {
+	if st.final != nil {
+		dumpEvaluation(w, st.final.ev, len(st.final.descs), st.sims)
+		for _, r := range st.final.descs {
+			fmt.Fprintf(w, "  recompute %s\n", r.Tensor)
+		}
+		return
+	}
+	dumpEvaluation(w, st.ev, 0, st.sims)
+}
+
+// dumpEvaluation writes ev (with recomputes recomputations, after sims simulations) to w:
+// its strategy, fit, step, peak per device and swaps.
+func dumpEvaluation(w io.Writer, ev *Evaluation, recomputes, sims int) {
+	if ev == nil {
+		fmt.Fprintf(w, " no plan yet (%d simulations)\n", sims)
+		return
+	}
+	fit := "fits"
+	if !ev.Fits {
+		fit = "does not fit"
+	}
+	nsw := 0
+	if ev.Plan != nil {
+		nsw = len(ev.Plan.Swaps)
+	}
+	fmt.Fprintf(w, " plan by %s, %s, step %s (%+.1f%%), %d swaps, %d recomputations, %d simulations\n",
+		ev.Strategy, fit, cost.FormatDuration(ev.StepTime), 100*ev.Overhead, nsw, recomputes, sims)
+	for _, d := range ev.Devices {
+		fmt.Fprintf(w, "  device %s peak %d of budget %d\n", d.Name, d.Peak, d.Budget)
+	}
+	if ev.Plan != nil {
+		for _, s := range ev.Plan.Swaps {
+			fmt.Fprintf(w, "  swap %s %d bytes, %d swap-ins\n", s.Tensor, s.Bytes, len(s.Groups))
+		}
+	}
+}
+
+// passAnalyze builds the problem: the analysis of the graph and the unswapped step.
+func passAnalyze(st *planState) error {
+	st.a = Analyze(st.g, st.opts)
+	pr, err := newProblem(st.model, st.a, st.po)
+	if err != nil {
+		return err
+	}
+	if err := pr.checkSharedLinks(); err != nil {
+		return err
+	}
+	if err := pr.checkDeviceBudgets(); err != nil {
+		return err
+	}
+	st.pr = pr
+	st.sims = pr.sims
+	return nil
+}
+
+// passStrategy runs the strategy asked for.
+func passStrategy(st *planState) error {
+	pr := st.pr
+	pr.strategy = st.planner.Name
+	ev, err := st.planner.plan(pr)
+	if err != nil {
+		return err
+	}
+	st.ev = ev
+	st.final = &stage{model: st.model, a: st.a, pr: pr, ev: ev}
+	st.xpr = pr
+	st.sims = pr.sims
+	return nil
+}
+
+// passRecompute plans again on the graph with recomputations, where the strategy may
+// recompute, and keeps the better outcome ("max" keeps the recomputed one whatever it costs).
+func passRecompute(st *planState) error {
+	pr, ev, mode := st.pr, st.ev, st.mode
+	if !(mode == "max" || (mode == "auto" && st.planner == autoStrategy && (ev == nil || !ev.Fits || ev.StepTime > pr.Base.StepTime))) {
+		return nil
+	}
+	st.recomputing = true
+	rs, err := pr.planRecomputed(st.planner, mode, ev, false)
+	if err != nil && mode == "max" {
+		return err
+	}
+	// In auto mode a recomputation that cannot be planned leaves the swap-only plan, always
+	// a safe answer.
+	st.rs = rs
+	if rs != nil {
+		st.sims += rs.pr.sims
+		if mode == "max" || better(rs.ev, ev) {
+			st.final = rs
+			st.xpr = rs.pr
+		}
+	}
+	return nil
+}
+
+// passRecomputeSingle: where Grappler's accounting kept a faster plan from fitting (a
+// recomputation chain's outputs, which TensorFlow writes into one buffer, count each as its
+// own there), auto plans recomputations again with chains of one large output each and keeps
+// the better outcome.
+func passRecomputeSingle(st *planState) error {
+	pr := st.pr
+	if !st.recomputing || !(st.mode == "auto" && pr.fit.grappler() && pr.fit.tfswap && grapplerBound(st.final.ev, pr, st.rs)) {
+		return nil
+	}
+	rs2, err := pr.planRecomputed(st.planner, st.mode, st.ev, true)
+	if err != nil {
+		return err
+	}
+	if rs2 != nil {
+		st.sims += rs2.pr.sims
+		if better(rs2.ev, st.final.ev) {
+			st.final = rs2
+			st.xpr = rs2.pr
+		}
+	}
+	return nil
+}
+
+// passTighter: a plan found for a tighter budget fits this one too; auto plans again for
+// tighter budgets and keeps such a plan when it is better (issue 14 item 3: auto monotone in
+// the budget).
+func passTighter(st *planState) error {
+	if st.planner != autoStrategy {
+		return nil
+	}
+	rev, rpr, n, err := st.pr.planTighter(st.planner, st.final.ev)
+	if err != nil {
+		return err
+	}
+	st.sims += n
+	if rev != nil {
+		st.final = &stage{model: st.model, a: st.a, pr: st.pr, ev: rev}
+		st.xpr = rpr
+	}
+	return nil
+}
+
+// passNoFit fails when the best plan does not fit.
+func passNoFit(st *planState) error {
+	if ev := st.final.ev; ev == nil || !ev.Fits {
+		return st.final.pr.noFit(st.planner.Name, ev)
+	}
+	return nil
+}
+
+// passGrapplerReport gives every figure of the plan, those it was not judged by too.
+func passGrapplerReport(st *planState) error {
+	before := st.final.pr.sims
+	if err := st.final.pr.reportGrappler(st.final.ev); err != nil {
+		return err
+	}
+	st.sims += st.final.pr.sims - before
+	return nil
+}
+
+// passApply performs the chosen plan on the graph planned (the input, or the input with
+// the chosen recomputations).
+func passApply(st *planState) error {
+	res, err := Apply(st.final.model, st.final.a, st.final.ev.Plan)
+	if err != nil {
+		return err
+	}
+	_, unsized := st.a.Candidates()
+	res.Skipped = unsized
+	res.Recomputes = st.final.descs
+	st.res = res
+	return nil
+}
+
+// passVerify checks the rewrite's invariants and makes the outcome.
+func passVerify(st *planState) error {
+	res := st.res
+	if err := Verify(st.g, res, st.opts.Gate); err != nil {
+		return fmt.Errorf("internal error: the planned rewrite breaks an invariant: %v", err)
+	}
+	res.graph = nil // checked: later changes to Model are Verify's to find
+	pr := st.pr
+	st.out = &Planned{Result: res, Strategy: st.planner.Name, Eval: st.final.ev, Base: pr.Base, Profile: pr.Profile, Budget: pr.Opts.Budget, Simulations: st.sims,
+		Accountings: st.final.pr.fit.names()}
+	return nil
+}
+
+// passExplain records the reasoning per tensor when PlanOptions.Explain asks for it.
+func passExplain(st *planState) error {
+	if st.po.Explain {
+		st.out.Explanation = withRecomputes(st.xpr.explain(st.final.ev), st.res.Recomputes, st.mode)
+	}
+	return nil
+}
