@@ -128,7 +128,8 @@ NOTES = {
         "reached. At commit 6d18399, after the rules that keep Grappler's fan-out decisions (cf7d69a), "
         "no plan fits batch 570 at all (`--budget 16148733870 --fit-accounting tfswap`: lowest peak "
         "102.49 GiB of 137.87 GiB): products in product trees and gradient-tuple Identities are no "
-        "longer swapped or recomputed; that regression is open too."),
+        "longer swapped or recomputed; that regression is open too."
+        " At commit 3484e8a, which swaps the products of product trees again where Grappler cannot decide otherwise, the lowest peak is 52.45 GiB and still no plan fits (same command, simulated `v100-16gb`): of the tensors of 100 MiB or more, gradient-tuple Identities (240.7 GiB over 596) are still never swapped, and 91.4 GiB (234 tensors) have a reader that Grappler prunes (a gradient of a constant, value-dead) but that tfswap's simulator still counts as reading them late, so they stay on the device in every plan."),
 }
 
 

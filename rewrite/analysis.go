@@ -248,7 +248,7 @@ func (a *Analysis) Excluded(n *graphdef.Node) (bool, string) {
 	if aliasesVariable(n) {
 		return true, "reads a variable, which keeps its buffer"
 	}
-	if r := fanoutSensitive(n); r != "" {
+	if r := a.swapOutSensitive(n); r != "" {
 		return true, r
 	}
 	if a.excludedOps[n.Op] {
@@ -346,8 +346,8 @@ var factorOps = map[string]bool{"Mul": true, "Div": true, "RealDiv": true}
 const (
 	ReasonShapeReader = "reads only the shape: it keeps reading the original, which the executor lets it read as soon as the tensor is made"
 	ReasonSumOrder    = "a sum of three or more terms whose order Grappler sorts by input name: a swap-in's name could reorder it"
-	ReasonFactor      = "a product in the terms of a sum: Grappler hoists factors common to the terms by input name"
-	ReasonProduct     = "a product in a tree of products: Grappler's constant folding and arithmetic optimizer regroup its factors by their producers and names"
+	ReasonFactor      = "a product in the terms of a sum whose terms are all products: Grappler hoists factors common to the terms by input name"
+	ReasonProduct     = "a product reading a product that has no other reader: Grappler's constant folding and arithmetic optimizer regroup such products"
 )
 
 // ConsumerExclusion returns why use u must keep reading the original tensor whatever
@@ -362,8 +362,18 @@ const (
 //
 // Sums and the products in their terms are excluded where Grappler's default arithmetic
 // optimizer would compute the rewritten graph in another order than the original
-// (aggregationOps, factorOps), so that training stays bit-identical (issue 12, item 2).
-func ConsumerExclusion(u graphdef.Use) string {
+// (aggregationOps, factorOps), so that training stays bit-identical (issue 12, item 2): a
+// product is excluded only where Grappler could hoist a common factor from the sum it feeds
+// (hoistableSumReads), where it reads a product that has no other reader (severalReaders),
+// which a swap-in would take out of its tree, or where constant push-down may rotate it
+// (pushDownChild): the rotation moves one of its inputs up the tree only if that input is on
+// the parent's device, which a swap-in, made on the host, is not. A recomputed copy is
+// judged by copyExclusion.
+func ConsumerExclusion(u graphdef.Use) string { return consumerExclusion(u, nil) }
+
+// consumerExclusion is ConsumerExclusion with the value-dead nodes of the graph (valueDead),
+// which Grappler prunes and which therefore do not count as readers; nil counts every reader.
+func consumerExclusion(u graphdef.Use, dead []bool) string {
 	c := u.Node
 	switch {
 	case shapeReaders[c.Op]:
@@ -371,14 +381,10 @@ func ConsumerExclusion(u graphdef.Use) string {
 	case identityReaderSensitive(c):
 		return ReasonIdentityReader
 	case factorOps[c.Op]:
-		for _, uses := range c.Consumers {
-			for _, r := range uses {
-				if aggregationOps[r.Node.Op] {
-					return ReasonFactor
-				}
-			}
+		if hoistableSumReads(c) {
+			return ReasonFactor
 		}
-		if inProductTree(c) {
+		if x := u.Node.Inputs[u.Input].Node; factorOps[x.Op] && !severalReaders(x, dead) || pushDownChild(c, dead) {
 			return ReasonProduct
 		}
 	case aggregationOps[c.Op]:
@@ -469,7 +475,7 @@ func singleReader(n *graphdef.Node) *graphdef.Node {
 // device memory, whichever side is taken), no control-flow op, no collective (collectiveOps),
 // and no objection from ConsumerExclusion.
 func (a *Analysis) ConsumerEligible(u graphdef.Use) bool {
-	return a.consumerMovable(u) && ConsumerExclusion(u) == ""
+	return a.consumerMovable(u) && consumerExclusion(u, a.valueDead) == ""
 }
 
 // consumerMovable reports whether use u may read another node than its original input as far

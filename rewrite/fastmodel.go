@@ -290,36 +290,76 @@ func (r *fastResult) peak(dev int) (int64, int64) {
 	if r.done[dev] {
 		return r.peaks[dev], r.peakT[dev]
 	}
-	type bound struct {
-		t, d int64
-	}
 	es := r.edits[dev]
 	bs := make([]bound, 0, 2*len(es))
 	for _, e := range es {
 		bs = append(bs, bound{e.from, e.delta}, bound{e.to, -e.delta})
 	}
-	slices.SortFunc(bs, func(a, b bound) int { return cmp.Compare(a.t, b.t) })
+	bs = sortBounds(bs)
 	lt := r.base[dev]
 	best, bestT := int64(-1<<62), int64(0)
-	consider := func(from, to, d int64) {
-		if v, t, ok := lt.rangeMax(from, to); ok && v+d > best {
-			best, bestT = v+d, t
+	// Each piece between bounds is the points lo..hi-1; a piece starts where the last ended.
+	consider := func(lo, hi int, d int64) {
+		if lo < hi {
+			if v, at := lt.qarg(1, 0, lt.n-1, lo, hi-1); v+d > best {
+				best, bestT = v+d, lt.t[at]
+			}
 		}
 	}
 	var d int64
-	prev := int64(-1 << 62)
+	lo := 0
 	for i := 0; i < len(bs); {
 		t := bs[i].t
-		consider(prev, t, d)
+		hi := lo + sort.Search(lt.n-lo, func(k int) bool { return lt.t[lo+k] >= t })
+		consider(lo, hi, d)
 		for i < len(bs) && bs[i].t == t {
 			d += bs[i].d
 			i++
 		}
-		prev = t
+		lo = hi
 	}
-	consider(prev, 1<<62, d)
+	consider(lo, lt.n, d)
 	r.peaks[dev], r.peakT[dev], r.done[dev] = best, bestT, true
 	return best, bestT
+}
+
+// bound is where an edit of a memory curve starts (d its amount) or ends (d minus it).
+type bound struct {
+	t, d int64
+}
+
+// sortBounds returns bs ordered by time (the order of equal times is not kept), by a radix
+// sort when the list is long and no time is negative.
+func sortBounds(bs []bound) []bound {
+	var hi int64
+	neg := false
+	for _, b := range bs {
+		hi = max(hi, b.t)
+		neg = neg || b.t < 0
+	}
+	if len(bs) < 256 || neg {
+		slices.SortFunc(bs, func(a, b bound) int { return cmp.Compare(a.t, b.t) })
+		return bs
+	}
+	const bits = 11
+	var count [1 << bits]int
+	buf := make([]bound, len(bs))
+	for shift := uint(0); shift < 64 && hi>>shift > 0; shift += bits {
+		clear(count[:])
+		for _, b := range bs {
+			count[(b.t>>shift)&(1<<bits-1)]++
+		}
+		for k, sum := 0, 0; k < len(count); k++ {
+			count[k], sum = sum, sum+count[k]
+		}
+		for _, b := range bs {
+			k := (b.t >> shift) & (1<<bits - 1)
+			buf[count[k]] = b
+			count[k]++
+		}
+		bs, buf = buf, bs
+	}
+	return bs
 }
 
 // excess returns the largest predicted peak minus budget over the compute devices, and the

@@ -172,7 +172,8 @@ func TestFastModelAgreesWithSimulate(t *testing.T) {
 }
 
 // TestSortEvents checks the sweep's linear event sort against a comparison sort on random
-// lists, short and long, with ties in time and kind.
+// lists, short and long, with ties in time and kind, and that sortBounds sorts the peak's
+// bounds by time, keeping every one.
 func TestSortEvents(t *testing.T) {
 	rng := rand.New(rand.NewSource(7))
 	for trial := 0; trial < 40; trial++ {
@@ -196,13 +197,27 @@ func TestSortEvents(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Fatalf("trial %d (%d events, span %d): sortEvents differs from a stable sort", trial, n, span)
 		}
+		bs := make([]bound, n)
+		for i := range bs {
+			bs[i] = bound{t: rng.Int63n(span), d: int64(i)}
+		}
+		sorted := sortBounds(append([]bound(nil), bs...))
+		if !slices.IsSortedFunc(sorted, func(a, b bound) int { return cmp.Compare(a.t, b.t) }) {
+			t.Fatalf("trial %d (%d bounds): sortBounds does not sort", trial, n)
+		}
+		slices.SortFunc(sorted, func(a, b bound) int { return cmp.Compare(a.d, b.d) })
+		if !slices.Equal(sorted, bs) {
+			t.Fatalf("trial %d (%d bounds): sortBounds lost or changed bounds", trial, n)
+		}
 	}
 }
 
 // TestDropSweepAgreesWithSweep: the prepared sweep vDNN_dyn replays, after every one of a
 // random sequence of decisions (a layer's offload dropped or taken back), predicts exactly
 // what a fresh sweep of the assembled and synchronised plan predicts: the peak of every
-// device, the edits of the memory curve, the late copies and the stall. The models run on the
+// device, the edits of the memory curve, the late copies and the stall; and the predicted
+// peak (found piece by piece between the edits) is that of the curve with every edit applied.
+// The replay auto's pruning uses (a plan without one buffer's swaps) is checked the same way. The models run on the
 // fixtures' graphs with slow and fast links, so copies queue and stall.
 func TestDropSweepAgreesWithSweep(t *testing.T) {
 	slow := slowProfile()
@@ -253,6 +268,15 @@ func TestDropSweepAgreesWithSweep(t *testing.T) {
 						t.Fatalf("%s/%d step %d (%d swaps): device %d peak %d at %d, fresh sweep %d at %d", fixture, pi, step, len(plan.Swaps), dev, gp, gt, wp, wt)
 					}
 					peaks[wp] = true
+					// The peak by pieces between the edits' bounds is the peak of the curve
+					// with every edit applied.
+					full := lt.clone()
+					for _, e := range want.edits[dev] {
+						full.add(e.from, e.to, e.delta)
+					}
+					if fp, ft := full.peak(); fp != wp || ft != wt {
+						t.Fatalf("%s/%d step %d: device %d peak %d at %d, the edited curve's %d at %d", fixture, pi, step, dev, wp, wt, fp, ft)
+					}
 					we, ge := sortedEdits(want.edits[dev]), sortedEdits(got.edits[dev])
 					if !slices.Equal(we, ge) {
 						t.Fatalf("%s/%d step %d: device %d: %d edits, fresh sweep %d (or different)", fixture, pi, step, dev, len(ge), len(we))
@@ -263,6 +287,32 @@ func TestDropSweepAgreesWithSweep(t *testing.T) {
 				}
 				if want.stall > 0 {
 					stalls++
+				}
+			}
+			// auto's pruning: the plan without one buffer's swaps (and without the plan's
+			// waits), for every buffer of a synchronised plan.
+			plan, _ := assemble(groups, func(c *choice) bool { return keep[c] })
+			plan = pr.vdnnSync(plan)
+			wo := pr.newWithoutSweep(plan)
+			units := pr.unitsOf(plan)
+			if len(units) == 0 || len(plan.Waits) == 0 {
+				t.Fatalf("%s/%d: %d units, %d waits", fixture, pi, len(units), len(plan.Waits))
+			}
+			for _, u := range units {
+				want := pr.fast.predict(without(plan, u))
+				got := wo.predict(u)
+				for dev, lt := range want.base {
+					if lt == nil {
+						continue
+					}
+					wp, wt := want.peak(dev)
+					gp, gt := got.peak(dev)
+					if wp != gp || wt != gt || !slices.Equal(sortedEdits(want.edits[dev]), sortedEdits(got.edits[dev])) {
+						t.Fatalf("%s/%d: without unit %v: device %d peak %d at %d, fresh sweep %d at %d (or edits differ)", fixture, pi, u, dev, gp, gt, wp, wt)
+					}
+				}
+				if want.late != got.late || want.stall != got.stall {
+					t.Fatalf("%s/%d: without unit %v: late %d stall %d, fresh sweep late %d stall %d", fixture, pi, u, got.late, got.stall, want.late, want.stall)
 				}
 			}
 			// The decisions changed the prediction.

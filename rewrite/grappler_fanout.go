@@ -188,7 +188,7 @@ func fanoutSensitive(n *graphdef.Node) string {
 const (
 	ReasonFanoutIdentity = "an Identity with control inputs (a gradient tuple): one more reader, or one on another device, stops Grappler's dependency optimizer from bypassing it, which renames what its readers see"
 	ReasonFanoutSum      = "a sum read only by a sum: Grappler's arithmetic optimizer folds it into that sum only while it has one reader"
-	ReasonFanoutProduct  = "a product in a tree of products: Grappler pushes constants down such a tree only through products with one reader"
+	ReasonFanoutProduct  = "a product with one reader in a tree of products: Grappler pushes constants down such a tree only through products with one reader"
 	ReasonFanoutNoOp     = "a reshape, reduction or copy Grappler may turn into an Identity, whose bypass depends on its readers"
 	ReasonIdentityReader = "an Identity (or an op Grappler may turn into one): a swap-in on another device would decide whether Grappler's dependency optimizer bypasses it"
 )
@@ -256,4 +256,193 @@ func readByOp(c *graphdef.Node, ops map[string]bool) bool {
 		}
 	}
 	return false
+}
+
+// severalReaders reports whether n's value has at least two distinct readers for Grappler:
+// both among the nodes reading its outputs directly and among those reading them once the
+// Identities and no-op shape ops between are bypassed (effectiveReaders), counting neither
+// a reader marked in dead (valueDead, which Grappler prunes or turns into a NoOp) nor a
+// control edge. Grappler's constant push-down (ConstantFolding::PrepareConstantPushDown:
+// NumNonControlOutputs(op_child) > 1 refuses) and its MinimizeBroadcasts stage (an inner node
+// needs NumNonControlOutputs == 1) regroup a product only through a product with one reader,
+// so one reader more, a swap-out, changes nothing for a product that already has two.
+func severalReaders(n *graphdef.Node, dead []bool) bool {
+	live := func(x *graphdef.Node) bool { return dead == nil || x.Index >= len(dead) || !dead[x.Index] }
+	direct := map[*graphdef.Node]bool{}
+	for _, uses := range n.Consumers {
+		for _, u := range uses {
+			if live(u.Node) {
+				direct[u.Node] = true
+			}
+		}
+	}
+	if len(direct) < 2 {
+		return false
+	}
+	r, _ := effectiveReaders(n)
+	count := 0
+	for _, x := range r {
+		if live(x) {
+			count++
+		}
+	}
+	return count >= 2
+}
+
+// swapOutSensitive returns why a swap-out reading n could change what Grappler does to it,
+// or "". It is fanoutSensitive, except that a product in a tree of products is sensitive
+// only while it has a single reader (severalReaders): the regroupings that look at a
+// product's readers (constant push-down, MinimizeBroadcasts) require exactly one, so a
+// product the forward and the backward pass both read keeps its treatment with a swap-out
+// as a third reader. The swap-in its late readers take is an Identity, never a product, so
+// no product tree grows or shrinks by it either (ConsumerExclusion).
+func (a *Analysis) swapOutSensitive(n *graphdef.Node) string {
+	if factorOps[n.Op] && inProductTree(n) {
+		if severalReaders(n, a.valueDead) {
+			return ""
+		}
+		return ReasonFanoutProduct
+	}
+	return fanoutSensitive(n)
+}
+
+// pushDownChild reports whether Grappler's constant push-down may take the product c as the
+// child it rotates: c has a single reader (severalReaders, with the nodes marked in dead not
+// counted), directly or once the Identities and no-op shape ops between are bypassed, and
+// that reader is a product. PrepareConstantPushDown rotates such a pair only when both of
+// c's inputs are on the parent's device (the zoo GPT's GELU gradient: a swap-in, made on the
+// host, read by gradients/fc_0/Gelu/mul_1_grad/Mul_1 stopped a constant from being pushed
+// down past it, and 116 variables differed after 3 steps).
+func pushDownChild(c *graphdef.Node, dead []bool) bool {
+	if !factorOps[c.Op] || severalReaders(c, dead) {
+		return false
+	}
+	if readByOp(c, factorOps) {
+		return true
+	}
+	for _, uses := range c.Consumers {
+		for _, u := range uses {
+			if factorOps[u.Node.Op] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// hoistableSumReads reports whether a sum reading the product c, directly or once the
+// Identities and no-op shape ops between are bypassed, is one from which Grappler's
+// HoistCommonFactorOutOfAggregation may hoist a factor (commonFactors), in the sum node's
+// own inputs or in the terms of the tree AddOpsRewrite collapses it into, with or without
+// the Identities between bypassed (the dependency optimizer runs between the meta
+// optimizer's two rounds).
+func hoistableSumReads(c *graphdef.Node) bool {
+	var sums []*graphdef.Node
+	for _, uses := range c.Consumers {
+		for _, u := range uses {
+			if aggregationOps[u.Node.Op] {
+				sums = append(sums, u.Node)
+			}
+		}
+	}
+	r, _ := effectiveReaders(c)
+	for _, x := range r {
+		if aggregationOps[x.Op] {
+			sums = append(sums, x)
+		}
+	}
+	for _, s := range sums {
+		for _, terms := range [][]graphdef.Tensor{s.Inputs, sumTerms(s)} {
+			if commonFactors(terms, false) || commonFactors(terms, true) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// commonFactors reports whether the terms of a sum, as Grappler sees them (bypassed: once
+// the Identities and no-op shape ops are bypassed and renamed to what they pass on), are all
+// products (all Mul, or all Div) sharing at least one factor by input name: the
+// intersection GetCommonFactors computes. HoistCommonFactorOutOfAggregation rewrites the sum
+// when that intersection holds exactly one name. Renaming a factor in some terms (a swap-in
+// read by some of the products) can only shrink the intersection, so a sum whose terms
+// share no factor is computed alike whatever reads a swap-in; one that shares some could go
+// from two common names to one, or from one to none, and its products keep their inputs.
+func commonFactors(terms []graphdef.Tensor, bypassed bool) bool {
+	if len(terms) < 2 {
+		return false
+	}
+	name := func(x graphdef.Tensor) string {
+		if bypassed {
+			return rootName(x)
+		}
+		return x.InputString()
+	}
+	var common map[string]bool
+	mul, div := false, false
+	for _, t := range terms {
+		n := t.Node
+		if bypassed {
+			n = throughPassThrough(t).Node
+		}
+		switch {
+		case n.Op == "Mul":
+			mul = true
+		case n.Op == "Div" || n.Op == "RealDiv":
+			div = true
+		default:
+			return false
+		}
+		if mul && div || len(n.Inputs) < 2 {
+			return false
+		}
+		f := map[string]bool{name(n.Inputs[1]): true}
+		if mul {
+			f[name(n.Inputs[0])] = true
+		}
+		if common == nil {
+			common = f
+			continue
+		}
+		for k := range common {
+			if !f[k] {
+				delete(common, k)
+			}
+		}
+		if len(common) == 0 {
+			return false
+		}
+	}
+	return len(common) > 0
+}
+
+// sumTerms returns the terms of the tree of sums Grappler's AddOpsRewrite collapses the sum
+// s into: the inputs of the aggregations read by a single aggregation, up from the root
+// reached from s by single aggregation readers.
+func sumTerms(s *graphdef.Node) []graphdef.Tensor {
+	root := s
+	for steps := 0; steps < 64; steps++ {
+		r, _ := effectiveReaders(root)
+		if len(r) != 1 || !aggregationOps[r[0].Op] {
+			break
+		}
+		root = r[0]
+	}
+	var terms []graphdef.Tensor
+	var collect func(n *graphdef.Node, depth int)
+	collect = func(n *graphdef.Node, depth int) {
+		for _, in := range n.Inputs {
+			src := throughPassThrough(in)
+			if depth < 64 && aggregationOps[src.Node.Op] {
+				if r, _ := effectiveReaders(src.Node); len(r) == 1 && r[0] == n {
+					collect(src.Node, depth+1)
+					continue
+				}
+			}
+			terms = append(terms, in)
+		}
+	}
+	collect(root, 0)
+	return terms
 }

@@ -219,7 +219,7 @@ func (pr *Problem) recomputeTargets() []*rcTarget {
 				if s < tp {
 					continue
 				}
-				if !a.ConsumerEligible(u) {
+				if !a.consumerMovable(u) || copyExclusion(u) != "" {
 					switch rcReadRule(a, u) {
 					case rcReadOriginal:
 						continue
@@ -276,7 +276,7 @@ const (
 // as for a swap-in: the copy has another name (tfswap's scope), by which Grappler would sort
 // a sum's terms, and another fan-out, by which it regroups products and bypasses Identities.
 func rcReadRule(a *Analysis, u graphdef.Use) int {
-	switch ConsumerExclusion(u) {
+	switch copyExclusion(u) {
 	case ReasonShapeReader:
 		return rcReadOriginal
 	case ReasonFactor:
@@ -285,6 +285,31 @@ func rcReadRule(a *Analysis, u graphdef.Use) int {
 		}
 	}
 	return rcReadRefused
+}
+
+// copyExclusion returns why the later read u must keep reading the original rather than a
+// recomputed copy of its tensor, or "". For a product it keeps the rules ConsumerExclusion
+// had before swap-ins were admitted by Grappler's actual conditions (severalReaders,
+// hoistableSumReads): a product that feeds a sum (ReasonFactor) or belongs to a tree of
+// products (ReasonProduct) is refused. A recomputed chain is made of new products whose own
+// readers Grappler counts, so a copy read by one product alone could be regrouped where
+// the original is not; a swap-in is an Identity and regroups nothing.
+func copyExclusion(u graphdef.Use) string {
+	c := u.Node
+	if !factorOps[c.Op] {
+		return ConsumerExclusion(u)
+	}
+	for _, uses := range c.Consumers {
+		for _, r := range uses {
+			if aggregationOps[r.Node.Op] {
+				return ReasonFactor
+			}
+		}
+	}
+	if inProductTree(c) {
+		return ReasonProduct
+	}
+	return ConsumerExclusion(u)
 }
 
 // factorsAllMoved reports whether every product in the terms of a sum that reads n's
@@ -344,6 +369,9 @@ func (pr *Problem) recomputable(n *graphdef.Node) bool {
 	}
 	if ex, _ := a.Excluded(n); ex {
 		return false
+	}
+	if fanoutSensitive(n) != "" {
+		return false // a copy's products are judged by their own readers (copyExclusion)
 	}
 	if n.Index >= len(pr.timing.dev) || pr.timing.dev[n.Index] < 0 {
 		return false

@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -344,9 +345,9 @@ func (pr *Problem) improve(start *Evaluation) (*Evaluation, error) {
 			excess int64
 		}
 		var cs []cand
+		drop := pr.newWithoutSweep(cur.Plan)
 		for i := range units {
-			plan := without(cur.Plan, units[i])
-			r := pr.fast.predict(plan)
+			r := drop.predict(units[i])
 			worst := int64(-1 << 62)
 			for _, d := range cur.Devices {
 				p, _ := r.peak(d.SimulatedIndex)
@@ -409,6 +410,26 @@ func (pr *Problem) unitsOf(plan *Plan) [][]int {
 }
 
 // without returns plan without the swaps at the given indices.
+// withoutSweep predicts the plans without(plan, unit) by replaying one prepared sweep of
+// plan's swaps (without its waits, as without drops them) with the unit's buffer skipped.
+type withoutSweep struct {
+	pr   *Problem
+	plan *Plan
+	prep *preparedSweep
+}
+
+func (pr *Problem) newWithoutSweep(plan *Plan) *withoutSweep {
+	return &withoutSweep{pr: pr, plan: plan, prep: pr.fast.prepare(&Plan{Swaps: plan.Swaps}, nil)}
+}
+
+// predict returns the same as pr.fast.predict(without(plan, drop)).
+func (w *withoutSweep) predict(drop []int) *fastResult {
+	if kb, ok := w.prep.keepOf(func(i int) bool { return !slices.Contains(drop, i) }); ok {
+		return w.prep.run(kb)
+	}
+	return w.pr.fast.predict(without(w.plan, drop))
+}
+
 func without(plan *Plan, drop []int) *Plan {
 	out := &Plan{}
 	for i, ps := range plan.Swaps {

@@ -1,0 +1,96 @@
+package rewrite
+
+import (
+	"testing"
+
+	"github.com/tfswap/tfswap/graphdef"
+)
+
+// TestProductTreeCandidates is issue 12's BERT-base regression (cf7d69a): the fan-out rules
+// once refused every product of a tree of products as a swap candidate, and every product
+// reading one, or feeding a sum, as a swap-in reader, where Grappler's rules turn on one
+// reader more only for products with a single reader, and hoist a factor only from a sum
+// whose terms are all products sharing one. On a GELU-like forward pass (p = c*x read by the
+// product q = p*x and late by the gradient product gp, whose sum has a Relu term), p must be
+// a candidate and gp may read its swap-in, and LMS swaps p; the rules still hold where
+// Grappler's decision would change: a product whose only reader is a product (single), a
+// product read by one product that a constant push-down may rotate (rot, reading p2, whose
+// swap-in on the host would stop the rotation) and a product in a sum of products sharing a
+// factor (hoist_a).
+func TestProductTreeCandidates(t *testing.T) {
+	b := newBuilder()
+	b.op("x", "Placeholder", "", act)
+	b.op("c", "Const", "", []int64{})
+	b.op("p", "Mul", "", act, "c", "x")
+	b.op("q", "Mul", "", act, "p", "x")
+	b.op("q_read", "Relu", "", act, "q")
+	b.op("single", "Mul", "", act, "c", "x")
+	b.op("single_read", "Mul", "", act, "single", "q")
+	prev := "single_read"
+	for i := 0; i < 6; i++ {
+		prev = b.op("f"+string(rune('0'+i)), "Relu", "", act, prev).Name
+	}
+	b.op("gp", "Mul", "", act, prev, "p")
+	b.op("other", "Relu", "", act, prev)
+	b.op("sum", "AddV2", "", act, "gp", "other")
+	b.op("p2", "Mul", "", act, "c", "x")
+	b.op("q2", "Mul", "", act, "p2", "x", "^q")
+	b.op("rot", "Mul", "", act, "sum", "p2")
+	b.op("rot_parent", "Mul", "", act, "rot", "c")
+	b.op("hoist_a", "Mul", "", act, "rot_parent", "p2")
+	b.op("hoist_b", "Mul", "", act, "rot_parent", "q2")
+	b.op("hoist_sum", "AddV2", "", act, "hoist_a", "hoist_b")
+	b.op("train", "NoOp", "", nil, "^hoist_sum", "^q_read")
+	m := graphdef.NewModel(b.g)
+	opts, g, err := prepare(m, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := Analyze(g, opts)
+	if ex, why := a.Excluded(g.Node("p")); ex {
+		t.Errorf("p (a product with two readers in a product tree) is excluded: %s", why)
+	}
+	if ex, why := a.Excluded(g.Node("single")); !ex || why != ReasonFanoutProduct {
+		t.Errorf("single (a product read only by a product) excluded %v (%s), want %q", ex, why, ReasonFanoutProduct)
+	}
+	want := map[string]string{"gp": "", "q": "", "rot": ReasonProduct, "hoist_a": ReasonFactor}
+	var uses []graphdef.Use
+	uses = append(uses, (graphdef.Tensor{Node: g.Node("p")}).Consumers()...)
+	uses = append(uses, (graphdef.Tensor{Node: g.Node("p2")}).Consumers()...)
+	for _, u := range uses {
+		w, ok := want[u.Node.Name]
+		if !ok {
+			continue
+		}
+		delete(want, u.Node.Name)
+		if got := ConsumerExclusion(u); got != w {
+			t.Errorf("%s reading %s: exclusion %q, want %q", u.Node.Name, u.Node.Inputs[u.Input], got, w)
+		}
+		if a.ConsumerEligible(u) != (w == "") {
+			t.Errorf("%s reading %s: eligible %v, want %v", u.Node.Name, u.Node.Inputs[u.Input], a.ConsumerEligible(u), w == "")
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("no read of p or p2 by %v", want)
+	}
+	res, err := Rewrite(m, Options{MinTensorBytes: -1, SwapoutThreshold: 4, SwapinAhead: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	swapped := false
+	for _, s := range res.Swaps {
+		if s.Tensor == "p:0" {
+			swapped = true
+			for _, in := range s.SwapIns {
+				for _, c := range in.Consumers {
+					if c != "gp" {
+						t.Errorf("p's swap-in %s is read by %s, want gp alone", in.Node, c)
+					}
+				}
+			}
+		}
+	}
+	if !swapped {
+		t.Errorf("LMS did not swap p:0 (swaps %v)", res.Swaps)
+	}
+}
