@@ -28,6 +28,9 @@ type Report struct {
 	Waits []Wait `json:"waits,omitempty"`
 	// Recomputes are the tensors whose later readers read a recomputed copy.
 	Recomputes []Recompute `json:"recomputes,omitempty"`
+	// Orders are the control edges planning added so that an op waits for a reader that was
+	// ready (freeing that reader's input before the op allocates): Node runs after After.
+	Orders []Order `json:"orders,omitempty"`
 	// Offloaded are the variable groups kept in host memory (Options.Offload), largest
 	// first, and OffloadCopies the number of gated copies of their reads to the device.
 	Offloaded     []OffloadedVariable `json:"offloaded,omitempty"`
@@ -95,6 +98,14 @@ type Skipped struct {
 	Tensor string
 	// Reason says why it was not swapped.
 	Reason string
+}
+
+// Order is a control edge planning added: an op made to run after a reader that was ready,
+// so that the reader's input is freed before the op allocates.
+type Order struct {
+	// Node is the op that waits and After the op it runs after.
+	Node  string
+	After string
 }
 
 // Wait is an op held back until a swap-out has copied its tensor to the host, so that the
@@ -316,6 +327,9 @@ func reportOf(p *rewrite.Planned, t target, explain bool) *Report {
 			c.Also = append(c.Also, RecomputeServed{Tensor: a.Tensor, Bytes: a.Bytes, Consumers: clone(a.Consumers)})
 		}
 		rep.Recomputes = append(rep.Recomputes, c)
+	}
+	for _, o := range r.Orders {
+		rep.Orders = append(rep.Orders, Order{Node: o.Node, After: o.After})
 	}
 	if p.Offload != nil {
 		copies := map[string]int{}

@@ -349,10 +349,17 @@ gradient). tfswap swaps gradients that wait between their production and their f
 the producer's descent that waits for the swap-out, and repairs the peak by re-triggering copies that wait at
 it from an op that runs after it: that is what made 8x fit by tfswap's accounting at 9cf352e (+1298.5%). Since
 cf7d69a (Grappler's fan-out decisions kept, issue 12; found by planning 8x with the binaries of 9cf352e, cf7d69a
-and a6ace77) no such plan is found: at 8x the lowest plan peaks at 19.00 GiB at `stage2/block1`'s gradient (a
+and a6ace77) no such plan is found: at 8x the lowest plan peaked at 19.00 GiB at `stage2/block1`'s gradient (a
 projection block), where the main branch's and the shortcut's batch-norm gradients and the ReLU gradient that both
-read (4.43 GiB each) are live with a 4.43 GiB swapped-in copy (list above). By tfswap's accounting the largest
-ladder batch is now 6x.
+read (4.43 GiB each) were live with a 4.43 GiB swapped-in copy. Since 67b8bb4 `auto`'s reorder pass (issue 14
+item 5; rewrite/reorder.go) adds, when nothing fits, a control edge from each reader that was ready and alone keeps
+a buffer live to the op at the lowest plan's peak, and plans the graph again: here the shortcut's filter gradient
+before the main branch's batch-norm gradient. The lowest peak at 8x falls from 19.00 to 15.68 GiB (10x: 23.71 to
+19.56) and moves to `stage3/block1`'s gradient: the main branch's and the shortcut's input gradients (4.43 GiB
+each), both waiting for the `AddN` that sums them into `stage2/block3`'s output gradient, beside the main
+branch's batch-norm gradient (2.21 GiB). Swapping such a waiting gradient, or running the two input gradients
+into one accumulator, is what would go further (not built). By tfswap's accounting the largest ladder batch is
+still 6x.
 
 What bounds it by all accountings: the VirtualCluster's. It forwards no buffer and counts every op output,
 Identities included, as its own buffer; its microsecond figure also counts together everything allocated or
@@ -369,11 +376,13 @@ ReLU gradient and a recomputed batch-norm output of `stage2`, 2.77 GiB each) and
 MiB over the budget. At 6x the peak is `stage2/block1`'s main-branch batch-norm gradient: it reads the ReLU
 gradient and the recomputed convolution and allocates its output (3.32 GiB each) while the shortcut branch's
 batch-norm gradient (3.32 GiB), whose input gradient is already made, still waits for its filter gradient
-(the live list above and `tfswap rewrite`'s full no-fit message). tfswap does not reorder independent ops.
-Tried by hand at 013d8f0 (a control edge from each projection block's shortcut filter gradient to its
-main-branch batch-norm gradient, four edges): that peak goes, but still no plan fits 6x by all accountings;
-the lowest peak, 15.13 GiB again, moves to the forward pass at 2.38 s (`stage2/block3`: the outputs of
-`stage2/block2` and `block3` and `block3`'s last convolution live, 3.32 GiB each, none swapped out yet).
+(the live list above and `tfswap rewrite`'s full no-fit message). The reorder pass finds that edge (the
+shortcut's filter gradient before the main branch's batch-norm gradient) and plans the graph with it again, but
+the lowest plan found there peaks higher (16.25 GiB, at `stage3/block1`'s first convolution in the forward pass,
+where no reader waits), so the no-fit message keeps 15.13 GiB. Tried by hand at 013d8f0 with four such edges
+(one per projection block), the lowest peak was 15.13 GiB too, in the forward pass at 2.38 s (`stage2/block3`:
+the outputs of `stage2/block2` and `block3` and `block3`'s last convolution live, 3.32 GiB each, none swapped
+out yet).
 
 What changed at 4x (all accountings: +352.5% before, +136.0% now). The plan that fits by tfswap's accounting
 at +21.4% recomputes a residual block's output through a chain Conv2D, FusedBatchNormV3, AddV2, Relu: two

@@ -3,11 +3,11 @@
 device profile with its variables and Adam state on the host, simulated.
 
     .venv/bin/python bench/offload.py [--profiles v100-16gb,a100-40gb] [--sizes 774m,1.5b,2.7b]
-                                      [--out out/offload] [--markdown]
+                                      [--batch 1] [--out out/offload] [--markdown]
     .venv/bin/python bench/offload.py --smoke --out /tmp/o    # seconds: the tiny decoder
 
 For each profile it walks up the GPT sizes of testmodels/large.py (`--model gpt --gpt-size S`,
-batch 1, generated once into --cache) and plans each with `tfswap rewrite --offload all
+at --batch, 1 by default, generated once into --cache) and plans each with `tfswap rewrite --offload all
 --fetch train` for the profile at its default budget, under every accounting (`all`). A size
 fits when rewrite writes a plan; the walk stops at the first size that does not. For a plan
 it records the simulated step time and the in-core step (the unswapped graph on the same
@@ -39,7 +39,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-SIZES = ["124m", "350m", "774m", "1.5b", "2.7b", "6.7b"]
+SIZES = ["124m", "350m", "774m", "1.5b", "2.7b", "6.7b", "13b"]
 PROFILES = ["v100-16gb", "v100-32gb", "a100-40gb", "a100-80gb", "h100", "gh200"]
 # Bytes of host memory traffic per parameter of one Adam update: read weight, gradient, m, v;
 # write weight, m, v (float32).
@@ -58,13 +58,13 @@ def build_tfswap(dest):
     return dest
 
 
-def generate(size, cache):
-    if size == "tiny":
+def generate(size, cache, batch=1):
+    if size == "tiny" and batch == 1:
         return os.path.join(ROOT, "testmodels", "fixtures", "large", "gpt-tiny.pb")  # committed
-    out = os.path.join(cache, "gpt-%s.pb" % size)
+    out = os.path.join(cache, "gpt-%s.pb" % size if batch == 1 else "gpt-%s-b%d.pb" % (size, batch))
     if not os.path.exists(out):
         subprocess.run([sys.executable, os.path.join(ROOT, "testmodels", "large.py"), "--model", "gpt",
-                        "--gpt-size", size, "--batch", "1", "--out", out], check=True,
+                        "--gpt-size", size, "--batch", str(batch), "--out", out], check=True,
                        stdout=subprocess.DEVNULL)
     return out
 
@@ -94,9 +94,11 @@ def rewrite(tfswap, graph, profile, tmp, extra=()):
     raise SystemExit("tfswap rewrite %s --device %s: exit %d\n%s" % (graph, profile, p.returncode, p.stderr[-3000:]))
 
 
-def point(tfswap, graph, size, profile, prof, tmp, extra=()):
+def point(tfswap, graph, size, profile, prof, tmp, extra=(), batch=1):
     rep, nofit, secs = rewrite(tfswap, graph, profile, tmp, extra)
-    return summarize(rep, nofit, graph_params(graph), size, profile, prof, secs)
+    pt = summarize(rep, nofit, graph_params(graph), size, profile, prof, secs)
+    pt["batch"] = batch
+    return pt
 
 
 def summarize(rep, nofit, params, size, profile, prof, secs):
@@ -138,6 +140,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--profiles", default=",".join(PROFILES))
     ap.add_argument("--sizes", default=",".join(SIZES), help="GPT sizes to walk up, smallest first")
+    ap.add_argument("--batch", type=int, default=1, help="the decoders' batch (sequences of 1024 tokens)")
     ap.add_argument("--tfswap", help="tfswap binary (default: built from this checkout without cgo)")
     ap.add_argument("--cache", default=os.path.join(ROOT, "testmodels", "large"), help="where the graphs are generated")
     ap.add_argument("--out", default=os.path.join(ROOT, "out", "offload"))
@@ -155,14 +158,15 @@ def main(argv=None):
         for profile in profiles:
             prof = profile_info(tfswap, profile, tmp)
             for size in sizes:
-                graph = generate(size, args.cache)
-                pt = point(tfswap, graph, size, profile, prof, tmp, extra)
+                graph = generate(size, args.cache, args.batch)
+                pt = point(tfswap, graph, size, profile, prof, tmp, extra, args.batch)
                 results.append(pt)
                 print(json.dumps(pt), flush=True)
                 if not pt["fits"]:
                     break
     meta = {"mode": "smoke" if args.smoke else "full", "how": "simulated for each profile (tfswap's simulator); "
-            "tfswap rewrite --offload all --fetch train at the profile's default budget" + (" (--budget 2MiB)" if args.smoke else "")}
+            "tfswap rewrite --offload all --fetch train at the profile's default budget" + (" (--budget 2MiB)" if args.smoke else "")
+            + ", batch %d" % args.batch}
     path = os.path.join(args.out, "offload.json")
     tmp_path = path + ".tmp"
     with open(tmp_path, "w") as f:
@@ -174,6 +178,12 @@ def main(argv=None):
     return 0
 
 
+def size_name(r):
+    """The GPT size of point r, with its batch when it is not 1."""
+    b = r.get("batch", 1)
+    return r["size"] if b == 1 else "%s (batch %d)" % (r["size"], b)
+
+
 def markdown(results):
     rows = ["| profile | GPT size | parameters | fits | simulated step | in-core step | bound | footprint / GPU memory |",
             "| --- | --- | ---: | --- | ---: | ---: | --- | ---: |"]
@@ -182,10 +192,10 @@ def markdown(results):
             foot = r["unswapped_peak"] / float(r["gpu_memory"])
             fast = r["step_s"] <= 2 * r["incore_s"]
             rows.append("| %s | %s | %s | yes | %.2f s | %.2f s | %s (link %.2f s, update %.2f s) | %.1fx%s |" % (
-                r["profile"], r["size"], format(r["params"], ","), r["step_s"], r["incore_s"], r["bound"],
+                r["profile"], size_name(r), format(r["params"], ","), r["step_s"], r["incore_s"], r["bound"],
                 r["link_s"], r["host_update_s"], foot, "" if fast else " (below 50% speed)"))
         else:
-            rows.append("| %s | %s | %s | no | | | %s | |" % (r["profile"], r["size"], format(r["params"], ","),
+            rows.append("| %s | %s | %s | no | | | %s | |" % (r["profile"], size_name(r), format(r["params"], ","),
                                                           " ".join(r["diagnosis"][:1]).replace("|", "/")))
     return "\n".join(rows)
 

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 
 	gpb "github.com/wamuir/graft/tensorflow/core/framework/graph_go_proto"
@@ -175,6 +176,7 @@ type rawIndex struct {
 	data  []byte
 	defs  []*npb.NodeDef // the node messages as loaded, in order
 	start []uint32       // start[i] is node i's first byte in data; start[len(defs)] its end
+	once  sync.Once      // builds byDef; clones of a model share its index, and may write at once
 	byDef map[*npb.NodeDef]int32
 }
 
@@ -185,12 +187,12 @@ func (r *rawIndex) bytesOf(i int, n *npb.NodeDef) []byte {
 		return nil
 	}
 	if i >= len(r.defs) || r.defs[i] != n {
-		if r.byDef == nil {
+		r.once.Do(func() {
 			r.byDef = make(map[*npb.NodeDef]int32, len(r.defs))
 			for j, d := range r.defs {
 				r.byDef[d] = int32(j)
 			}
-		}
+		})
 		j, ok := r.byDef[n]
 		if !ok {
 			return nil

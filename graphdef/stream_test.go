@@ -115,3 +115,32 @@ func TestSaveTooLargeLeavesNoFile(t *testing.T) {
 		t.Errorf("left %d files behind", len(ents))
 	}
 }
+
+// TestConcurrentMarshalOfClones checks that clones sharing a model's raw index can be written
+// at once (run with -race): the index's lookup by message is built on first need.
+func TestConcurrentMarshalOfClones(t *testing.T) {
+	data, odd := interleavedGraph(t)
+	m, err := Parse(data, FormatPB, "x.pb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	outs := make([][]byte, 4)
+	errs := make([]error, 4)
+	done := make(chan int)
+	for k := range outs {
+		c := m.Clone()
+		c.Graph.Node[0], c.Graph.Node[1] = c.Graph.Node[1], c.Graph.Node[0]
+		go func(k int) {
+			outs[k], errs[k] = c.Marshal()
+			done <- k
+		}(k)
+	}
+	for range outs {
+		<-done
+	}
+	for k := range outs {
+		if errs[k] != nil || !bytes.HasPrefix(outs[k], odd) {
+			t.Errorf("clone %d: %v, or node b not first with its original bytes", k, errs[k])
+		}
+	}
+}

@@ -81,6 +81,9 @@ type Result struct {
 	// Recomputes are the tensors whose later readers read a recomputed copy, in topological
 	// order of their producers.
 	Recomputes []Recompute `json:",omitempty"`
+	// Orders are the control edges planning added to order ops (the reorder pass): each
+	// Node waits for After.
+	Orders []OrderEdge `json:",omitempty"`
 
 	// graph is Model's graph as the builder made it (Apply), for Verify; nil when Model was
 	// built otherwise.

@@ -40,6 +40,8 @@ type NoFitError struct {
 	// means every node of the graph. Simulated counts the nodes simulated.
 	Fetch     []string
 	Simulated int
+	// Orders are the ordering edges the reorder pass added to the graph of that plan.
+	Orders []OrderEdge
 }
 
 // grapplerOver says whether only Grappler's figures keep the plan from fitting: tfswap's
@@ -77,6 +79,13 @@ func (e *NoFitError) Error() string {
 	} else {
 		fmt.Fprintf(&w, "no plan fits %s within %s (strategy %s): the smallest peak any plan reached is %s at %s into the step (unswapped: %s)\n",
 			e.Device, b(e.Budget), e.Strategy, b(e.Peak), cost.FormatDuration(e.PeakTime), b(e.Unswapped))
+	}
+	if len(e.Orders) > 0 {
+		var es []string
+		for _, o := range e.Orders {
+			es = append(es, o.Node+" after "+o.After)
+		}
+		fmt.Fprintf(&w, "  on the graph with %d ordering edges (control edges running a waiting reader before the op at a lowest peak): %s\n", len(e.Orders), strings.Join(es, ", "))
 	}
 	if len(e.Fetch) == 0 {
 		fmt.Fprintf(&w, "  simulated step: every node of the graph (%d nodes): no fetch was given, so initialisers and reads outside the training step count as part of it\n", e.Simulated)

@@ -44,6 +44,7 @@ var planPasses = []planPass{
 	{"recompute", "plan again on the graph with recomputations and keep the better outcome (auto, or --recompute max)", passRecompute},
 	{"recompute-single", "where Grappler's accounting kept a faster plan from fitting, recompute chains of one large output each", passRecomputeSingle},
 	{"tighter", "auto: plan again for tighter budgets and keep a plan that fits and beats the best so far (monotone in the budget)", passTighter},
+	{"reorder", "auto, when nothing fits: order a ready reader before the op at the lowest plan's peak where that frees a buffer, and plan again", passReorder},
 	{"nofit", "fail with what is live at the lowest peak when no plan fits", passNoFit},
 	{"grappler-report", "simulate the chosen plan by every accounting, those it was not judged by too", passGrapplerReport},
 	{"apply", "graph surgery: build the rewritten graph from the chosen plan and its recomputations", passApply},
@@ -62,7 +63,8 @@ var passOrder = []passConstraint{
 	{"strategy", "tighter", "tighter plans run again only the two strategies that did best at the budget asked for, read from the strategy pass's plans"},
 	{"recompute", "recompute-single", "single chains are tried only when a plan of the recompute pass fitted by tfswap's accounting and not Grappler's"},
 	{"recompute-single", "tighter", "a tighter plan is kept only when it beats the best plan so far, recomputed plans included"},
-	{"tighter", "nofit", "a plan found for a tighter budget may be the only one that fits"},
+	{"tighter", "reorder", "ordering edges are tried only when no plan fits, tighter budgets' plans included"},
+	{"reorder", "nofit", "a plan on the reordered graph may be the only one that fits"},
 	{"nofit", "grappler-report", "only a plan that fits is reported and written"},
 	{"nofit", "apply", "the surgery performs only a plan that fits"},
 	{"apply", "verify", "verify checks the graph apply built"},
@@ -143,6 +145,10 @@ type planState struct {
 	// recomputed).
 	recomputing bool
 	rs          *stage
+	// orders are the control edges the reorder pass added to the input graph to make model;
+	// depth counts the reorder rounds that led to model.
+	orders []OrderEdge
+	depth  int
 	// sims counts the simulations of every problem planned so far.
 	sims int
 
@@ -356,7 +362,11 @@ func passTighter(st *planState) error {
 // passNoFit fails when the best plan does not fit.
 func passNoFit(st *planState) error {
 	if ev := st.final.ev; ev == nil || !ev.Fits {
-		return st.final.pr.noFit(st.planner.Name, ev)
+		err := st.final.pr.noFit(st.planner.Name, ev)
+		if e, ok := err.(*NoFitError); ok {
+			e.Orders = st.orders
+		}
+		return err
 	}
 	return nil
 }
@@ -381,6 +391,7 @@ func passApply(st *planState) error {
 	_, unsized := st.a.Candidates()
 	res.Skipped = unsized
 	res.Recomputes = st.final.descs
+	res.Orders = st.orders
 	st.res = res
 	return nil
 }

@@ -17,10 +17,10 @@ import (
 // swapped tensor's producer in the original graph (else nothing orders the swap-in after the
 // swap-out, and the copy may be sent back before it was needed), or waits for the swap-out
 // (a control input on it: SwapInGroup.TriggerWaits), and neither it nor a reader of the
-// swap-in lies inside a branch of a v1 conditional; control inputs added to
-// original nodes
-// (waits) name swap-outs; a recomputed copy is its original op with inputs carrying the
-// original's and one control input more, from a gate. It returns the first violation.
+// swap-in lies inside a branch of a v1 conditional; control inputs added to original nodes
+// name swap-outs (waits) or original nodes (the ordering edges of res.Orders); a recomputed
+// copy is its original op with inputs carrying the original's and one control input more,
+// from a gate. It returns the first violation.
 //
 // A Result made by Apply carries the builder's graph, which Verify checks rather than
 // parsing the GraphDef again (Apply writes the GraphDef from that graph, NodeDef by NodeDef);
@@ -35,6 +35,13 @@ func Verify(orig *graphdef.Graph, res *Result, gate Gate) error {
 	}
 	if len(out.Nodes) < len(orig.Nodes) {
 		return fmt.Errorf("rewritten graph has %d nodes, fewer than the original %d", len(out.Nodes), len(orig.Nodes))
+	}
+	orders := map[OrderEdge]bool{}
+	for _, e := range res.Orders {
+		if n := orig.Node(e.After); n == nil || n.Name != out.Nodes[n.Index].Name {
+			return fmt.Errorf("ordering edge %s after %s: %q is not an original node", e.Node, e.After, e.After)
+		}
+		orders[e] = true
 	}
 	for i, on := range orig.Nodes {
 		nn := out.Nodes[i]
@@ -60,9 +67,10 @@ func Verify(orig *graphdef.Graph, res *Result, gate Gate) error {
 				return fmt.Errorf("node %q: control input %d changed from %q to %q", on.Name, j, c.Name, nn.ControlInputs[j].Name)
 			}
 		}
-		// Control inputs added after the original ones are waits: they name swap-outs.
+		// Control inputs added after the original ones are waits (they name swap-outs) or
+		// the ordering edges planning added (Result.Orders).
 		for _, c := range nn.ControlInputs[len(on.ControlInputs):] {
-			if string(c.Def.GetAttr()[RoleAttr].GetS()) != "swap_out" {
+			if string(c.Def.GetAttr()[RoleAttr].GetS()) != "swap_out" && !orders[OrderEdge{Node: on.Name, After: c.Name}] {
 				return fmt.Errorf("node %q: added control input %q is not a swap-out", on.Name, c.Name)
 			}
 		}

@@ -400,8 +400,9 @@ def lstm_lm(net, batch, steps=35, vocab=10000, hidden=1024, layers=2,
 
 # name: (layers, hidden, heads, seq, vocab). GPT-2's four sizes (Radford et al.
 # 2019, Table 2: 117M as published, 124M counted with tied embeddings), GPT-3's
-# 2.7B and 6.7B (Brown et al. 2020, Table 2.1) at GPT-2's vocabulary and a
-# 1024-token context, and "tiny" for runtime tests on a CPU.
+# 2.7B, 6.7B and 13B (Brown et al. 2020, Table 2.1; 13B with 40 heads of 128,
+# d_model 5120 = 40 x 128, where the table prints 5140) at GPT-2's vocabulary and
+# a 1024-token context, and "tiny" for runtime tests on a CPU.
 GPT_SIZES = {
     "tiny": (2, 64, 4, 16, 128),
     "124m": (12, 768, 12, 1024, 50257),
@@ -410,6 +411,7 @@ GPT_SIZES = {
     "1.5b": (48, 1600, 25, 1024, 50257),
     "2.7b": (32, 2560, 32, 1024, 50257),
     "6.7b": (32, 4096, 32, 1024, 50257),
+    "13b": (40, 5120, 40, 1024, 50257),
 }
 
 

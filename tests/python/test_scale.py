@@ -41,6 +41,6 @@ def results_with(overheads):
 def test_monotone(tmp_path):
     f = tmp_path / "r.json"
     f.write_text(json.dumps(results_with([(10, 0.2), (20, 0.1), (30, 0.1)])))
-    assert monotone.main(["--results", str(f)]) == 0
+    assert monotone.main(["--results", str(f), "--zoo", "", "--replanned", ""]) == 0
     f.write_text(json.dumps(results_with([(10, 0.2), (20, 0.05), (30, 0.1)])))
-    assert monotone.main(["--results", str(f)]) == 1
+    assert monotone.main(["--results", str(f), "--zoo", "", "--replanned", ""]) == 1
