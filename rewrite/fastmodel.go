@@ -742,6 +742,9 @@ func (ps *preparedSweep) run(keep []bool) *fastResult {
 		return d
 	}
 	grpBuf := func(g *grpState) *bufState { return &bufs[outs[g.out].bs] }
+	// cand and candHeap hold a throttled op's candidate swap-outs, reused from op to op.
+	var cand []drainItem
+	var candHeap minheap.Heap[drainItem]
 	for _, ev := range ps.evs {
 		switch ev.kind {
 		case evOut:
@@ -846,25 +849,24 @@ func (ps *preparedSweep) run(keep []bool) *fastResult {
 			if load <= throttle[d] {
 				continue
 			}
-			// Hold the op back until enough swap-outs have reached the host, oldest first.
-			var cand []*bufState
+			// Hold the op back until enough swap-outs have reached the host, oldest first
+			// (by the copy's end, then by arrival: a total order, as seq is unique on a
+			// device). Only the oldest few are usually needed, so the candidates are put in
+			// a heap and taken off it in order rather than sorted whole.
+			cand = cand[:0]
 			for _, it := range ds.drains.Items() {
 				if bs := it.bs; bs.lastNear <= ev.t && !bs.ended && bs.b.lastEnd > ev.t && bs.outDone >= 0 {
-					cand = append(cand, bs)
+					cand = append(cand, it)
 				}
 			}
 			if len(cand) == 0 {
 				continue
 			}
-			slices.SortFunc(cand, func(a, b *bufState) int {
-				if a.outDone != b.outDone {
-					return cmp.Compare(a.outDone, b.outDone)
-				}
-				return cmp.Compare(a.seq, b.seq)
-			})
+			candHeap.Init(cand)
 			var acc int64
 			var last *bufState
-			for _, bs := range cand {
+			for candHeap.Len() > 0 {
+				bs := candHeap.Pop().bs
 				acc += bs.b.bytes
 				last = bs
 				if load-acc <= throttle[d] {
