@@ -373,6 +373,24 @@ yet, and the fan-out rule above would have to let the swap read past the tuple I
 input gradients into one accumulator is the other way (not built). By tfswap's accounting the largest ladder
 batch is still 6x.
 
+Two bounds at 8x (simulated v100-16gb, tfswap's accounting; worked out from `tfswap simulate` and the no-fit
+message at 0f1299b):
+
+* 15.68 GiB is a bound, not a search failure, for every plan that keeps those tensors on the device. Take
+  whichever of `stage3/block1`'s two input gradients is made second. The first waits for the `AddN`. The block's
+  input, `stage2/block3/out` (4.43 GiB), is read by both filter gradients and again by `stage2/block3`'s ReLU
+  gradient after the `AddN`. The second gradient's output (4.43 GiB) and its batch-norm gradient input (2.21 GiB)
+  must be there too. With the variables and slots (0.19 GiB) that is 3 x 4.43 + 2.21 + 0.19 = 15.68 GiB in any
+  order. Going below it needs the waiting gradient or the block input off the device for the 20-130 ms between,
+  swapped or (the block input) recomputed. A swap moves 4.43 GiB each way at 12.8 GB/s, 0.37 s per direction,
+  so it stalls the step by about 0.6 s or more.
+* How much must be recomputed to meet +82%. This applies the bound of the section "How close to the link's
+  limit" to this ladder's 8x graph. Unswapped, the step takes 3.60 s and peaks at 116.94 GiB at 1.33 s, so
+  101.97 GiB is over the budget there. Say a plan swaps E bytes of that excess and recomputes the rest. Ignoring
+  the recomputation's own time, it takes at least max(1.33 s, E / 12.8 GB/s) + max(2.27 s, E / 12.8 GB/s).
+  Within +82% (6.54 s), E is at most about 39 GiB, so at least about 63 GiB must be recomputed. That
+  recomputation lengthens the backward pass and tightens the bound further.
+
 What bounds it by all accountings: the VirtualCluster's. It forwards no buffer and counts every op output,
 Identities included, as its own buffer; its microsecond figure also counts together everything allocated or
 freed within one microsecond, and the ops between a ReLU gradient and the next batch-norm gradient (the
