@@ -578,6 +578,11 @@ type preparedSweep struct {
 	// waitsOf are, per node with waits, the swap-outs they wait for (-1: not a swap of the
 	// plan).
 	waitsOf map[int][]int32
+	// scratchBufs, scratchOuts and scratchGrps are run's working copies of bufs, outs and
+	// grps, reused from run to run.
+	scratchBufs []bufState
+	scratchOuts []outState
+	scratchGrps []grpState
 }
 
 // prepare builds plan's prepared sweep.
@@ -703,9 +708,12 @@ func (ps *preparedSweep) run(keep []bool) *fastResult {
 			devs[i] = &devState{}
 		}
 	}
-	bufs := append([]bufState(nil), ps.bufs...)
-	outs := append([]outState(nil), ps.outs...)
-	grps := append([]grpState(nil), ps.grps...)
+	// The states start as prepared, in scratch copies kept for the next run (planning is
+	// sequential, and the result refers to none of them).
+	bufs := append(ps.scratchBufs[:0], ps.bufs...)
+	outs := append(ps.scratchOuts[:0], ps.outs...)
+	grps := append(ps.scratchGrps[:0], ps.grps...)
+	ps.scratchBufs, ps.scratchOuts, ps.scratchGrps = bufs, outs, grps
 	kept := func(bi int32) bool { return keep == nil || keep[bi] }
 	engFree := make([]int64, fm.engines)
 	lat := pr.latency
