@@ -357,9 +357,37 @@ a buffer live to the op at the lowest plan's peak, and plans the graph again: he
 before the main branch's batch-norm gradient. The lowest peak at 8x falls from 19.00 to 15.68 GiB (10x: 23.71 to
 19.56) and moves to `stage3/block1`'s gradient: the main branch's and the shortcut's input gradients (4.43 GiB
 each), both waiting for the `AddN` that sums them into `stage2/block3`'s output gradient, beside the main
-branch's batch-norm gradient (2.21 GiB). Swapping such a waiting gradient, or running the two input gradients
-into one accumulator, is what would go further (not built). By tfswap's accounting the largest ladder batch is
-still 6x.
+branch's batch-norm gradient (2.21 GiB). Swapping those two was blocked until 120386f: each reaches the `AddN` only through its
+`tf.gradients` tuple Identity (`.../Conv2D_grad/tuple/control_dependency`, which waits for the filter gradient
+through `tuple/group_deps`), and the Grappler fan-out rules kept such an Identity on the original. Since
+120386f (issue 12) a tuple Identity with one reader may read a swap-in, so they are candidates; checked at
+ea58096 (8x, tfswap's accounting, simulated v100-16gb), and the same as bypassing the 32 such Identities by hand at
+c5809f9: `auto`'s fallback plans swap waiting gradients, but the lowest peak stays 15.68 GiB at the same op
+(`stage3/block1/conv1`'s filter gradient) with the same tensors live. The waits are too short to hide the link:
+in the unswapped step the shortcut's input gradient waits 134 ms for the `AddN` and the main branch's 22 ms,
+and moving 4.43 GiB over PCIe 3.0 (12.8 GB/s) takes 0.37 s each way. The swap-out is not done when the next
+block-sized tensor is allocated, and no pass yet holds the main branch back until it is (a stall that would fit).
+Running the two
+input gradients into one accumulator is the other way (not built). By tfswap's accounting the largest ladder
+batch is still 6x.
+
+Two bounds at 8x (simulated v100-16gb, tfswap's accounting; worked out from `tfswap simulate` and the no-fit
+message at 0f1299b):
+
+* 15.68 GiB is a bound, not a search failure, for every plan that keeps those tensors on the device. Take
+  whichever of `stage3/block1`'s two input gradients is made second. The first waits for the `AddN`. The block's
+  input, `stage2/block3/out` (4.43 GiB), is read by both filter gradients and again by `stage2/block3`'s ReLU
+  gradient after the `AddN`. The second gradient's output (4.43 GiB) and its batch-norm gradient input (2.21 GiB)
+  must be there too. With the variables and slots (0.19 GiB) that is 3 x 4.43 + 2.21 + 0.19 = 15.68 GiB in any
+  order. Going below it needs the waiting gradient or the block input off the device for the 20-130 ms between,
+  swapped or (the block input) recomputed. A swap moves 4.43 GiB each way at 12.8 GB/s, 0.37 s per direction,
+  so it stalls the step by about 0.6 s or more.
+* How much must be recomputed to meet +82%. This applies the bound of the section "How close to the link's
+  limit" to this ladder's 8x graph. Unswapped, the step takes 3.60 s and peaks at 116.94 GiB at 1.33 s, so
+  101.97 GiB is over the budget there. Say a plan swaps E bytes of that excess and recomputes the rest. Ignoring
+  the recomputation's own time, it takes at least max(1.33 s, E / 12.8 GB/s) + max(2.27 s, E / 12.8 GB/s).
+  Within +82% (6.54 s), E is at most about 39 GiB, so at least about 63 GiB must be recomputed. That
+  recomputation lengthens the backward pass and tightens the bound further.
 
 What bounds it by all accountings: the VirtualCluster's. It forwards no buffer and counts every op output,
 Identities included, as its own buffer; its microsecond figure also counts together everything allocated or

@@ -167,6 +167,11 @@ func (pr *Problem) reads(b *buffer, t graphdef.Tensor, isCand map[graphdef.Tenso
 					x.last = s.last
 				}
 			}
+			if r := deferredNode(c); x.ok && r != c && tm.times.Start[r.Index] >= x.start {
+				// A gradient tuple Identity that reads a swap-in runs when it arrives, just
+				// before its one reader: its read is timed at its reader's start.
+				x.start, x.end = tm.times.Start[r.Index], tm.times.Start[r.Index]
+			}
 		}
 		out = append(out, x)
 	}

@@ -446,3 +446,73 @@ func sumTerms(s *graphdef.Node) []graphdef.Tensor {
 	collect(root, 0)
 	return terms
 }
+
+// tupleReader returns the one use that reads the value of the gradient tuple Identity n once
+// Grappler has bypassed n and the plain Identities after it, when n may read a swap-in of its
+// input without changing what Grappler does with n; otherwise nil.
+//
+// n is an Identity with control inputs (tf.tuple's, gate_gradients'), so Grappler's model
+// pruner never removes it, and its dependency optimizer bypasses it only by its fan-out:
+// inputs x outputs must not exceed inputs + outputs, nor the device crossings grow. With one
+// reader on n's device, reading a swap-in made on the host adds one crossing before the
+// bypass and the same one after it, and the edge counts do not change, so n is bypassed in
+// the rewrite exactly where it is in the original (the swap-out reads n's input, never n).
+// The chain from n to its reader may go through plain Identities (one data input, no
+// control edges), each with that one reader, which Grappler bypasses in both graphs alike.
+// After the bypass the reader reads the swap-in by its name, on the host, in Grappler's
+// later passes: consumerExclusion judges it as a reader of the swap-in. Such an n runs as
+// soon as the swap-in arrives, which costs nothing, so the planners time its read at its
+// reader's (deferredNode).
+func tupleReader(n *graphdef.Node) *graphdef.Use {
+	if n.Op != "Identity" || len(n.Inputs) != 1 || len(n.ControlInputs) == 0 {
+		return nil
+	}
+	if n.Def.GetDevice() != n.Inputs[0].Node.Def.GetDevice() {
+		return nil
+	}
+	x := n
+	for steps := 0; steps < 64; steps++ {
+		u := soleUse(x)
+		if u == nil || u.Node.Def.GetDevice() != n.Def.GetDevice() {
+			return nil
+		}
+		r := u.Node
+		if grapplerIdentity(r) {
+			if r.Op != "Identity" || len(r.Inputs) != 1 || len(r.ControlInputs) > 0 {
+				return nil
+			}
+			x = r
+			continue
+		}
+		return u
+	}
+	return nil
+}
+
+// soleUse returns the one data use of n's outputs when n has exactly one and no control
+// outputs, or nil.
+func soleUse(n *graphdef.Node) *graphdef.Use {
+	if len(n.ControlOutputs) > 0 {
+		return nil
+	}
+	var one *graphdef.Use
+	for _, uses := range n.Consumers {
+		for i := range uses {
+			if one != nil {
+				return nil
+			}
+			one = &uses[i]
+		}
+	}
+	return one
+}
+
+// deferredNode returns the node whose run stands for n's when n reads a swap-in: the reader
+// tupleReader finds for a gradient tuple Identity, which the executor runs n just before
+// once the swap-in has arrived, or n itself.
+func deferredNode(n *graphdef.Node) *graphdef.Node {
+	if r := tupleReader(n); r != nil {
+		return r.Node
+	}
+	return n
+}

@@ -20,7 +20,7 @@ func PlanLMS(a *Analysis) (*Plan, []Skipped) {
 		p := c.Tensor.Node
 		var far []graphdef.Use
 		for _, u := range c.Tensor.Consumers() {
-			if u.Node.Level-p.Level >= opts.SwapoutThreshold && a.ConsumerEligible(u) {
+			if deferredNode(u.Node).Level-p.Level >= opts.SwapoutThreshold && a.ConsumerEligible(u) {
 				far = append(far, u)
 			}
 		}
@@ -63,7 +63,7 @@ func triggeredGroups(g *graphdef.Graph, uses []graphdef.Use, choose func([]*grap
 		}
 		var kept, rest []graphdef.Use
 		for _, u := range uses {
-			if runsWith(g, trig, u.Node) {
+			if runsWith(g, trig, deferredNode(u.Node)) {
 				kept = append(kept, u)
 			} else {
 				rest = append(rest, u)
@@ -141,7 +141,7 @@ func groupUses(uses []graphdef.Use, groupBy int) [][]graphdef.Use {
 	for _, u := range uses {
 		if n := len(groups); n > 0 {
 			first := groups[n-1][0].Node
-			if u.Node == first || (groupBy >= 0 && u.Node.Level-first.Level <= groupBy) {
+			if u.Node == first || (groupBy >= 0 && deferredNode(u.Node).Level-deferredNode(first).Level <= groupBy) {
 				groups[n-1] = append(groups[n-1], u)
 				continue
 			}
@@ -151,14 +151,18 @@ func groupUses(uses []graphdef.Use, groupBy int) [][]graphdef.Use {
 	return groups
 }
 
-// useNodes returns the distinct consumer nodes of uses, in order.
+// useNodes returns the distinct nodes whose runs the swap-in read by uses must precede, in
+// order: the consumers, a gradient tuple Identity replaced by its reader (deferredNode),
+// which the trigger rules then search back from (the Identity itself waits only for the
+// swap-in and its tuple, both early).
 func useNodes(uses []graphdef.Use) []*graphdef.Node {
 	var nodes []*graphdef.Node
 	seen := map[*graphdef.Node]bool{}
 	for _, u := range uses {
-		if !seen[u.Node] {
-			seen[u.Node] = true
-			nodes = append(nodes, u.Node)
+		n := deferredNode(u.Node)
+		if !seen[n] {
+			seen[n] = true
+			nodes = append(nodes, n)
 		}
 	}
 	return nodes

@@ -80,7 +80,7 @@ func (pr *Problem) lmsPlan(threshold, ahead, groupBy int) *Plan {
 		p := lc.c.Tensor.Node
 		var far []graphdef.Use
 		for _, u := range lc.uses {
-			if u.Node.Level-p.Level >= threshold {
+			if deferredNode(u.Node).Level-p.Level >= threshold {
 				far = append(far, u)
 			}
 		}
