@@ -103,6 +103,28 @@ func TestGPTBitIdenticalUnderGrappler(t *testing.T) {
 	}
 	t.Logf("unswapped peak %d bytes; LMS: %d swaps; 90%% plan (%s): %d swaps, %d recomputations, peak %d of %d", peak, len(lms.Swaps),
 		planned.Eval.Strategy, len(planned.Swaps), len(planned.Recomputes), planned.Eval.Devices[0].Peak, budget)
+	// Every recomputation tfswap can make, among them copies read only by value-dead nodes (the
+	// gradient of the attention scores' scale constant, which Grappler drops): issue 15.
+	maxed, err := rewrite.RewriteWithPlanner(placed, rewrite.Options{ComputeDevice: computeDevice, HostDevice: hostDevice},
+		rewrite.PlanOptions{Strategy: "auto", Recompute: "max", Budget: budget, Profile: prof, Sim: cost.Options{Fetch: []string{fx.TrainOp}}, FitAccounting: "tfswap"})
+	if err != nil {
+		t.Fatalf("plan with --recompute max: %v", err)
+	}
+	if err := rewrite.Verify(g, maxed.Result, rewrite.GateHost); err != nil {
+		t.Fatalf("rewrite.Verify (recompute max): %v", err)
+	}
+	var deadReads []string
+	for _, rc := range maxed.Recomputes {
+		for _, c := range rc.Consumers {
+			if n := g.Node(c); n != nil && valueDeadNode(n, map[*graphdef.Node]bool{}) {
+				deadReads = append(deadReads, rc.Tensor+" -> "+c)
+			}
+		}
+	}
+	if len(deadReads) == 0 {
+		t.Errorf("--recompute max recomputes nothing for a value-dead reader: the case the test guards is gone")
+	}
+	t.Logf("recompute max: %d recomputations, %d swaps; read by value-dead nodes: %v", len(maxed.Recomputes), len(maxed.Swaps), deadReads)
 
 	cp := TwoDeviceConfig()
 	cfg, err := MarshalConfig(cp)
@@ -122,6 +144,7 @@ func TestGPTBitIdenticalUnderGrappler(t *testing.T) {
 	}{
 		{"lms", lms.Model, len(lms.Swaps)},
 		{"plan90", planned.Result.Model, len(planned.Swaps) + len(planned.Recomputes)},
+		{"recompute-max", maxed.Result.Model, len(maxed.Swaps) + len(maxed.Recomputes)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if c.swaps == 0 {
@@ -131,4 +154,29 @@ func TestGPTBitIdenticalUnderGrappler(t *testing.T) {
 			t.Logf("losses %v; %d variables compared, %d differ", got.LossValues, len(fxAll.Variables), diffs)
 		})
 	}
+}
+
+// valueDeadNode reports whether nobody uses n's value: it is an Identity with control inputs
+// and no reader at all (the unused half of a gradient tuple), or every node reading its
+// outputs, at least one, is value-dead (rewrite's valueDead, restated for the test; seen
+// holds the nodes on the current path).
+func valueDeadNode(n *graphdef.Node, seen map[*graphdef.Node]bool) bool {
+	if seen[n] {
+		return false
+	}
+	seen[n] = true
+	defer delete(seen, n)
+	readers := 0
+	for _, uses := range n.Consumers {
+		for _, u := range uses {
+			readers++
+			if !valueDeadNode(u.Node, seen) {
+				return false
+			}
+		}
+	}
+	if readers > 0 {
+		return true
+	}
+	return n.Op == "Identity" && len(n.ControlInputs) > 0 && len(n.ControlOutputs) == 0
 }
