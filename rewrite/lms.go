@@ -63,7 +63,7 @@ func triggeredGroups(g *graphdef.Graph, uses []graphdef.Use, choose func([]*grap
 		}
 		var kept, rest []graphdef.Use
 		for _, u := range uses {
-			if runsWith(g, trig, deferredNode(u.Node)) {
+			if runsWithAll(g, trig, standIns(u.Node)) {
 				kept = append(kept, u)
 			} else {
 				rest = append(rest, u)
@@ -93,6 +93,16 @@ func runsWith(g *graphdef.Graph, t, c *graphdef.Node) bool {
 	}
 	for _, p := range t.ControlInputs {
 		if !isBackEdgeOp(p.Op) && !g.Reachable(p, c) {
+			return false
+		}
+	}
+	return true
+}
+
+// runsWithAll reports whether runsWith holds for trigger t and each of nodes.
+func runsWithAll(g *graphdef.Graph, t *graphdef.Node, nodes []*graphdef.Node) bool {
+	for _, c := range nodes {
+		if !runsWith(g, t, c) {
 			return false
 		}
 	}
@@ -159,10 +169,11 @@ func useNodes(uses []graphdef.Use) []*graphdef.Node {
 	var nodes []*graphdef.Node
 	seen := map[*graphdef.Node]bool{}
 	for _, u := range uses {
-		n := deferredNode(u.Node)
-		if !seen[n] {
-			seen[n] = true
-			nodes = append(nodes, n)
+		for _, n := range standIns(u.Node) {
+			if !seen[n] {
+				seen[n] = true
+				nodes = append(nodes, n)
+			}
 		}
 	}
 	return nodes
