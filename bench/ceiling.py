@@ -24,7 +24,7 @@ nothing fits, the lowest peak any plan reached (from the no-fit message). Where 
 tfswap's accounting but not by the VirtualCluster's, it lists the buffers live at the
 VirtualCluster's peaks (`tfswap simulate --grappler` of the plan's rewrite).
 
-What bounds the batch, in two figures:
+What bounds the batch, in three figures:
 
 * the op bound: no plan can run an op without its data inputs and outputs on the device at
   once (beside the variables, which stay resident). For every op of the training step on the
@@ -33,7 +33,10 @@ What bounds the batch, in two figures:
   FusedBatchNorm's y over x; not FusedBatchNormGrad, whose kernel always allocates x_backprop).
   Activations scale with the batch, so the largest batch whose largest op fits the budget is
   computed from the graph at B0;
-* the plans themselves: the largest ladder batch with a fitting plan, per accounting.
+* the plans themselves: the largest ladder batch with a fitting plan, per accounting;
+* the host link, for the target: from the unswapped 8x step's simulated peak, peak time and step
+  time and the profile's link rates, how much of the excess over the budget a plan within +82%
+  may swap at most (bench/report.py's swap_bound), so how much it must recompute at least.
 
 Every figure is simulated for the profile v100-16gb (12.8 GB/s each way over PCIe 3.0);
 the rewrite times are measured on this machine's CPU. Not part of `make test` (about 10
@@ -101,6 +104,58 @@ def simulate(tfswap, path, grappler=False):
     if p.returncode != 0:
         raise SystemExit("tfswap simulate %s: exit %d\n%s" % (path, p.returncode, p.stderr[-2000:]))
     return json.loads(p.stdout)["result"]["devices"][0]
+
+
+def unswapped(tfswap, path):
+    """The unswapped step by tfswap's accounting: its peak bytes, when it peaks and how long it
+    takes (ns)."""
+    p, _ = run([tfswap, "simulate", path, "--device", DEVICE, "--fetch", "train", "--json", "-"])
+    if p.returncode != 0:
+        raise SystemExit("tfswap simulate %s: exit %d\n%s" % (path, p.returncode, p.stderr[-2000:]))
+    res = json.loads(p.stdout)["result"]
+    d = res["devices"][0]
+    return {"peak": d["peak_bytes"], "peak_time_ns": d["peak_time_ns"], "step_ns": res["step_time_ns"]}
+
+
+def link_rates(tfswap):
+    """The device profile's host link, bytes per second device-to-host and host-to-device."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "profile.json")
+        p, _ = run([tfswap, "simulate", "--device", DEVICE, "--dump-profile", path])
+        if p.returncode != 0:
+            raise SystemExit("tfswap simulate --dump-profile: exit %d\n%s" % (p.returncode, p.stderr[-2000:]))
+        with open(path) as f:
+            prof = json.load(f)
+    return prof["d2h_bytes_per_s"], prof["h2d_bytes_per_s"]
+
+
+def swappable(base, budget, d2h, h2d, target):
+    """The most bytes of the excess over budget at the unswapped peak that a plan within
+    (1 + target) x the unswapped step may move over the host link, and the excess.
+
+    The bound is bench/report.py's swap_bound: E bytes absent at the peak crossed the link
+    device-to-host before it and come back after it, so the step takes at least
+    max(t_peak, E / d2h) + max(step - t_peak, E / h2d); the rest of the excess must be
+    recomputed, whose own time this ignores. None when the step itself is unknown."""
+    if not base or not base.get("step_ns"):
+        return None
+    excess = max(0, base["peak"] - budget)
+    tp, step = base["peak_time_ns"] / 1e9, base["step_ns"] / 1e9
+    limit = (1 + target) * step
+
+    def least(e):
+        return max(tp, e / d2h) + max(step - tp, e / h2d)
+
+    lo, hi = 0.0, float(excess)
+    if least(hi) <= limit:
+        return excess, excess
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        if least(mid) <= limit:
+            lo = mid
+        else:
+            hi = mid
+    return int(lo), excess
 
 
 def default_budget(tfswap, path):
@@ -305,9 +360,11 @@ def main():
     opmax, opname = op_bound(src0)
     bound = int(b0 * (budget - resident) / opmax)
     rows = []
+    bases = {}
     for m in [float(x) for x in args.multiples.split(",")]:
         batch = int(round(m * b0))
         src = graph(args.cache, batch)
+        bases[str(batch)] = unswapped(tfswap, src)
         for acc in ACCOUNTINGS:
             rec = rewrite(tfswap, src, acc)
             rec.update(multiple=m, batch=batch)
@@ -315,7 +372,8 @@ def main():
             print("batch %d (%gx) %s: %s" % (batch, m, acc, json.dumps(rec)), file=sys.stderr, flush=True)
 
     data = {"device": DEVICE, "b0": b0, "b0_checked": b0_ok, "budget": budget, "resident": resident, "op_bound_bytes": opmax,
-            "op_bound_op": opname, "bound_batch": bound, "rows": rows, "commit": git_commit(), "compare": compare}
+            "op_bound_op": opname, "bound_batch": bound, "rows": rows, "commit": git_commit(), "compare": compare,
+            "unswapped": bases, "link": list(link_rates(tfswap))}
     print(markdown(data))
     if args.json:
         write_json(args.json, data)
@@ -357,9 +415,30 @@ a buffer live to the op at the lowest plan's peak, and plans the graph again: he
 before the main branch's batch-norm gradient. The lowest peak at 8x falls from 19.00 to 15.68 GiB (10x: 23.71 to
 19.56) and moves to `stage3/block1`'s gradient: the main branch's and the shortcut's input gradients (4.43 GiB
 each), both waiting for the `AddN` that sums them into `stage2/block3`'s output gradient, beside the main
-branch's batch-norm gradient (2.21 GiB). Swapping such a waiting gradient, or running the two input gradients
-into one accumulator, is what would go further (not built). By tfswap's accounting the largest ladder batch is
-still 6x.
+branch's batch-norm gradient (2.21 GiB). Swapping those two was blocked until 120386f: each reaches the `AddN` only through its
+`tf.gradients` tuple Identity (`.../Conv2D_grad/tuple/control_dependency`, which waits for the filter gradient
+through `tuple/group_deps`), and the Grappler fan-out rules kept such an Identity on the original. Since
+120386f (issue 12) a tuple Identity with one reader may read a swap-in, so they are candidates; checked at
+ea58096 (8x, tfswap's accounting, simulated v100-16gb), and the same as bypassing the 32 such Identities by hand at
+c5809f9: `auto`'s fallback plans swap waiting gradients, but the lowest peak stays 15.68 GiB at the same op
+(`stage3/block1/conv1`'s filter gradient) with the same tensors live. The waits are too short to hide the link:
+in the unswapped step the shortcut's input gradient waits 134 ms for the `AddN` and the main branch's 22 ms,
+and moving 4.43 GiB over PCIe 3.0 (12.8 GB/s) takes 0.37 s each way. The swap-out is not done when the next
+block-sized tensor is allocated, and no pass yet holds the main branch back until it is (a stall that would fit).
+Running the two
+input gradients into one accumulator is the other way (not built). By tfswap's accounting the largest ladder
+batch is still 6x.
+
+A bound at 8x (simulated v100-16gb, tfswap's accounting; worked out from `tfswap simulate` and the no-fit
+message at 0f1299b): 15.68 GiB is a bound, not a search failure, for every plan that keeps those tensors on the device. Take
+whichever of `stage3/block1`'s two input gradients is made second. The first waits for the `AddN`. The block's
+input, `stage2/block3/out` (4.43 GiB), is read by both filter gradients and again by `stage2/block3`'s ReLU
+gradient after the `AddN`. The second gradient's output (4.43 GiB) and its batch-norm gradient input (2.21 GiB)
+must be there too. With the variables and slots (0.19 GiB) that is 3 x 4.43 + 2.21 + 0.19 = 15.68 GiB in any
+order. Going below it needs the waiting gradient or the block input off the device for the 20-130 ms between,
+swapped or (the block input) recomputed. A swap moves 4.43 GiB each way at 12.8 GB/s, 0.37 s per direction,
+so it stalls the step by about 0.6 s or more. How much must be recomputed to meet the +82% target at all: the
+host-link line of the list above.
 
 What bounds it by all accountings: the VirtualCluster's. It forwards no buffer and counts every op output,
 Identities included, as its own buffer; its microsecond figure also counts together everything allocated or
@@ -457,6 +536,17 @@ def markdown(data):
         out.append("* Target (8x B0 within +82%%, fitting by both accountings): %s%s." % (
             "met" if met else "missed",
             "" if r.get("exit") != 0 else " (%+.1f%% at 8x)" % (100 * r["overhead"])))
+    if eight and data.get("link") and str(eight[0]["batch"]) in data.get("unswapped", {}):
+        base = data["unswapped"][str(eight[0]["batch"])]
+        got = swappable(base, budget, data["link"][0], data["link"][1], 0.82)
+        if got:
+            e, excess = got
+            out.append("* What the target needs, by the host link alone (the bound of \"How close to the link's "
+                       "limit\", %.1f GB/s device-to-host, the recomputation's own time ignored): unswapped, the 8x "
+                       "step takes %.2f s and peaks at %s GiB at %.2f s, %s GiB over the budget; within +82%% at most "
+                       "%s GiB of it may cross the link, so at least %s GiB must be recomputed." % (
+                           data["link"][0] / 1e9, base["step_ns"] / 1e9, gib(base["peak"]), base["peak_time_ns"] / 1e9,
+                           gib(excess), gib(e), gib(excess - e)))
     blocked = [r for r in rows if r.get("exit") != 0 and r.get("live")]
     if blocked:
         out.append("")

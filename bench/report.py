@@ -215,6 +215,19 @@ def section_summary(res, out, targets, zero):
                                               for t, v, _ in targets))
 
 
+def legacy_budgets(meta):
+    """legacy_budgets tells whether every budget of a run is the default of tfswap before
+    TensorFlow 2.18's rule: the memory less the larger of 300 MiB and 6%."""
+    budgets = meta.get("budgets") or {}
+    if not budgets:
+        return False
+    for d, b in budgets.items():
+        mem = meta["profiles"][d]["memory_bytes"]
+        if abs(b - (mem - max(300 * 2**20, 0.06 * mem))) > 1:
+            return False
+    return True
+
+
 def section_setup(res, out):
     m = res.meta
     out.append("## Setup\n")
@@ -225,12 +238,16 @@ def section_setup(res, out):
         out.append("| `%s` | %s GiB | %s GiB | %.1f TFLOP/s | %.0f GB/s | %.1f GB/s | %s |" % (
             p["name"], gib(p["memory_bytes"]), gib(m["budgets"][d]), p["fp32_flops"] / 1e12,
             p["mem_bytes_per_s"] / 1e9, p["h2d_bytes_per_s"] / 1e9, p.get("description", "")))
-    out.append("\nThe budget is what `tfswap rewrite` aims at by default: the memory less what "
-               "TensorFlow 2.18's GPU allocator keeps back for the GPU's compute capability (500 MiB "
-               "up to 6.x, 1050 MiB on 7.x, 1536 MiB on 8.x, 1800 MiB from 9.0; `MinSystemMemory` "
-               "in `tensorflow/core/common_runtime/gpu/gpu_device.cc`). Every strategy, "
-               "Grappler's swapping (as the virtual GPU's `memory_size`) and the no-swap batch "
-               "search use the same budget.\n")
+    if legacy_budgets(m):
+        rule = ("the memory less the larger of 300 MiB and 6%, which TensorFlow's GPU allocator "
+                "keeps back (the rule before TensorFlow 2.18's `MinSystemMemory`)")
+    else:
+        rule = ("the memory less what TensorFlow 2.18's GPU allocator keeps back for the GPU's "
+                "compute capability (500 MiB up to 6.x, 1050 MiB on 7.x, 1536 MiB on 8.x, 1800 MiB "
+                "from 9.0; `MinSystemMemory` in `tensorflow/core/common_runtime/gpu/gpu_device.cc`)")
+    out.append("\nThe budget is what `tfswap rewrite` aimed at by default at that commit: %s. Every "
+               "strategy, Grappler's swapping (as the virtual GPU's `memory_size`) and the no-swap "
+               "batch search use the same budget.\n" % rule)
     out.append("| model | nodes | parameters |\n|---|---:|---:|")
     seen = set()
     for (mo, d), ns in sorted(res.nosswap.items()):

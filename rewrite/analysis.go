@@ -373,7 +373,31 @@ func ConsumerExclusion(u graphdef.Use) string { return consumerExclusion(u, nil)
 
 // consumerExclusion is ConsumerExclusion with the value-dead nodes of the graph (valueDead),
 // which Grappler prunes and which therefore do not count as readers; nil counts every reader.
+// A gradient tuple's Identity may read the swap-in when tupleReader finds the one op that
+// reads its value once Grappler has bypassed it: that op then reads the swap-in in Grappler's
+// later passes, so it is judged as a reader of the swap-in.
 func consumerExclusion(u graphdef.Use, dead []bool) string {
+	swapped := u.Node.Inputs[u.Input]
+	if r := tupleReader(u.Node); r != nil {
+		if readerExclusion(*r, swapped, dead) != "" {
+			return ReasonIdentityReader
+		}
+		return ""
+	}
+	if rs := tupleReaders(u.Node); rs != nil {
+		for _, r := range rs {
+			if readerExclusion(r, swapped, dead) != "" {
+				return ReasonIdentityReader
+			}
+		}
+		return ""
+	}
+	return readerExclusion(u, swapped, dead)
+}
+
+// readerExclusion returns why use u, which reads the tensor swapped or, through a gradient
+// tuple's Identity Grappler bypasses, its value, must keep reading the original, or "".
+func readerExclusion(u graphdef.Use, swapped graphdef.Tensor, dead []bool) string {
 	c := u.Node
 	switch {
 	case shapeReaders[c.Op]:
@@ -384,11 +408,11 @@ func consumerExclusion(u graphdef.Use, dead []bool) string {
 		if hoistableSumReads(c) {
 			return ReasonFactor
 		}
-		if x := u.Node.Inputs[u.Input].Node; factorOps[x.Op] && !severalReaders(x, dead) || pushDownChild(c, dead) {
+		if x := swapped.Node; factorOps[x.Op] && !severalReaders(x, dead) || pushDownChild(c, dead) {
 			return ReasonProduct
 		}
 	case aggregationOps[c.Op]:
-		if !sumOrderKept(u) {
+		if !sumOrderKept(u, swapped) {
 			return ReasonSumOrder
 		}
 	}
@@ -398,8 +422,9 @@ func consumerExclusion(u graphdef.Use, dead []bool) string {
 // sumOrderKept reports whether the terms of the sum u's consumer belongs to keep their order
 // by name when u's input, or any other term, is renamed to a node of tfswap's scope. The sum
 // is the tree Grappler collapses into one AddN: aggregations read by a single aggregation.
-// A sum of at most two terms keeps its value in any order.
-func sumOrderKept(u graphdef.Use) bool {
+// A sum of at most two terms keeps its value in any order. swapped is the tensor whose
+// swap-in u would read: u's input, or the input of the gradient tuple Identity u reads.
+func sumOrderKept(u graphdef.Use, swapped graphdef.Tensor) bool {
 	root := u.Node
 	for steps := 0; steps < 64; steps++ {
 		r, _ := effectiveReaders(root)
@@ -434,7 +459,7 @@ func sumOrderKept(u graphdef.Use) bool {
 			continue
 		}
 		a, b := rootName(s), rootName(w)
-		ka, kb := swapKey(s), swapKey(w)
+		ka, kb := swapKey(swapped), swapKey(w)
 		if strings.HasPrefix(b, ka) || strings.HasPrefix(a, kb) {
 			return false
 		}
@@ -474,8 +499,22 @@ func singleReader(n *graphdef.Node) *graphdef.Node {
 // while loop or a conditional branch (a swap-in read only by a branch would run, and hold
 // device memory, whichever side is taken), no control-flow op, no collective (collectiveOps),
 // and no objection from ConsumerExclusion.
+//
+// A gradient tuple's Identity that may read a swap-in (tupleReader) needs its reader, which
+// then runs after the swap-in too, to be movable as well.
 func (a *Analysis) ConsumerEligible(u graphdef.Use) bool {
-	return a.consumerMovable(u) && consumerExclusion(u, a.valueDead) == ""
+	if !a.consumerMovable(u) || consumerExclusion(u, a.valueDead) != "" {
+		return false
+	}
+	if r := tupleReader(u.Node); r != nil {
+		return a.consumerMovable(*r) && a.Device(r.Node) == a.Device(u.Node)
+	}
+	for _, r := range tupleReaders(u.Node) {
+		if !a.consumerMovable(r) || a.Device(r.Node) != a.Device(u.Node) {
+			return false
+		}
+	}
+	return true
 }
 
 // consumerMovable reports whether use u may read another node than its original input as far
@@ -537,6 +576,9 @@ func (a *Analysis) Candidates() (cands []Candidate, unsized []Skipped) {
 func sortUses(uses []graphdef.Use) {
 	sort.SliceStable(uses, func(i, j int) bool {
 		a, b := uses[i].Node, uses[j].Node
+		if la, lb := deferredNode(a).Level, deferredNode(b).Level; la != lb {
+			return la < lb
+		}
 		if a.Level != b.Level {
 			return a.Level < b.Level
 		}

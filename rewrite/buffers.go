@@ -167,6 +167,19 @@ func (pr *Problem) reads(b *buffer, t graphdef.Tensor, isCand map[graphdef.Tenso
 					x.last = s.last
 				}
 			}
+			if s := standIns(c); x.ok && s[0] != c {
+				// A gradient tuple Identity that reads a swap-in runs when it arrives, just
+				// before its first reader: its read is timed at that reader's start.
+				first := int64(-1)
+				for _, r := range s {
+					if st := tm.times.Start[r.Index]; st >= 0 && (first < 0 || st < first) {
+						first = st
+					}
+				}
+				if first >= x.start {
+					x.start, x.end = first, first
+				}
+			}
 		}
 		out = append(out, x)
 	}

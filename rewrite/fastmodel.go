@@ -299,9 +299,11 @@ func (r *fastResult) peak(dev int) (int64, int64) {
 	lt := r.base[dev]
 	best, bestT := int64(-1<<62), int64(0)
 	// Each piece between bounds is the points lo..hi-1; a piece starts where the last ended.
+	// Only a point above best-d can raise the peak, so the query skips the parts of the
+	// curve that stay at or below it (qargAbove).
 	consider := func(lo, hi int, d int64) {
 		if lo < hi {
-			if v, at := lt.qarg(1, 0, lt.n-1, lo, hi-1); v+d > best {
+			if v, at, ok := lt.qargAbove(1, 0, lt.n-1, lo, hi-1, best-d); ok && v+d > best {
 				best, bestT = v+d, lt.t[at]
 			}
 		}
@@ -576,6 +578,11 @@ type preparedSweep struct {
 	// waitsOf are, per node with waits, the swap-outs they wait for (-1: not a swap of the
 	// plan).
 	waitsOf map[int][]int32
+	// scratchBufs, scratchOuts and scratchGrps are run's working copies of bufs, outs and
+	// grps, reused from run to run.
+	scratchBufs []bufState
+	scratchOuts []outState
+	scratchGrps []grpState
 }
 
 // prepare builds plan's prepared sweep.
@@ -701,9 +708,12 @@ func (ps *preparedSweep) run(keep []bool) *fastResult {
 			devs[i] = &devState{}
 		}
 	}
-	bufs := append([]bufState(nil), ps.bufs...)
-	outs := append([]outState(nil), ps.outs...)
-	grps := append([]grpState(nil), ps.grps...)
+	// The states start as prepared, in scratch copies kept for the next run (planning is
+	// sequential, and the result refers to none of them).
+	bufs := append(ps.scratchBufs[:0], ps.bufs...)
+	outs := append(ps.scratchOuts[:0], ps.outs...)
+	grps := append(ps.scratchGrps[:0], ps.grps...)
+	ps.scratchBufs, ps.scratchOuts, ps.scratchGrps = bufs, outs, grps
 	kept := func(bi int32) bool { return keep == nil || keep[bi] }
 	engFree := make([]int64, fm.engines)
 	lat := pr.latency
@@ -742,6 +752,9 @@ func (ps *preparedSweep) run(keep []bool) *fastResult {
 		return d
 	}
 	grpBuf := func(g *grpState) *bufState { return &bufs[outs[g.out].bs] }
+	// cand and candHeap hold a throttled op's candidate swap-outs, reused from op to op.
+	var cand []drainItem
+	var candHeap minheap.Heap[drainItem]
 	for _, ev := range ps.evs {
 		switch ev.kind {
 		case evOut:
@@ -846,25 +859,24 @@ func (ps *preparedSweep) run(keep []bool) *fastResult {
 			if load <= throttle[d] {
 				continue
 			}
-			// Hold the op back until enough swap-outs have reached the host, oldest first.
-			var cand []*bufState
+			// Hold the op back until enough swap-outs have reached the host, oldest first
+			// (by the copy's end, then by arrival: a total order, as seq is unique on a
+			// device). Only the oldest few are usually needed, so the candidates are put in
+			// a heap and taken off it in order rather than sorted whole.
+			cand = cand[:0]
 			for _, it := range ds.drains.Items() {
 				if bs := it.bs; bs.lastNear <= ev.t && !bs.ended && bs.b.lastEnd > ev.t && bs.outDone >= 0 {
-					cand = append(cand, bs)
+					cand = append(cand, it)
 				}
 			}
 			if len(cand) == 0 {
 				continue
 			}
-			slices.SortFunc(cand, func(a, b *bufState) int {
-				if a.outDone != b.outDone {
-					return cmp.Compare(a.outDone, b.outDone)
-				}
-				return cmp.Compare(a.seq, b.seq)
-			})
+			candHeap.Init(cand)
 			var acc int64
 			var last *bufState
-			for _, bs := range cand {
+			for candHeap.Len() > 0 {
+				bs := candHeap.Pop().bs
 				acc += bs.b.bytes
 				last = bs
 				if load-acc <= throttle[d] {
@@ -1039,6 +1051,31 @@ func (lt *loadTree) rangeMax(from, to int64) (int64, int64, bool) {
 	}
 	v, i := lt.qarg(1, 0, lt.n-1, l, r)
 	return v, lt.t[i], true
+}
+
+// qargAbove returns what qarg returns for the points l..r when their maximum is above thr,
+// and false otherwise, without descending into the parts of the tree whose maximum is not
+// above thr. Where the maximum is above thr, the skipped parts hold no point as high, so
+// the point returned is qarg's (the earliest of the highest).
+func (lt *loadTree) qargAbove(node, nl, nr, l, r int, thr int64) (int64, int, bool) {
+	if r < nl || nr < l || lt.max[node] <= thr {
+		return 0, -1, false
+	}
+	if l <= nl && nr <= r {
+		return lt.max[node], int(lt.arg[node]), true
+	}
+	lt.push(node)
+	m := (nl + nr) / 2
+	a, ai, aok := lt.qargAbove(2*node, nl, m, l, r, thr)
+	if aok {
+		// The right half need only beat the left's maximum (a tie keeps the left).
+		thr = a
+	}
+	b, bi, bok := lt.qargAbove(2*node+1, m+1, nr, l, r, thr)
+	if bok {
+		return b, bi, true
+	}
+	return a, ai, aok
 }
 
 func (lt *loadTree) qarg(node, nl, nr, l, r int) (int64, int) {

@@ -14,7 +14,7 @@ import (
 // TestLoadTreeIncremental: the planner's incremental memory curve (a segment tree with lazy
 // range additions) agrees with the curve recomputed from scratch (every point edited one by
 // one) after every one of a random sequence of decisions, for the peak, the maximum over a
-// range and the area.
+// range (also when only a maximum above a threshold is asked for) and the area.
 func TestLoadTreeIncremental(t *testing.T) {
 	rng := rand.New(rand.NewSource(1))
 	for trial := 0; trial < 30; trial++ {
@@ -92,6 +92,15 @@ func TestLoadTreeIncremental(t *testing.T) {
 			got, gotT, ok := lt.rangeMax(qf, qt)
 			if ok != any || (ok && (got != want || gotT != wantT)) {
 				t.Fatalf("trial %d step %d: max over [%d,%d) %d at %d (%v), recomputed %d at %d (%v)", trial, step, qf, qt, got, gotT, ok, want, wantT, any)
+			}
+			// The pruned query (fastResult.peak's) answers as the maximum does when the
+			// maximum is above its threshold, and says there is none otherwise.
+			if l, r := lt.index(qf), lt.index(qt)-1; l <= r {
+				thr := want - 1<<10 + rng.Int63n(1<<11)
+				v, i, ok := lt.qargAbove(1, 0, lt.n-1, l, r, thr)
+				if ok != (want > thr) || (ok && (v != want || lt.t[i] != wantT)) {
+					t.Fatalf("trial %d step %d: max above %d over [%d,%d) %d at index %d (%v), recomputed %d at %d", trial, step, thr, qf, qt, v, i, ok, want, wantT)
+				}
 			}
 		}
 	}
@@ -341,4 +350,35 @@ func sortedEdits(es []edit) []edit {
 		return cmp.Compare(a.delta, b.delta)
 	})
 	return out
+}
+
+// TestQargAboveTies: on curves of few distinct values (many ties), the pruned maximum query
+// returns the earliest of the highest points, as the plain one does, whenever the maximum is
+// above the threshold, and nothing otherwise.
+func TestQargAboveTies(t *testing.T) {
+	rng := rand.New(rand.NewSource(3))
+	for trial := 0; trial < 200; trial++ {
+		n := 1 + rng.Intn(40)
+		pts := make([]cost.MemPoint, n)
+		for i := range pts {
+			b := rng.Int63n(4)
+			pts[i] = cost.MemPoint{T: int64(10 * (i + 1)), Bytes: b, Max: b}
+		}
+		lt := newLoadTree(pts)
+		for q := 0; q < 20; q++ {
+			l := rng.Intn(n)
+			r := l + rng.Intn(n-l)
+			want, wantI := pts[l].Max, l
+			for i := l; i <= r; i++ {
+				if pts[i].Max > want {
+					want, wantI = pts[i].Max, i
+				}
+			}
+			thr := rng.Int63n(5) - 1
+			v, i, ok := lt.qargAbove(1, 0, lt.n-1, l, r, thr)
+			if ok != (want > thr) || (ok && (v != want || i != wantI)) {
+				t.Fatalf("trial %d: max above %d of points %d..%d = %d at %d (%v), want %d at %d", trial, thr, l, r, v, i, ok, want, wantI)
+			}
+		}
+	}
 }

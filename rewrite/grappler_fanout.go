@@ -1,6 +1,8 @@
 package rewrite
 
 import (
+	"slices"
+
 	"github.com/tfswap/tfswap/graphdef"
 )
 
@@ -445,4 +447,121 @@ func sumTerms(s *graphdef.Node) []graphdef.Tensor {
 	}
 	collect(root, 0)
 	return terms
+}
+
+// tupleReader returns the one use that reads the value of the gradient tuple Identity n once
+// Grappler has bypassed n and the plain Identities after it, when n may read a swap-in of its
+// input without changing what Grappler does with n; otherwise nil.
+//
+// n is an Identity with control inputs (tf.tuple's, gate_gradients'), so Grappler's model
+// pruner never removes it, and its dependency optimizer bypasses it only by its fan-out:
+// inputs x outputs must not exceed inputs + outputs, nor the device crossings grow. With one
+// reader on n's device, reading a swap-in made on the host adds one crossing before the
+// bypass and the same one after it, and the edge counts do not change, so n is bypassed in
+// the rewrite exactly where it is in the original (the swap-out reads n's input, never n).
+// The chain from n to its reader may go through plain Identities (one data input, no
+// control edges), each with that one reader, which Grappler bypasses in both graphs alike.
+// After the bypass the reader reads the swap-in by its name, on the host, in Grappler's
+// later passes: consumerExclusion judges it as a reader of the swap-in. Such an n runs as
+// soon as the swap-in arrives, which costs nothing, so the planners time its read at its
+// reader's (deferredNode).
+func tupleReader(n *graphdef.Node) *graphdef.Use {
+	if n.Op != "Identity" || len(n.Inputs) != 1 || len(n.ControlInputs) == 0 {
+		return nil
+	}
+	if n.Def.GetDevice() != n.Inputs[0].Node.Def.GetDevice() {
+		return nil
+	}
+	x := n
+	for steps := 0; steps < 64; steps++ {
+		u := soleUse(x)
+		if u == nil || u.Node.Def.GetDevice() != n.Def.GetDevice() {
+			return nil
+		}
+		r := u.Node
+		if grapplerIdentity(r) {
+			if r.Op != "Identity" || len(r.Inputs) != 1 || len(r.ControlInputs) > 0 {
+				return nil
+			}
+			x = r
+			continue
+		}
+		return u
+	}
+	return nil
+}
+
+// soleUse returns the one data use of n's outputs when n has exactly one and no control
+// outputs, or nil.
+func soleUse(n *graphdef.Node) *graphdef.Use {
+	if len(n.ControlOutputs) > 0 {
+		return nil
+	}
+	var one *graphdef.Use
+	for _, uses := range n.Consumers {
+		for i := range uses {
+			if one != nil {
+				return nil
+			}
+			one = &uses[i]
+		}
+	}
+	return one
+}
+
+// tupleReaders returns the readers of the gradient tuple Identity n when it has several, all
+// reading it directly on its device, none an Identity, and n has no control outputs: n may
+// then read its input's swap-in through a relay (RelayRole), an Identity on n's device. The
+// relay keeps n's input on its device, so the dependency optimizer, which counts n's inputs,
+// outputs and device crossings, bypasses n in the rewrite exactly where it does in the
+// original; its readers then read the relay, by a name of the swapped tensor's tfswap scope,
+// and are judged as readers of the swap-in. Otherwise it returns nil.
+func tupleReaders(n *graphdef.Node) []graphdef.Use {
+	if n.Op != "Identity" || len(n.Inputs) != 1 || len(n.ControlInputs) == 0 || len(n.ControlOutputs) > 0 {
+		return nil
+	}
+	if n.Def.GetDevice() != n.Inputs[0].Node.Def.GetDevice() || len(n.Consumers) != 1 || len(n.Consumers[0]) < 2 {
+		return nil
+	}
+	for _, u := range n.Consumers[0] {
+		if grapplerIdentity(u.Node) || u.Node.Def.GetDevice() != n.Def.GetDevice() {
+			return nil
+		}
+	}
+	return n.Consumers[0]
+}
+
+// needsRelay reports whether the gradient tuple Identity n reads a swap-in through a relay
+// (tupleReaders).
+func needsRelay(n *graphdef.Node) bool { return tupleReader(n) == nil && tupleReaders(n) != nil }
+
+// standIns returns the nodes whose runs stand for n's when n reads a swap-in: the readers of
+// a gradient tuple Identity (tupleReader, tupleReaders), which the executor runs n just
+// before once the swap-in has arrived, or n itself.
+func standIns(n *graphdef.Node) []*graphdef.Node {
+	if r := tupleReader(n); r != nil {
+		return []*graphdef.Node{r.Node}
+	}
+	if rs := tupleReaders(n); rs != nil {
+		out := make([]*graphdef.Node, 0, len(rs))
+		for _, u := range rs {
+			if !slices.Contains(out, u.Node) {
+				out = append(out, u.Node)
+			}
+		}
+		return out
+	}
+	return []*graphdef.Node{n}
+}
+
+// deferredNode returns the earliest (lowest level) of standIns(n).
+func deferredNode(n *graphdef.Node) *graphdef.Node {
+	s := standIns(n)
+	best := s[0]
+	for _, x := range s[1:] {
+		if x.Level < best.Level {
+			best = x
+		}
+	}
+	return best
 }

@@ -20,7 +20,7 @@ func PlanLMS(a *Analysis) (*Plan, []Skipped) {
 		p := c.Tensor.Node
 		var far []graphdef.Use
 		for _, u := range c.Tensor.Consumers() {
-			if u.Node.Level-p.Level >= opts.SwapoutThreshold && a.ConsumerEligible(u) {
+			if deferredNode(u.Node).Level-p.Level >= opts.SwapoutThreshold && a.ConsumerEligible(u) {
 				far = append(far, u)
 			}
 		}
@@ -63,7 +63,7 @@ func triggeredGroups(g *graphdef.Graph, uses []graphdef.Use, choose func([]*grap
 		}
 		var kept, rest []graphdef.Use
 		for _, u := range uses {
-			if runsWith(g, trig, u.Node) {
+			if runsWithAll(g, trig, standIns(u.Node)) {
 				kept = append(kept, u)
 			} else {
 				rest = append(rest, u)
@@ -93,6 +93,16 @@ func runsWith(g *graphdef.Graph, t, c *graphdef.Node) bool {
 	}
 	for _, p := range t.ControlInputs {
 		if !isBackEdgeOp(p.Op) && !g.Reachable(p, c) {
+			return false
+		}
+	}
+	return true
+}
+
+// runsWithAll reports whether runsWith holds for trigger t and each of nodes.
+func runsWithAll(g *graphdef.Graph, t *graphdef.Node, nodes []*graphdef.Node) bool {
+	for _, c := range nodes {
+		if !runsWith(g, t, c) {
 			return false
 		}
 	}
@@ -141,7 +151,7 @@ func groupUses(uses []graphdef.Use, groupBy int) [][]graphdef.Use {
 	for _, u := range uses {
 		if n := len(groups); n > 0 {
 			first := groups[n-1][0].Node
-			if u.Node == first || (groupBy >= 0 && u.Node.Level-first.Level <= groupBy) {
+			if u.Node == first || (groupBy >= 0 && deferredNode(u.Node).Level-deferredNode(first).Level <= groupBy) {
 				groups[n-1] = append(groups[n-1], u)
 				continue
 			}
@@ -151,14 +161,19 @@ func groupUses(uses []graphdef.Use, groupBy int) [][]graphdef.Use {
 	return groups
 }
 
-// useNodes returns the distinct consumer nodes of uses, in order.
+// useNodes returns the distinct nodes whose runs the swap-in read by uses must precede, in
+// order: the consumers, a gradient tuple Identity replaced by its reader (deferredNode),
+// which the trigger rules then search back from (the Identity itself waits only for the
+// swap-in and its tuple, both early).
 func useNodes(uses []graphdef.Use) []*graphdef.Node {
 	var nodes []*graphdef.Node
 	seen := map[*graphdef.Node]bool{}
 	for _, u := range uses {
-		if !seen[u.Node] {
-			seen[u.Node] = true
-			nodes = append(nodes, u.Node)
+		for _, n := range standIns(u.Node) {
+			if !seen[n] {
+				seen[n] = true
+				nodes = append(nodes, n)
+			}
 		}
 	}
 	return nodes

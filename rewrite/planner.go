@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -429,8 +430,12 @@ func (pr *Problem) screened(n, keep int, sel func(i int, target []int64) *Plan) 
 	}
 	target := pr.targets()
 	var ss []scored
+	// The plans screened are kept for the first round of the kept settings' fitting, which
+	// plans them again for the same targets.
+	plans := make([]*Plan, n)
 	for i := 0; i < n; i++ {
-		r := pr.fast.predict(sel(i, target))
+		plans[i] = sel(i, target)
+		r := pr.fast.predict(plans[i])
 		x, _ := pr.fastExcess(r, target)
 		ss = append(ss, scored{i, x, r.stall})
 	}
@@ -448,7 +453,13 @@ func (pr *Problem) screened(n, keep int, sel func(i int, target []int64) *Plan) 
 	bestI := -1
 	for k := 0; k < len(ss) && k < keep; k++ {
 		i := ss[k].i
-		ev, err := pr.fitted(3, func(target []int64) *Plan { return sel(i, target) })
+		ev, err := pr.fitted(3, func(t []int64) *Plan {
+			if p := plans[i]; p != nil && slices.Equal(t, target) {
+				plans[i] = nil
+				return p
+			}
+			return sel(i, t)
+		})
 		if err != nil {
 			return best, bestI, err
 		}

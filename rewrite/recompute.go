@@ -319,6 +319,9 @@ func rcReadRule(a *Analysis, u graphdef.Use) int {
 // the original is not; a swap-in is an Identity and regroups nothing.
 func copyExclusion(u graphdef.Use) string {
 	c := u.Node
+	if tupleReader(c) != nil || tupleReaders(c) != nil {
+		return ReasonIdentityReader // a copy is not a swap-in: tupleReader's argument is for one made on the host
+	}
 	if !factorOps[c.Op] {
 		return ConsumerExclusion(u)
 	}

@@ -147,6 +147,9 @@ func (pr *Problem) autoSwapSelectOnce(cands []*asCand, w asWeights, target []int
 	for i, c := range cands {
 		area[i] = c.wdoa
 	}
+	// elig and raw are the eligible candidates and their scores, reused from step to step.
+	var elig []int
+	var raw [][5]float64
 	for {
 		// The device furthest over its target that can still be helped.
 		dev, worst := -1, int64(0)
@@ -163,7 +166,7 @@ func (pr *Problem) autoSwapSelectOnce(cands []*asCand, w asWeights, target []int
 			break
 		}
 		_, peakT := trees[dev].peak()
-		var elig []int
+		elig = elig[:0]
 		for i, c := range cands {
 			if !taken[i] && c.c.b.dev == dev && c.from <= peakT && peakT < c.to {
 				elig = append(elig, i)
@@ -174,7 +177,7 @@ func (pr *Problem) autoSwapSelectOnce(cands []*asCand, w asWeights, target []int
 			continue
 		}
 		// Scores, standardised over the eligible candidates.
-		raw := make([][5]float64, len(elig))
+		raw = slices.Grow(raw[:0], len(elig))[:len(elig)]
 		for j, i := range elig {
 			c := cands[i]
 			raw[j] = [5]float64{c.aoa, c.doa, c.wdoa, 0, c.slack}
@@ -189,8 +192,13 @@ func (pr *Problem) autoSwapSelectOnce(cands []*asCand, w asWeights, target []int
 				raw[j][3] = area[i]
 			}
 		}
+		// A score of weight 0 adds nothing (its standardised value is finite), so only the
+		// weighted ones are standardised; each mean and deviation sums in candidate order.
 		var mean, sd [5]float64
 		for s := 0; s < 5; s++ {
+			if w[s] == 0 {
+				continue
+			}
 			for j := range raw {
 				mean[s] += raw[j][s]
 			}
@@ -205,6 +213,9 @@ func (pr *Problem) autoSwapSelectOnce(cands []*asCand, w asWeights, target []int
 		for j := range raw {
 			var score float64
 			for s := 0; s < 5; s++ {
+				if w[s] == 0 {
+					continue
+				}
 				z := 0.0
 				if sd[s] > 0 {
 					z = (raw[j][s] - mean[s]) / sd[s]

@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -43,33 +44,43 @@ type lmsCand struct {
 type lmsCache struct {
 	cands    []lmsCand
 	triggers map[string]*graphdef.Node
+	// peaks are the fast model's predicted peaks of the plans of lmsPlan, by threshold,
+	// ahead and groupBy: lmsFit asks for the same plans at every target it fits.
+	peaks map[[3]int][]int64
+}
+
+// lmsInit fills the problem's lmsCache with the candidates, the first time it is needed.
+func (pr *Problem) lmsInit() {
+	if pr.lms != nil {
+		return
+	}
+	a := pr.Analysis
+	pr.lms = &lmsCache{triggers: map[string]*graphdef.Node{}}
+	cands, _ := a.Candidates()
+	for _, c := range cands {
+		var uses []graphdef.Use
+		for _, u := range c.Tensor.Consumers() {
+			if a.ConsumerEligible(u) {
+				uses = append(uses, u)
+			}
+		}
+		sortUses(uses)
+		pr.lms.cands = append(pr.lms.cands, lmsCand{c: c, uses: uses})
+	}
 }
 
 // lmsPlan plans LMS with the given distances: the plan PlanLMS makes with these options,
 // from cached candidates and triggers.
 func (pr *Problem) lmsPlan(threshold, ahead, groupBy int) *Plan {
 	a := pr.Analysis
-	if pr.lms == nil {
-		pr.lms = &lmsCache{triggers: map[string]*graphdef.Node{}}
-		cands, _ := a.Candidates()
-		for _, c := range cands {
-			var uses []graphdef.Use
-			for _, u := range c.Tensor.Consumers() {
-				if a.ConsumerEligible(u) {
-					uses = append(uses, u)
-				}
-			}
-			sortUses(uses)
-			pr.lms.cands = append(pr.lms.cands, lmsCand{c: c, uses: uses})
-		}
-	}
+	pr.lmsInit()
 	plan := &Plan{}
 	var key strings.Builder
 	for _, lc := range pr.lms.cands {
 		p := lc.c.Tensor.Node
 		var far []graphdef.Use
 		for _, u := range lc.uses {
-			if u.Node.Level-p.Level >= threshold {
+			if deferredNode(u.Node).Level-p.Level >= threshold {
 				far = append(far, u)
 			}
 		}
@@ -134,6 +145,9 @@ func (p lmsPlanner) Plan(pr *Problem) (*Evaluation, error) {
 	return ev, err
 }
 
+// noPeak marks, among predicted peaks, a device the fast model does not follow.
+const noPeak = math.MinInt64
+
 // lmsKeep is how many ahead/groupby pairs, best by the fast model, are simulated.
 const lmsKeep = 3
 
@@ -143,9 +157,37 @@ const lmsKeep = 3
 // a geometric grid from the largest down, and the answer refined between grid points; when
 // none fits, the threshold of the lowest predicted peak is taken.
 func (pr *Problem) lmsFit(maxT, ahead, groupBy int, target []int64) *Plan {
+	// The excess is fastExcess's over the predicted peaks, which do not depend on target
+	// and are kept (lmsCache.peaks; a device the model does not follow has no peak).
+	pr.lmsInit()
 	excess := func(th int) int64 {
-		x, _ := pr.fastExcess(pr.fast.predict(pr.lmsPlan(th, ahead, groupBy)), target)
-		return x
+		key := [3]int{th, ahead, groupBy}
+		peaks, ok := pr.lms.peaks[key]
+		if !ok {
+			r := pr.fast.predict(pr.lmsPlan(th, ahead, groupBy))
+			peaks = make([]int64, len(r.base))
+			for i, t := range r.base {
+				if t == nil {
+					peaks[i] = noPeak
+					continue
+				}
+				peaks[i], _ = r.peak(i)
+			}
+			if pr.lms.peaks == nil {
+				pr.lms.peaks = map[[3]int][]int64{}
+			}
+			pr.lms.peaks[key] = peaks
+		}
+		worst := int64(-1 << 62)
+		for i, p := range peaks {
+			if p == noPeak {
+				continue
+			}
+			if x := p - target[i]; x > worst {
+				worst = x
+			}
+		}
+		return worst
 	}
 	var grid []int
 	for th := float64(maxT); th >= 1; th /= 1.5 {

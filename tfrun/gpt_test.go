@@ -23,11 +23,14 @@ import (
 // folded into its reader, a product of a product tree or a no-op reshape; Identities and
 // such ops, and value-dead readers, keep reading the original). Before those rules one more
 // reader on a tuple Identity kept it where the original's was bypassed, and 112 of 116
-// variables differed. The rules leave LMS 46 swaps (77 before the rules, 41 while they
-// refused every product of a product tree) and no plan at 70% of the peak. Products of
+// variables differed. The rules leave LMS 50 swaps (77 before the rules, 41 while they
+// refused every product of a product tree, 46 while no gradient tuple Identity read a
+// swap-in) and no plan at 70% of the peak. Products of
 // product trees (the layer norms' batchnorm/mul, read by the forward products and by the
 // gradient) are swapped and gradient products read their swap-ins: Grappler regroups products only through products with
-// one reader, and the test fails if LMS no longer swaps such a product.
+// one reader, and the test fails if LMS no longer swaps such a product. Gradient tuple
+// Identities with one reader read swap-ins too (their bypass is decided alike), and the test
+// fails if LMS no longer gives one a swap-in.
 // productOps are the products Grappler regroups in trees (rewrite's factorOps).
 var productOps = map[string]bool{"Mul": true, "Div": true, "RealDiv": true}
 
@@ -91,6 +94,22 @@ func TestGPTBitIdenticalUnderGrappler(t *testing.T) {
 		t.Errorf("LMS swaps no product of a product tree into a product: the case the test guards is gone")
 	}
 	t.Logf("products of product trees swapped into products: %v", treeSwaps)
+	// The shape the tuple rule admits: a gradient tuple's Identity (one with control inputs)
+	// reading a swap-in, which Grappler's dependency optimizer bypasses as in the original.
+	var tupleReads []string
+	for _, s := range lms.Swaps {
+		for _, in := range s.SwapIns {
+			for _, c := range in.Consumers {
+				if n := g.Node(c); n != nil && n.Op == "Identity" && len(n.ControlInputs) > 0 {
+					tupleReads = append(tupleReads, s.Tensor+" -> "+c)
+				}
+			}
+		}
+	}
+	if len(tupleReads) == 0 {
+		t.Errorf("LMS swaps nothing into a gradient tuple Identity: the case the test guards is gone")
+	}
+	t.Logf("gradient tuple Identities reading swap-ins: %d, e.g. %v", len(tupleReads), tupleReads[:min(3, len(tupleReads))])
 	planned, err := rewrite.RewriteWithPlanner(placed, rewrite.Options{ComputeDevice: computeDevice, HostDevice: hostDevice},
 		rewrite.PlanOptions{Strategy: "auto", Budget: budget, Profile: prof, Sim: cost.Options{Fetch: []string{fx.TrainOp}}, FitAccounting: "tfswap"})
 	if err != nil {

@@ -35,13 +35,26 @@ func (h *Heap[T]) Items() []T { return h.a }
 // Peek returns the least item without removing it. The heap must not be empty.
 func (h *Heap[T]) Peek() T { return h.a[0] }
 
+// Init makes the heap hold the items of a, which it takes over, in linear time.
+func (h *Heap[T]) Init(a []T) {
+	h.a = a
+	for i := len(a)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+}
+
 // Pop removes and returns the least item. The heap must not be empty.
 func (h *Heap[T]) Pop() T {
 	top := h.a[0]
 	last := len(h.a) - 1
 	h.a[0] = h.a[last]
 	h.a = h.a[:last]
-	i := 0
+	h.down(0)
+	return top
+}
+
+// down moves the item at i down until neither child is less.
+func (h *Heap[T]) down(i int) {
 	for {
 		l, r, m := 2*i+1, 2*i+2, i
 		if l < len(h.a) && h.a[l].Less(h.a[m]) {
@@ -56,7 +69,6 @@ func (h *Heap[T]) Pop() T {
 		h.a[m], h.a[i] = h.a[i], h.a[m]
 		i = m
 	}
-	return top
 }
 
 // Int is an int that orders itself, for heaps of indices.

@@ -32,3 +32,30 @@ def test_markdown_names_fits_bound_and_target():
     assert "fits by `all`: 400 (4x B0, +50.0% simulated overhead)" in md
     assert "above 295 (2.95x B0)" in md
     assert "Target (8x B0 within +82%, fitting by both accountings): missed" in md
+
+
+def test_swappable_solves_the_link_bound():
+    # 10 GiB over the budget at 1 s of a 3 s step, 1 GiB/s each way: within +100% (6 s),
+    # max(1, E) + max(2, E) <= 6 gives E = 3 GiB; the other 7 GiB must be recomputed.
+    gb = 1 << 30
+    base = {"peak": 20 * gb, "peak_time_ns": 10**9, "step_ns": 3 * 10**9}
+    e, excess = ceiling.swappable(base, 10 * gb, gb, gb, 1.0)
+    assert excess == 10 * gb
+    assert abs(e - 3 * gb) < (1 << 20), e
+    # A generous target lets the whole excess cross the link.
+    assert ceiling.swappable(base, 10 * gb, gb, gb, 10.0) == (10 * gb, 10 * gb)
+    assert ceiling.swappable({}, 10 * gb, gb, gb, 1.0) is None
+
+
+def test_markdown_states_what_the_target_needs_by_the_link():
+    gb = 1 << 30
+    data = {"b0": 100, "b0_checked": True, "budget": 10 * gb, "resident": 1 << 28, "op_bound_bytes": 5 << 30,
+            "op_bound_op": "g (FusedBatchNormGradV3)", "bound_batch": 295, "commit": "abc",
+            "rows": [dict(accounting="all", exit=1, fits=False, lowest_peak_gib=17.9, multiple=8.0, batch=800,
+                          seconds=2.0)],
+            "unswapped": {"800": {"peak": 20 * gb, "peak_time_ns": 10**9, "step_ns": 3 * 10**9}},
+            "link": [gb, gb]}
+    md = ceiling.markdown(data)
+    # +82% of 3 s is 5.46 s: E = 2.73 GiB may cross, 7.27 GiB must be recomputed.
+    assert "10.00 GiB over the budget; within +82% at most 2.73 GiB of it may cross the link, " \
+           "so at least 7.27 GiB must be recomputed" in md, md
