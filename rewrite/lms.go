@@ -179,6 +179,12 @@ func useNodes(uses []graphdef.Use) []*graphdef.Node {
 	return nodes
 }
 
+// SwapInReaders returns the nodes whose runs a swap-in read by uses must precede, the ones
+// its trigger is searched back from (useNodes): the consumers, with a gradient tuple
+// Identity replaced by the readers it is deferred to. Tools that place triggers themselves
+// (package tune) use it so that their candidates match the planners'.
+func SwapInReaders(uses []graphdef.Use) []*graphdef.Node { return useNodes(uses) }
+
 // PlanFor plans the LMS rewrite of g under opts (defaults applied) without applying it.
 func PlanFor(g *graphdef.Graph, opts Options) (*Plan, error) {
 	opts, err := opts.withDefaults()
