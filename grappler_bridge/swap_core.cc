@@ -517,7 +517,7 @@ class Checker {
       std::string role = Role(n);
       if (n.name().rfind(kScope, 0) != 0 ||
           (role != "swap_out" && role != "swap_in" && role != "gate" && role != "recompute" &&
-           role != "weight_in")) {
+           role != "weight_in" && role != "swap_relay")) {
         return absl::StrCat("added node ", n.name(), " is not a tfswap node");
       }
       if (role == "recompute") {
@@ -637,7 +637,8 @@ class Checker {
     const NodeDef& n = *it->second;
     std::string role = Role(n);
     if (n.name().rfind(kScope, 0) != 0) return false;
-    if (role == "swap_out" || role == "swap_in" || role == "gate" || role == "weight_in") {
+    if (role == "swap_out" || role == "swap_in" || role == "gate" || role == "weight_in" ||
+        role == "swap_relay") {
       std::vector<Tensor> in = DataInputs(n);
       return n.op() == "Identity" && got.port == 0 && in.size() == 1 &&
              Carries(in[0], want, depth + 1);

@@ -384,6 +384,14 @@ func consumerExclusion(u graphdef.Use, dead []bool) string {
 		}
 		return ""
 	}
+	if rs := tupleReaders(u.Node); rs != nil {
+		for _, r := range rs {
+			if readerExclusion(r, swapped, dead) != "" {
+				return ReasonIdentityReader
+			}
+		}
+		return ""
+	}
 	return readerExclusion(u, swapped, dead)
 }
 
@@ -500,6 +508,11 @@ func (a *Analysis) ConsumerEligible(u graphdef.Use) bool {
 	}
 	if r := tupleReader(u.Node); r != nil {
 		return a.consumerMovable(*r) && a.Device(r.Node) == a.Device(u.Node)
+	}
+	for _, r := range tupleReaders(u.Node) {
+		if !a.consumerMovable(r) || a.Device(r.Node) != a.Device(u.Node) {
+			return false
+		}
 	}
 	return true
 }

@@ -26,6 +26,12 @@ const IDAttr = "_tfswap_id"
 // DoNotRemoveAttr is the attr Grappler honours to keep a node (GrapplerItem::NodesToPreserve).
 const DoNotRemoveAttr = "_grappler_do_not_remove"
 
+// RelayRole is the role of a relay: an Identity on a gradient tuple Identity's device that
+// reads a swap-in and is read by that Identity alone (needsRelay), so that the Identity's
+// input stays on its device and Grappler's dependency optimizer bypasses it as it does in
+// the original, whatever its number of readers.
+const RelayRole = "swap_relay"
+
 // Swap describes one swapped tensor in a Result.
 type Swap struct {
 	// Tensor is the swapped tensor, "producer:port".
@@ -236,7 +242,7 @@ var (
 )
 
 func init() {
-	for _, r := range []string{"swap_out", "swap_in", "gate"} {
+	for _, r := range []string{"swap_out", "swap_in", "gate", RelayRole} {
 		roleValues[r] = &apb.AttrValue{Value: &apb.AttrValue_S{S: []byte(r)}}
 	}
 }

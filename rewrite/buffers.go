@@ -167,10 +167,18 @@ func (pr *Problem) reads(b *buffer, t graphdef.Tensor, isCand map[graphdef.Tenso
 					x.last = s.last
 				}
 			}
-			if r := deferredNode(c); x.ok && r != c && tm.times.Start[r.Index] >= x.start {
+			if s := standIns(c); x.ok && s[0] != c {
 				// A gradient tuple Identity that reads a swap-in runs when it arrives, just
-				// before its one reader: its read is timed at its reader's start.
-				x.start, x.end = tm.times.Start[r.Index], tm.times.Start[r.Index]
+				// before its first reader: its read is timed at that reader's start.
+				first := int64(-1)
+				for _, r := range s {
+					if st := tm.times.Start[r.Index]; st >= 0 && (first < 0 || st < first) {
+						first = st
+					}
+				}
+				if first >= x.start {
+					x.start, x.end = first, first
+				}
 			}
 		}
 		out = append(out, x)

@@ -197,6 +197,7 @@ func build(a *Analysis, plan *Plan) (*built, error) {
 			si := SwapIn{Node: inName, Device: dev.String(), Trigger: grp.Trigger.Name, Gate: gate.Name}
 			var seen map[string]bool // the consumers' names, once there are many
 			minLevel := -1
+			var relayed []graphdef.Use // gradient tuple Identities that read the swap-in through a relay
 			for _, u := range grp.Uses {
 				if u.Input >= len(u.Node.Inputs) || u.Node.Inputs[u.Input] != t {
 					return nil, fmt.Errorf("tensor %s: input %d of %q does not read it", t, u.Input, u.Node.Name)
@@ -210,7 +211,11 @@ func build(a *Analysis, plan *Plan) (*built, error) {
 					// from a swap-in, the gate would wait for a swap-in it may itself release).
 					continue
 				}
-				redirects = append(redirects, redirect{u.Node.Index, u.Input, in})
+				if needsRelay(u.Node) {
+					relayed = append(relayed, u)
+				} else {
+					redirects = append(redirects, redirect{u.Node.Index, u.Input, in})
+				}
 				if seen == nil && len(si.Consumers) >= 8 {
 					seen = make(map[string]bool, len(grp.Uses))
 					for _, c := range si.Consumers {
@@ -232,6 +237,21 @@ func build(a *Analysis, plan *Plan) (*built, error) {
 			si.Distance = minLevel - t.Node.Level
 			sw.SwapIns = append(sw.SwapIns, si)
 			nodes = append(nodes, in)
+			for j, u := range relayed {
+				relayName := SwapNodeName(t, "swap_in_"+strconv.Itoa(k)+"_relay_"+strconv.Itoa(j))
+				if err := fresh(relayName); err != nil {
+					return nil, err
+				}
+				relayDef := swapNode(relayName, RelayRole, inName, a.Device(u.Node).String(), dt, t.Node, t.Port, "")
+				relay, err := derivedSwapNode(len(nodes), relayDef, dt)
+				if err != nil {
+					return nil, err
+				}
+				relay.Inputs = []graphdef.Tensor{{Node: in, Port: 0}}
+				in.Consumers[0] = append(in.Consumers[0], graphdef.Use{Node: relay, Input: 0})
+				redirects = append(redirects, redirect{u.Node.Index, u.Input, relay})
+				nodes = append(nodes, relay)
+			}
 		}
 		b.swaps = append(b.swaps, sw)
 	}

@@ -1,6 +1,8 @@
 package rewrite
 
 import (
+	"slices"
+
 	"github.com/tfswap/tfswap/graphdef"
 )
 
@@ -507,12 +509,59 @@ func soleUse(n *graphdef.Node) *graphdef.Use {
 	return one
 }
 
-// deferredNode returns the node whose run stands for n's when n reads a swap-in: the reader
-// tupleReader finds for a gradient tuple Identity, which the executor runs n just before
-// once the swap-in has arrived, or n itself.
-func deferredNode(n *graphdef.Node) *graphdef.Node {
-	if r := tupleReader(n); r != nil {
-		return r.Node
+// tupleReaders returns the readers of the gradient tuple Identity n when it has several, all
+// reading it directly on its device, none an Identity, and n has no control outputs: n may
+// then read its input's swap-in through a relay (RelayRole), an Identity on n's device. The
+// relay keeps n's input on its device, so the dependency optimizer, which counts n's inputs,
+// outputs and device crossings, bypasses n in the rewrite exactly where it does in the
+// original; its readers then read the relay, by a name of the swapped tensor's tfswap scope,
+// and are judged as readers of the swap-in. Otherwise it returns nil.
+func tupleReaders(n *graphdef.Node) []graphdef.Use {
+	if n.Op != "Identity" || len(n.Inputs) != 1 || len(n.ControlInputs) == 0 || len(n.ControlOutputs) > 0 {
+		return nil
 	}
-	return n
+	if n.Def.GetDevice() != n.Inputs[0].Node.Def.GetDevice() || len(n.Consumers) != 1 || len(n.Consumers[0]) < 2 {
+		return nil
+	}
+	for _, u := range n.Consumers[0] {
+		if grapplerIdentity(u.Node) || u.Node.Def.GetDevice() != n.Def.GetDevice() {
+			return nil
+		}
+	}
+	return n.Consumers[0]
+}
+
+// needsRelay reports whether the gradient tuple Identity n reads a swap-in through a relay
+// (tupleReaders).
+func needsRelay(n *graphdef.Node) bool { return tupleReader(n) == nil && tupleReaders(n) != nil }
+
+// standIns returns the nodes whose runs stand for n's when n reads a swap-in: the readers of
+// a gradient tuple Identity (tupleReader, tupleReaders), which the executor runs n just
+// before once the swap-in has arrived, or n itself.
+func standIns(n *graphdef.Node) []*graphdef.Node {
+	if r := tupleReader(n); r != nil {
+		return []*graphdef.Node{r.Node}
+	}
+	if rs := tupleReaders(n); rs != nil {
+		out := make([]*graphdef.Node, 0, len(rs))
+		for _, u := range rs {
+			if !slices.Contains(out, u.Node) {
+				out = append(out, u.Node)
+			}
+		}
+		return out
+	}
+	return []*graphdef.Node{n}
+}
+
+// deferredNode returns the earliest (lowest level) of standIns(n).
+func deferredNode(n *graphdef.Node) *graphdef.Node {
+	s := standIns(n)
+	best := s[0]
+	for _, x := range s[1:] {
+		if x.Level < best.Level {
+			best = x
+		}
+	}
+	return best
 }

@@ -63,7 +63,7 @@ func triggeredGroups(g *graphdef.Graph, uses []graphdef.Use, choose func([]*grap
 		}
 		var kept, rest []graphdef.Use
 		for _, u := range uses {
-			if runsWith(g, trig, deferredNode(u.Node)) {
+			if runsWithAll(g, trig, standIns(u.Node)) {
 				kept = append(kept, u)
 			} else {
 				rest = append(rest, u)
@@ -93,6 +93,16 @@ func runsWith(g *graphdef.Graph, t, c *graphdef.Node) bool {
 	}
 	for _, p := range t.ControlInputs {
 		if !isBackEdgeOp(p.Op) && !g.Reachable(p, c) {
+			return false
+		}
+	}
+	return true
+}
+
+// runsWithAll reports whether runsWith holds for trigger t and each of nodes.
+func runsWithAll(g *graphdef.Graph, t *graphdef.Node, nodes []*graphdef.Node) bool {
+	for _, c := range nodes {
+		if !runsWith(g, t, c) {
 			return false
 		}
 	}
@@ -159,14 +169,21 @@ func useNodes(uses []graphdef.Use) []*graphdef.Node {
 	var nodes []*graphdef.Node
 	seen := map[*graphdef.Node]bool{}
 	for _, u := range uses {
-		n := deferredNode(u.Node)
-		if !seen[n] {
-			seen[n] = true
-			nodes = append(nodes, n)
+		for _, n := range standIns(u.Node) {
+			if !seen[n] {
+				seen[n] = true
+				nodes = append(nodes, n)
+			}
 		}
 	}
 	return nodes
 }
+
+// SwapInReaders returns the nodes whose runs a swap-in read by uses must precede, the ones
+// its trigger is searched back from (useNodes): the consumers, with a gradient tuple
+// Identity replaced by the readers it is deferred to. Tools that place triggers themselves
+// (package tune) use it so that their candidates match the planners'.
+func SwapInReaders(uses []graphdef.Use) []*graphdef.Node { return useNodes(uses) }
 
 // PlanFor plans the LMS rewrite of g under opts (defaults applied) without applying it.
 func PlanFor(g *graphdef.Graph, opts Options) (*Plan, error) {

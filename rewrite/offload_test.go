@@ -218,16 +218,19 @@ func TestPlanOffload(t *testing.T) {
 	if none.Offload != nil || !none.Unchanged() {
 		t.Errorf("auto offloaded a graph that fits: %+v", none.Offload)
 	}
-	const tight = 3200 << 10
+	// Since gradient tuple Identities read swap-ins (rewrite.tupleReader, RelayRole),
+	// swapping alone fits 3150 KiB (it did not fit 3200 KiB before) and auto with offload
+	// still fits 3100 KiB, not 3050 KiB.
+	const tight = 3100 << 10
 	if _, err := RewriteWithPlanner(m, Options{}, PlanOptions{Budget: tight, Sim: fetch}); err == nil {
-		t.Fatal("swapping alone fits 3200 KiB: the budget no longer tests the offload")
+		t.Fatal("swapping alone fits 3100 KiB: the budget no longer tests the offload")
 	}
 	auto, err := RewriteWithPlanner(m, Options{}, PlanOptions{Budget: tight, Offload: OffloadAuto, Sim: fetch})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if auto.Offload == nil || len(auto.Offload.Variables) == 0 || !auto.Eval.Fits {
-		t.Fatalf("auto at 3200 KiB: offload %+v, fits %v", auto.Offload, auto.Eval.Fits)
+		t.Fatalf("auto at 3100 KiB: offload %+v, fits %v", auto.Offload, auto.Eval.Fits)
 	}
 	t.Logf("auto: %d groups offloaded (%s), peak %d, step %d ns (original %d ns)", len(auto.Offload.Variables), auto.Offload.Variables[0].Reason,
 		auto.Eval.Devices[0].Peak, auto.Eval.StepTime, auto.Base.StepTime)

@@ -219,7 +219,9 @@ func (pr *Problem) recomputeTargets() []*rcTarget {
 				if s < tp {
 					continue
 				}
-				if !a.consumerMovable(u) || copyExclusion(u) != "" {
+				if a.deadCopyRead(u) {
+					// Read by a value-dead node, which Grappler drops with the copy.
+				} else if !a.consumerMovable(u) || copyExclusion(u) != "" {
 					switch rcReadRule(a, u) {
 					case rcReadOriginal:
 						continue
@@ -271,6 +273,27 @@ const (
 	rcReadCommonFactor
 )
 
+// deadCopyRead reports whether the later read u, by a value-dead node (valueDead: the unused
+// half of a gradient tuple and the ops only it reads, such as the gradient of the attention
+// scores' scale constant), may read a recomputed copy of its tensor. Grappler prunes the tuple
+// member and its dependency optimizer turns the rest into NoOps, so after Grappler nothing
+// reads the tensor there; but TensorFlow's executor before Grappler, tfswap's simulator and
+// the VirtualCluster run the dead reader, which keeps the original live until the backward
+// pass (a GPT's raw attention scores, one [B,A,S,S] tensor a layer). A swap-in would keep the
+// dead chain across devices, which the dependency optimizer does not convert, so it keeps
+// reading the original (consumerMovable); a recomputed copy is made on the reader's own
+// device, and the dead chain, the copy with it when only dead nodes read it, becomes NoOps
+// as in the original. Its value is never read, so how Grappler regroups the dead products
+// changes no live value: a rotation or a sum tree only takes inner nodes whose one reader is
+// in the tree, all of them dead below a dead root.
+func (a *Analysis) deadCopyRead(u graphdef.Use) bool {
+	c := u.Node
+	if !a.valueDead[c.Index] || !a.OnCompute(c) || notConsumers[c.Op] || collectiveOps[c.Op] || a.Preserved(c) || a.InLoop(c) || a.InBranch(c) {
+		return false
+	}
+	return a.Device(c) == a.Device(c.Inputs[u.Input].Node)
+}
+
 // rcReadRule returns how the later read u, which ConsumerEligible refuses, is treated when
 // its tensor is recomputed. The other rules of ConsumerExclusion hold for a recomputed copy
 // as for a swap-in: the copy has another name (tfswap's scope), by which Grappler would sort
@@ -296,7 +319,7 @@ func rcReadRule(a *Analysis, u graphdef.Use) int {
 // the original is not; a swap-in is an Identity and regroups nothing.
 func copyExclusion(u graphdef.Use) string {
 	c := u.Node
-	if tupleReader(c) != nil {
+	if tupleReader(c) != nil || tupleReaders(c) != nil {
 		return ReasonIdentityReader // a copy is not a swap-in: tupleReader's argument is for one made on the host
 	}
 	if !factorOps[c.Op] {

@@ -3,6 +3,7 @@ package rewrite
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -326,5 +327,98 @@ func TestRecomputeTargetsUnderConsumerRules(t *testing.T) {
 		if r, ok := got[tensor]; ok {
 			t.Errorf("%s is a target (its copy read by %v): a Grappler rule needs its reads on one name", tensor, r)
 		}
+	}
+}
+
+// TestRecomputeForValueDeadReader checks that a tensor whose only later read is by a
+// value-dead node (the GPT's raw attention scores, read in the backward pass by the gradient
+// of their scale constant, which Grappler drops) can be recomputed for that reader: without
+// it the scores stay on the GPU from the forward to the backward pass in tfswap's simulator
+// and the VirtualCluster, and a 1.5-billion-parameter GPT does not fit a 16 GB V100 with its
+// variables offloaded (issue 15). Live product readers keep their rules (copyExclusion).
+func TestRecomputeForValueDeadReader(t *testing.T) {
+	m, err := graphdef.Load(filepath.Join("..", "testmodels", "fixtures", "large", "gpt-tiny.pb"), graphdef.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := graphdef.NewGraph(m.Graph, m.Source)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := Analyze(g, Options{})
+	scores, dead := g.Node("layer_0/attention/MatMul"), g.Node("gradients/layer_0/attention/mul_grad/Mul_1")
+	softmax := g.Node("layer_0/attention/Softmax")
+	if scores == nil || dead == nil || softmax == nil {
+		t.Fatal("gpt-tiny has no layer_0 attention scores, their scale's gradient or Softmax")
+	}
+	if !a.valueDead[dead.Index] {
+		t.Fatalf("%s is not value-dead: the test needs the gradient of the scale constant", dead.Name)
+	}
+	for _, uses := range scores.Consumers {
+		for _, u := range uses {
+			if got, want := a.deadCopyRead(u), u.Node == dead; got != want {
+				t.Errorf("deadCopyRead(%s reads %s) = %v, want %v", u.Node.Name, scores.Name, got, want)
+			}
+		}
+	}
+	// The Softmax's live product reader keeps the original (Grappler's constant push-down).
+	for _, uses := range softmax.Consumers {
+		for _, u := range uses {
+			if u.Node.Name == "gradients/layer_0/attention/Softmax_grad/mul_1" && (a.deadCopyRead(u) || copyExclusion(u) == "") {
+				t.Errorf("%s may read a copy of %s: Grappler pushes the scale constant down through it", u.Node.Name, softmax.Name)
+			}
+		}
+	}
+	// On a chain f1..f8 whose backward reads f_i after the peak, f3 is read late only by a
+	// value-dead product (the unused half of a gradient tuple): its copy is made for it.
+	const n = 8
+	b := newBuilder()
+	b.op("x", "Placeholder", "", big)
+	prev := "x"
+	for i := 1; i <= n; i++ {
+		prev = b.op(fmt.Sprintf("f%d", i), "Relu", "", big, prev).Name
+	}
+	grad := b.op("loss_grad", "Relu", "", big, prev).Name
+	for i := n; i >= 1; i-- {
+		gi := fmt.Sprintf("g%d", i)
+		if i == 3 {
+			b.op("d3", "Mul", "", big, grad, "f3")
+			b.op("deps3", "NoOp", "", nil, "^d3", "^"+grad)
+			b.op("d3_tuple", "Identity", "", big, "d3", "^deps3")
+			grad = b.op(gi, "Relu", "", big, grad, "^deps3").Name
+			continue
+		}
+		grad = b.op(gi, "ReluGrad", "", big, grad, fmt.Sprintf("f%d", i)).Name
+	}
+	b.op("train", "NoOp", "", nil, "^"+grad)
+	gr, err := graphdef.NewGraph(b.g, "chain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := graphdef.NewModel(b.g)
+	cm.Source = "chain"
+	ca := Analyze(gr, Options{})
+	if !ca.valueDead[gr.Node("d3").Index] {
+		t.Fatal("d3 is not value-dead: the test needs the unused half of a gradient tuple")
+	}
+	pr, err := newProblem(cm, ca, PlanOptions{Profile: slowLinkProfile(), Budget: 1 << 20, FitAccounting: "tfswap"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := pr.timing.times.Start[gr.Node("d3").Index]; s < pr.Base.Devices[0].PeakTime {
+		t.Fatalf("d3 starts at %d, before the peak at %d: the test needs a late dead reader", s, pr.Base.Devices[0].PeakTime)
+	}
+	found := false
+	for _, rt := range pr.recomputeTargets() {
+		if rt.t.Node.Name != "f3" {
+			continue
+		}
+		found = true
+		if len(rt.far) != 1 || rt.far[0].Node.Name != "d3" {
+			t.Errorf("f3's copy read by %v, want only d3", rt.far)
+		}
+	}
+	if !found {
+		t.Error("f3 is no recomputation target: its value-dead reader keeps it on the GPU")
 	}
 }

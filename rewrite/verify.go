@@ -96,7 +96,7 @@ func Verify(orig *graphdef.Graph, res *Result, gate Gate) error {
 			}
 			continue
 		}
-		if !strings.HasPrefix(n.Name, Scope) || n.Op != "Identity" || (role != "swap_out" && role != "swap_in") {
+		if !strings.HasPrefix(n.Name, Scope) || n.Op != "Identity" || (role != "swap_out" && role != "swap_in" && role != RelayRole) {
 			return fmt.Errorf("added node %q (%s, role %q) is not a swap node", n.Name, n.Op, role)
 		}
 		if !n.Def.GetAttr()[DoNotRemoveAttr].GetB() {
@@ -109,6 +109,13 @@ func Verify(orig *graphdef.Graph, res *Result, gate Gate) error {
 			return fmt.Errorf("swap node %q: T does not match its input's dtype", n.Name)
 		}
 		switch role {
+		case RelayRole:
+			if string(n.Inputs[0].Node.Def.GetAttr()[RoleAttr].GetS()) != "swap_in" || len(n.ControlInputs) != 0 {
+				return fmt.Errorf("relay %q does not read a swap-in alone", n.Name)
+			}
+			if len(n.Consumers[0]) != 1 || n.Consumers[0][0].Node.Index >= len(orig.Nodes) || !needsRelay(orig.Nodes[n.Consumers[0][0].Node.Index]) {
+				return fmt.Errorf("relay %q is not read by one gradient tuple Identity alone", n.Name)
+			}
 		case "swap_out":
 			if n.Device.Type != "CPU" {
 				return fmt.Errorf("swap-out %q is on %q, not a host CPU", n.Name, n.Def.GetDevice())
@@ -143,13 +150,19 @@ func Verify(orig *graphdef.Graph, res *Result, gate Gate) error {
 
 // carries checks that tensor got of the rewritten graph carries the value of want, the
 // tensor the original graph read there: it is want itself, a swap-in of a tensor that
-// carries it (through the swap-in's swap-out), or a recomputed copy of it.
+// carries it (through the swap-in's swap-out), a relay of such a swap-in (RelayRole), or a
+// recomputed copy of it.
 func carries(got, want graphdef.Tensor) error {
 	for hops := 0; ; hops++ {
 		if got.Node.Name == want.Node.Name && got.Port == want.Port {
 			return nil
 		}
 		switch string(got.Node.Def.GetAttr()[RoleAttr].GetS()) {
+		case RelayRole:
+			if got.Port != 0 || len(got.Node.Inputs) != 1 {
+				return fmt.Errorf("relay %q is not an Identity of one tensor", got.Node.Name)
+			}
+			got = got.Node.Inputs[0]
 		case "swap_in":
 			out := got.Node.Inputs[0].Node
 			if got.Port != 0 || string(out.Def.GetAttr()[RoleAttr].GetS()) != "swap_out" {
@@ -164,7 +177,7 @@ func carries(got, want graphdef.Tensor) error {
 		default:
 			return fmt.Errorf("reads %s, which is neither %s nor a swap-in or recomputation of it", got, want)
 		}
-		if hops > 2 {
+		if hops > 3 {
 			return fmt.Errorf("reads %s through too many swaps", got)
 		}
 	}

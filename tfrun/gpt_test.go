@@ -4,6 +4,7 @@ package tfrun
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/tfswap/tfswap/cost"
@@ -122,6 +123,36 @@ func TestGPTBitIdenticalUnderGrappler(t *testing.T) {
 	}
 	t.Logf("unswapped peak %d bytes; LMS: %d swaps; 90%% plan (%s): %d swaps, %d recomputations, peak %d of %d", peak, len(lms.Swaps),
 		planned.Eval.Strategy, len(planned.Swaps), len(planned.Recomputes), planned.Eval.Devices[0].Peak, budget)
+	// Copies read only by value-dead nodes (issue 15): the planner may recompute a tensor for
+	// the gradient of the attention scale constant, which Grappler drops; at this size it
+	// plans none, so the test recomputes each such forward tensor for its dead reader, gated
+	// by the producer of the reader's other input, as the planner would.
+	an := rewrite.Analyze(g, rewrite.Options{ComputeDevice: computeDevice, HostDevice: hostDevice})
+	var deadRcs []*rewrite.PlannedRecompute
+	var deadReads []string
+	for _, n := range g.Topo {
+		if n.Op != "Mul" || !strings.HasSuffix(n.Name, "Mul_grad/Mul_1") || len(n.Inputs) != 2 || !valueDeadNode(n, map[*graphdef.Node]bool{}) {
+			continue
+		}
+		fwd, other := n.Inputs[0], n.Inputs[1].Node
+		for other.Op == "Identity" && len(other.Inputs) > 0 {
+			other = other.Inputs[0].Node
+		}
+		if strings.HasPrefix(fwd.Node.Name, "gradients/") || len(fwd.Node.ControlInputs) > 0 {
+			continue
+		}
+		deadRcs = append(deadRcs, &rewrite.PlannedRecompute{Tensor: fwd, Chain: []*graphdef.Node{fwd.Node},
+			Uses: []graphdef.Use{{Node: n, Input: 0}}, Trigger: other})
+		deadReads = append(deadReads, fwd.String()+" -> "+n.Name)
+	}
+	if len(deadRcs) == 0 {
+		t.Fatal("no forward tensor read by a value-dead product: the case the test guards is gone")
+	}
+	deadModel, _, err := rewrite.ApplyRecomputes(placed, an, deadRcs)
+	if err != nil {
+		t.Fatalf("recompute for value-dead readers: %v", err)
+	}
+	t.Logf("recomputed for value-dead readers: %v", deadReads)
 
 	cp := TwoDeviceConfig()
 	cfg, err := MarshalConfig(cp)
@@ -141,6 +172,7 @@ func TestGPTBitIdenticalUnderGrappler(t *testing.T) {
 	}{
 		{"lms", lms.Model, len(lms.Swaps)},
 		{"plan90", planned.Result.Model, len(planned.Swaps) + len(planned.Recomputes)},
+		{"dead-reader-copies", deadModel, len(deadRcs)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if c.swaps == 0 {
@@ -150,4 +182,29 @@ func TestGPTBitIdenticalUnderGrappler(t *testing.T) {
 			t.Logf("losses %v; %d variables compared, %d differ", got.LossValues, len(fxAll.Variables), diffs)
 		})
 	}
+}
+
+// valueDeadNode reports whether nobody uses n's value: it is an Identity with control inputs
+// and no reader at all (the unused half of a gradient tuple), or every node reading its
+// outputs, at least one, is value-dead (rewrite's valueDead, restated for the test; seen
+// holds the nodes on the current path).
+func valueDeadNode(n *graphdef.Node, seen map[*graphdef.Node]bool) bool {
+	if seen[n] {
+		return false
+	}
+	seen[n] = true
+	defer delete(seen, n)
+	readers := 0
+	for _, uses := range n.Consumers {
+		for _, u := range uses {
+			readers++
+			if !valueDeadNode(u.Node, seen) {
+				return false
+			}
+		}
+	}
+	if readers > 0 {
+		return true
+	}
+	return n.Op == "Identity" && len(n.ControlInputs) > 0 && len(n.ControlOutputs) == 0
 }

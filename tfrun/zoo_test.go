@@ -37,7 +37,9 @@ type zooRewrite struct {
 // in which no 70% plan fits fails), for 3 steps in the
 // two-device emulation under TensorFlow's default configuration (every default Grappler
 // optimizer, the dependency optimizer too; see TestGPTBitIdenticalUnderGrappler), and
-// requires the losses and every variable to be bit-identical. A rewrite that swaps nothing fails.
+// requires the losses and every variable to be bit-identical. A rewrite that swaps nothing
+// fails, and so does a run over the whole zoo whose LMS rewrites hold no relay (a gradient
+// tuple Identity of several readers reading a swap-in, rewrite.RelayRole).
 func TestZooBitIdenticalUnderGrappler(t *testing.T) {
 	manifests, err := filepath.Glob(filepath.Join("..", "testmodels", "zoo", "*.json"))
 	if err != nil {
@@ -56,6 +58,7 @@ func TestZooBitIdenticalUnderGrappler(t *testing.T) {
 		t.Fatal(err)
 	}
 	var fits70, attempted atomic.Int32 // graphs with a fitting 70% plan; graphs planned
+	var relays atomic.Int32            // relays (rewrite.RelayRole) in the LMS rewrites
 	toPlan := 0
 	for _, mf := range manifests {
 		name := filepath.Base(strings.TrimSuffix(mf, ".json"))
@@ -84,6 +87,11 @@ func TestZooBitIdenticalUnderGrappler(t *testing.T) {
 			var rewrites []zooRewrite
 			lms := rewriteModel(t, placed, rewrite.Options{MinTensorBytes: -1, SwapoutThreshold: 4, SwapinAhead: 1})
 			rewrites = append(rewrites, zooRewrite{"lms", lms.Model, len(lms.Swaps)})
+			for _, n := range lms.Model.Graph.GetNode() {
+				if string(n.GetAttr()[rewrite.RoleAttr].GetS()) == rewrite.RelayRole {
+					relays.Add(1)
+				}
+			}
 
 			g, err := graphdef.NewGraph(placed.Graph, placed.Source)
 			if err != nil {
@@ -145,5 +153,10 @@ func TestZooBitIdenticalUnderGrappler(t *testing.T) {
 	// had a fitting 70% plan.
 	if int(attempted.Load()) == toPlan && fits70.Load() == 0 {
 		t.Error("no zoo graph has a 70% plan that fits: the 70% budget trains nothing")
+	}
+	// Gradient tuple Identities with several readers read swap-ins through relays (the
+	// CNNs' ReLU gradients, read by both convolution gradients): the run must train some.
+	if int(attempted.Load()) == toPlan && relays.Load() == 0 {
+		t.Error("no LMS rewrite of the zoo has a relay: the gradient tuple case is not checked")
 	}
 }

@@ -56,10 +56,7 @@ func NewProblem(model *graphdef.Model, a *rewrite.Analysis, base *rewrite.Plan) 
 	p := &Problem{Model: model, Analysis: a, Base: base}
 	for si, ps := range base.Swaps {
 		for gi, grp := range ps.Groups {
-			var consumers []*graphdef.Node
-			for _, u := range grp.Uses {
-				consumers = append(consumers, u.Node)
-			}
+			consumers := rewrite.SwapInReaders(grp.Uses)
 			ch := Chain(ps.Tensor.Node, consumers, a.TriggerEligible)
 			if len(ch) == 0 {
 				return nil, fmt.Errorf("tensor %s: no op between producer and consumer %s can trigger its swap-in", ps.Tensor, consumers[0].Name)
@@ -125,9 +122,10 @@ func PlanDistance(plan *rewrite.Plan) float64 {
 			if grp.Trigger == nil || len(grp.Uses) == 0 {
 				continue
 			}
-			first := grp.Uses[0].Node.Level
-			for _, u := range grp.Uses {
-				first = min(first, u.Node.Level)
+			readers := rewrite.SwapInReaders(grp.Uses)
+			first := readers[0].Level
+			for _, r := range readers {
+				first = min(first, r.Level)
 			}
 			sum += first - grp.Trigger.Level
 			n++
