@@ -425,29 +425,7 @@ func readerExclusion(u graphdef.Use, swapped graphdef.Tensor, dead []bool) strin
 // A sum of at most two terms keeps its value in any order. swapped is the tensor whose
 // swap-in u would read: u's input, or the input of the gradient tuple Identity u reads.
 func sumOrderKept(u graphdef.Use, swapped graphdef.Tensor) bool {
-	root := u.Node
-	for steps := 0; steps < 64; steps++ {
-		r, _ := effectiveReaders(root)
-		if len(r) != 1 || !aggregationOps[r[0].Op] {
-			break
-		}
-		root = r[0]
-	}
-	var terms []graphdef.Tensor
-	var collect func(n *graphdef.Node, depth int)
-	collect = func(n *graphdef.Node, depth int) {
-		for _, in := range n.Inputs {
-			src := throughPassThrough(in)
-			if depth < 64 && aggregationOps[src.Node.Op] {
-				if r, _ := effectiveReaders(src.Node); len(r) == 1 && r[0] == n {
-					collect(src.Node, depth+1)
-					continue
-				}
-			}
-			terms = append(terms, in)
-		}
-	}
-	collect(root, 0)
+	terms := sumTerms(u.Node)
 	if len(terms) <= 2 {
 		return true
 	}
