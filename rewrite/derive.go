@@ -242,7 +242,11 @@ func build(a *Analysis, plan *Plan) (*built, error) {
 				if err := fresh(relayName); err != nil {
 					return nil, err
 				}
-				relayDef := swapNode(relayName, RelayRole, inName, a.Device(u.Node).String(), dt, t.Node, t.Port, "")
+				// The relay takes the tuple Identity's own device string, as written: an
+				// Identity left to the placer gets a relay left to the placer, which puts both
+				// where it puts the Identity (a.Device would name the planner's default GPU,
+				// which a session without one cannot place).
+				relayDef := swapNode(relayName, RelayRole, inName, u.Node.Def.GetDevice(), dt, t.Node, t.Port, "")
 				relay, err := derivedSwapNode(len(nodes), relayDef, dt)
 				if err != nil {
 					return nil, err
