@@ -49,6 +49,11 @@ def test_footprints_keep_the_largest_within_2x_of_in_core():
     text = offload.footprint_text(res)
     assert "`v100-16gb` 3.8x (`gpt-2.7b`, 3.40 s against 1.70 s in-core, 50% of in-core speed)" in text
     assert "`a100-40gb` none" in text and "not reached" in text
+    unfit = _pt("13b", "v100-16gb", 0, 7.0, 201 * gib, fits=False)
+    res[3] = unfit
+    assert "not counted: `gpt-13b` on `v100-16gb` would be 12.6x, but no plan fits it" in offload.footprint_text(res)
+    assert "is not reached" in offload.footprint_text(res)
+    assert "| v100-16gb | 13b | 1 | no | | 7.00 s | no plan fits | 12.6x (no plan) | abcdef1 |" in offload.markdown(res)
     res.append(_pt("13b", "v100-16gb", 12.0, 7.0, 200 * gib))
     assert "`v100-16gb` 12.5x (`gpt-13b`" in offload.footprint_text(res)
     assert "is reached" in offload.footprint_text(res)
