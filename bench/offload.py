@@ -244,13 +244,18 @@ def point_key(r):
 
 def merge_into(path, results):
     """Replaces the points of the offload.json at path that results re-planned (same point_key),
-    keeps the others in their order and appends new ones; the file's meta is kept. Written
-    atomically."""
+    keeps the others in their order and inserts new ones after the last point of their profile
+    (at the end for a new profile); the file's meta is kept. Written atomically."""
     with open(path) as f:
         data = json.load(f)
     new = {point_key(r): r for r in results}
     merged = [new.pop(point_key(r), r) for r in data["results"]]
-    merged += [r for r in results if point_key(r) in new]
+    for r in results:
+        if point_key(r) not in new:
+            continue
+        # After the last point of its profile, so that a profile's sizes stay together.
+        at = max([i + 1 for i, m in enumerate(merged) if m["profile"] == r["profile"]] or [len(merged)])
+        merged.insert(at, r)
     data["results"] = merged
     tmp_path = path + ".tmp"
     with open(tmp_path, "w", encoding="utf-8") as f:
@@ -289,8 +294,8 @@ def footprint_text(results):
             continue
         mult = r["unswapped_peak"] / float(r["gpu_memory"])
         top = max(top, mult)
-        parts.append("`%s` %.1fx (`gpt-%s`, %.2f s against %.2f s in-core, %.0f%% of in-core speed)" % (
-            profile, mult, size_name(r), r["step_s"], r["incore_s"], 100 * r["incore_s"] / r["step_s"]))
+        parts.append("`%s` %.1fx (`gpt-%s` planned at %s, %.2f s against %.2f s in-core, %.0f%% of in-core speed)" % (
+            profile, mult, size_name(r), commit_name(r), r["step_s"], r["incore_s"], 100 * r["incore_s"] / r["step_s"]))
     unfit = [r for r in results if not r.get("fits") and "unswapped_peak" in r]
     if unfit:
         r = max(unfit, key=lambda r: r["unswapped_peak"] / float(r["gpu_memory"]))
