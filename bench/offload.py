@@ -118,8 +118,28 @@ def point(tfswap, graph, size, profile, prof, tmp, extra=(), batch=1):
     rep, nofit, secs = rewrite(tfswap, graph, profile, tmp, extra)
     pt = summarize(rep, nofit, graph_params(graph), size, profile, prof, secs)
     pt["batch"] = batch
+    if not pt["fits"]:
+        pt.update(unplanned(tfswap, graph, pt["params"], prof, tmp))
     pt["commit"] = git_commit()
     return pt
+
+
+def unplanned(tfswap, graph, params, prof, tmp):
+    """What a size no plan fits would need, from the unswapped graph's simulation (tfswap
+    simulate --fetch train): its in-core step and peak (the footprint it would have), and two
+    floors of any offloaded step: every gradient crossing the link to the host once
+    (grads_link_s) and the host's Adam update (host_update_s)."""
+    path = os.path.join(tmp, "simulate.json")
+    subprocess.run([tfswap, "simulate", graph, "--device", prof["name"], "--fetch", "train", "--json", path,
+                    "--top", "1"], check=True, capture_output=True)
+    with open(path) as f:
+        res = json.load(f)["result"]
+    link = float(prof.get("d2h_bytes_per_s") or 0)
+    return {"incore_s": res["step_time_ns"] / 1e9,
+            "unswapped_peak": max(d["peak_bytes"] for d in res["devices"]),
+            "gpu_memory": int(prof["memory_bytes"]),
+            "grads_link_s": params * 4 / link if link else 0.0,
+            "host_update_s": params * ADAM_HOST_BYTES / float(prof.get("host_mem_bytes_per_s") or 50e9)}
 
 
 def summarize(rep, nofit, params, size, profile, prof, secs):
@@ -224,13 +244,18 @@ def point_key(r):
 
 def merge_into(path, results):
     """Replaces the points of the offload.json at path that results re-planned (same point_key),
-    keeps the others in their order and appends new ones; the file's meta is kept. Written
-    atomically."""
+    keeps the others in their order and inserts new ones after the last point of their profile
+    (at the end for a new profile); the file's meta is kept. Written atomically."""
     with open(path) as f:
         data = json.load(f)
     new = {point_key(r): r for r in results}
     merged = [new.pop(point_key(r), r) for r in data["results"]]
-    merged += [r for r in results if point_key(r) in new]
+    for r in results:
+        if point_key(r) not in new:
+            continue
+        # After the last point of its profile, so that a profile's sizes stay together.
+        at = max([i + 1 for i, m in enumerate(merged) if m["profile"] == r["profile"]] or [len(merged)])
+        merged.insert(at, r)
     data["results"] = merged
     tmp_path = path + ".tmp"
     with open(tmp_path, "w", encoding="utf-8") as f:
@@ -269,8 +294,13 @@ def footprint_text(results):
             continue
         mult = r["unswapped_peak"] / float(r["gpu_memory"])
         top = max(top, mult)
-        parts.append("`%s` %.1fx (`gpt-%s`, %.2f s against %.2f s in-core, %.0f%% of in-core speed)" % (
-            profile, mult, size_name(r), r["step_s"], r["incore_s"], 100 * r["incore_s"] / r["step_s"]))
+        parts.append("`%s` %.1fx (`gpt-%s` planned at %s, %.2f s against %.2f s in-core, %.0f%% of in-core speed)" % (
+            profile, mult, size_name(r), commit_name(r), r["step_s"], r["incore_s"], 100 * r["incore_s"] / r["step_s"]))
+    unfit = [r for r in results if not r.get("fits") and "unswapped_peak" in r]
+    if unfit:
+        r = max(unfit, key=lambda r: r["unswapped_peak"] / float(r["gpu_memory"]))
+        parts.append("not counted: `gpt-%s` on `%s` would be %.1fx, but no plan fits it" % (
+            size_name(r), r["profile"], r["unswapped_peak"] / float(r["gpu_memory"])))
     if not parts:
         return "Footprint at >= 50% of in-core speed: no fitting point."
     return ("Footprint at >= 50%% of in-core speed (the largest unswapped (model + activation) peak over "
@@ -296,9 +326,11 @@ def markdown(results):
                 r["profile"], size_name(r), format(r["params"], ","), r["step_s"], r["incore_s"], r["bound"],
                 r["link_s"], r["host_update_s"], foot, "" if fast else " (below 50% speed)", commit_name(r)))
         else:
-            rows.append("| %s | %s | %s | no | | | %s | | %s |" % (r["profile"], size_name(r), format(r["params"], ","),
-                                                               " ".join(r["diagnosis"][:1]).replace("|", "/"),
-                                                               commit_name(r)))
+            incore = "%.2f s" % r["incore_s"] if "incore_s" in r else ""
+            foot = "%.1fx (no plan)" % (r["unswapped_peak"] / float(r["gpu_memory"])) if "unswapped_peak" in r else ""
+            rows.append("| %s | %s | %s | no | | %s | %s | %s | %s |" % (
+                r["profile"], size_name(r), format(r["params"], ","), incore,
+                " ".join(r["diagnosis"][:1]).replace("|", "/"), foot, commit_name(r)))
     return "\n".join(rows)
 
 

@@ -47,8 +47,13 @@ def test_footprints_keep_the_largest_within_2x_of_in_core():
     assert got["v100-16gb"]["size"] == "2.7b"
     assert got["a100-40gb"] is None
     text = offload.footprint_text(res)
-    assert "`v100-16gb` 3.8x (`gpt-2.7b`, 3.40 s against 1.70 s in-core, 50% of in-core speed)" in text
+    assert "`v100-16gb` 3.8x (`gpt-2.7b` planned at abcdef1, 3.40 s against 1.70 s in-core, 50% of in-core speed)" in text
     assert "`a100-40gb` none" in text and "not reached" in text
+    unfit = _pt("13b", "v100-16gb", 0, 7.0, 201 * gib, fits=False)
+    res[3] = unfit
+    assert "not counted: `gpt-13b` on `v100-16gb` would be 12.6x, but no plan fits it" in offload.footprint_text(res)
+    assert "is not reached" in offload.footprint_text(res)
+    assert "| v100-16gb | 13b | 1 | no | | 7.00 s | no plan fits | 12.6x (no plan) | abcdef1 |" in offload.markdown(res)
     res.append(_pt("13b", "v100-16gb", 12.0, 7.0, 200 * gib))
     assert "`v100-16gb` 12.5x (`gpt-13b`" in offload.footprint_text(res)
     assert "is reached" in offload.footprint_text(res)
@@ -58,11 +63,15 @@ def test_merge_into_replaces_the_same_points_only(tmp_path):
     path = tmp_path / "offload.json"
     old = [_pt("1.5b", "v100-16gb", 2.4, 1.2, 1, commit="f96d75c"), _pt("2.7b", "v100-16gb", 3.3, 1.7, 2, commit="f96d75c")]
     path.write_text(json.dumps({"meta": {"text": "T", "notes": "N"}, "results": old}))
-    offload.merge_into(str(path), [_pt("1.5b", "v100-16gb", 3.7, 1.2, 1), _pt("13b", "v100-16gb", 12.0, 7.0, 3)])
+    old.append(_pt("2.7b", "a100-40gb", 2.0, 0.4, 2, commit="f96d75c"))
+    path.write_text(json.dumps({"meta": {"text": "T", "notes": "N"}, "results": old}))
+    offload.merge_into(str(path), [_pt("1.5b", "v100-16gb", 3.7, 1.2, 1), _pt("13b", "v100-16gb", 12.0, 7.0, 3),
+                                   _pt("13b", "h100", 4.0, 1.0, 3)])
     data = json.loads(path.read_text())
     assert data["meta"] == {"text": "T", "notes": "N"}
-    assert [(r["size"], r["commit"]) for r in data["results"]] == [
-        ("1.5b", "abcdef123456"), ("2.7b", "f96d75c"), ("13b", "abcdef123456")]
+    assert [(r["size"], r["profile"], r["commit"]) for r in data["results"]] == [
+        ("1.5b", "v100-16gb", "abcdef123456"), ("2.7b", "v100-16gb", "f96d75c"), ("13b", "v100-16gb", "abcdef123456"),
+        ("2.7b", "a100-40gb", "f96d75c"), ("13b", "h100", "abcdef123456")]
     assert "| f96d75c |" in offload.markdown(data["results"]) and "| abcdef1 |" in offload.markdown(data["results"])
 
 
