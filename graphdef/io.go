@@ -14,6 +14,7 @@ import (
 	"sync"
 	"syscall"
 
+	apb "github.com/wamuir/graft/tensorflow/core/framework/attr_value_go_proto"
 	gpb "github.com/wamuir/graft/tensorflow/core/framework/graph_go_proto"
 	npb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
 	cpb "github.com/wamuir/graft/tensorflow/core/protobuf/for_core_protos_go_proto"
@@ -156,6 +157,7 @@ func Parse(data []byte, format Format, source string) (*Model, error) {
 		if err := m.indexRaw(data); err != nil {
 			return nil, &Error{File: source, Msg: "not a binary GraphDef", Err: err}
 		}
+		m.raw.shareAttrs()
 	case FormatPBTXT:
 		g := new(gpb.GraphDef)
 		if err := (prototext.UnmarshalOptions{}).Unmarshal(data, g); err != nil {
@@ -200,6 +202,111 @@ func (r *rawIndex) bytesOf(i int, n *npb.NodeDef) []byte {
 		i = int(j)
 	}
 	return r.data[r.start[i]:r.start[i+1]]
+}
+
+// shareAttrs makes the nodes as loaded share one AttrValue message for each distinct attr
+// value they were read with: a value read from the same bytes as one seen before is replaced
+// by that one. Most of a large graph's attrs repeat (dtypes, strides, padding, the same
+// output shapes), and each parsed copy costs hundreds of bytes (a million-node graph's
+// parse held several GB); shared, the nodes keep their content and their bytes. Model's
+// messages are never mutated in place (see Model), so sharing them is safe. A node whose
+// attr entries are not each one key and one value, or that repeats a key, is left as
+// parsed.
+func (r *rawIndex) shareAttrs() {
+	if r == nil {
+		return
+	}
+	type entry struct {
+		key string
+		val []byte
+	}
+	seen := make(map[string]*apb.AttrValue)
+	var entries []entry
+	for i, n := range r.defs {
+		if len(n.Attr) == 0 {
+			continue
+		}
+		b := r.data[r.start[i]:r.start[i+1]]
+		entries = entries[:0]
+		if !attrEntries(b, func(key string, val []byte) { entries = append(entries, entry{key, val}) }) || len(entries) != len(n.Attr) {
+			continue // a repeated key or an entry not in the plain form
+		}
+		ok := true
+		for _, e := range entries {
+			if _, has := n.Attr[e.key]; !has {
+				ok = false
+				break
+			}
+		}
+		if !ok {
+			continue
+		}
+		for _, e := range entries {
+			if v, has := seen[string(e.val)]; has {
+				n.Attr[e.key] = v
+			} else {
+				seen[string(e.val)] = n.Attr[e.key]
+			}
+		}
+	}
+}
+
+// attrEntries calls f with the key and the value bytes of each attr map entry of the node
+// field b (a GraphDef's field 1, tag and length included) and reports whether every entry has
+// exactly one key and one value field and nothing else; on false, f may have been called for
+// some entries.
+func attrEntries(b []byte, f func(key string, val []byte)) bool {
+	_, _, n := protowire.ConsumeTag(b)
+	if n < 0 {
+		return false
+	}
+	node, m := protowire.ConsumeBytes(b[n:])
+	if m < 0 {
+		return false
+	}
+	for len(node) > 0 {
+		num, typ, n := protowire.ConsumeTag(node)
+		if n < 0 {
+			return false
+		}
+		node = node[n:]
+		if num != 5 || typ != protowire.BytesType { // NodeDef.attr
+			k := protowire.ConsumeFieldValue(num, typ, node)
+			if k < 0 {
+				return false
+			}
+			node = node[k:]
+			continue
+		}
+		ent, k := protowire.ConsumeBytes(node)
+		if k < 0 {
+			return false
+		}
+		node = node[k:]
+		var key, val []byte
+		keys, vals := 0, 0
+		for len(ent) > 0 {
+			num, typ, n := protowire.ConsumeTag(ent)
+			if n < 0 || typ != protowire.BytesType || (num != 1 && num != 2) {
+				return false
+			}
+			v, k := protowire.ConsumeBytes(ent[n:])
+			if k < 0 {
+				return false
+			}
+			ent = ent[n+k:]
+			if num == 1 {
+				key, keys = v, keys+1
+			} else {
+				val, vals = v, vals+1
+			}
+		}
+		if keys != 1 || vals != 1 {
+			return false
+		}
+		f(string(key), val)
+	}
+	return true
 }
 
 // indexRaw records the bytes of each node field (field 1) of a binary GraphDef, in order, and
