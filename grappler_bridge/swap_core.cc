@@ -456,25 +456,6 @@ bool DevicesMoved(const GraphDef& in, const GraphDef& out) {
   return false;
 }
 
-// Offloads reports whether flags ask tfswap to move variables to the host (--offload all or
-// auto, or --offload-variables naming some).
-bool Offloads(const std::vector<std::string>& flags) {
-  bool on = false, named = false;
-  for (size_t i = 0; i < flags.size(); i++) {
-    const std::string& f = flags[i];
-    if (f.rfind("--offload-variables=", 0) == 0) {
-      named = named || f.size() > strlen("--offload-variables=");
-    } else if (f == "--offload-variables" && i + 1 < flags.size()) {
-      named = named || !flags[i + 1].empty();
-    } else if (f.rfind("--offload=", 0) == 0) {
-      on = f != "--offload=none" && f != "--offload=";
-    } else if (f == "--offload" && i + 1 < flags.size()) {
-      on = flags[i + 1] != "none" && !flags[i + 1].empty();
-    }
-  }
-  return on || named;
-}
-
 std::string Role(const NodeDef& n) {
   auto it = n.attr().find(kRoleAttr);
   return it == n.attr().end() ? "" : it->second.s();
@@ -751,6 +732,25 @@ bool KeepInputShapes(const GraphDef& in, GraphDef* out) {
 }
 
 }  // namespace
+
+// Offloads reports whether flags ask tfswap to move variables to the host (--offload all or
+// auto, or --offload-variables naming some).
+bool Offloads(const std::vector<std::string>& flags) {
+  bool on = false, named = false;
+  for (size_t i = 0; i < flags.size(); i++) {
+    const std::string& f = flags[i];
+    if (f.rfind("--offload-variables=", 0) == 0) {
+      named = named || f.size() > strlen("--offload-variables=");
+    } else if (f == "--offload-variables" && i + 1 < flags.size()) {
+      named = named || !flags[i + 1].empty();
+    } else if (f.rfind("--offload=", 0) == 0) {
+      on = f != "--offload=none" && f != "--offload=";
+    } else if (f == "--offload" && i + 1 < flags.size()) {
+      on = flags[i + 1] != "none" && !flags[i + 1].empty();
+    }
+  }
+  return on || named;
+}
 
 bool SetParameter(Config* cfg, const std::string& key, const std::vector<std::string>& values,
                   bool scalar, std::string* error) {

@@ -100,6 +100,10 @@ bool SetParameter(Config* cfg, const std::string& key, const std::vector<std::st
 // (tfswap's --offload-variables), a list of variables that every graph places alike.
 void FinishConfig(Config* cfg);
 
+// Offloads reports whether flags ask tfswap to move variables to the host (--offload all or
+// auto, or --offload-variables naming some).
+bool Offloads(const std::vector<std::string>& flags);
+
 // Result is what RunSwap returns.
 struct Result {
   // rewritten is true when graph holds a checked rewrite that adds a node (or, with

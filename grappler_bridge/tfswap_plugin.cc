@@ -41,6 +41,21 @@
 //   TFSWAP_DUMP_DIR        a directory to which every graph handed to tfswap is written, as
 //                          ID.pb (for running tfswap on it by hand)
 //   TFSWAP_ALL_GRAPHS      1: also rewrite graphs that hold no training step
+//   TFSWAP_OFFLOAD         --offload: none (default), all, or auto (taken as all, with a
+//                          warning: see "Variables" below)
+//
+// Variables. TensorFlow 2 creates variables eagerly, outside the function, where the
+// program's device scope puts them; a function graph receives each as a resource _Arg placed
+// where its handle lives, and TensorFlow runs every op on a resource (its reads, its
+// assignments, the optimizer's update) on the resource's device. So the plugin can move no
+// variable: with TFSWAP_OFFLOAD, a variable created on the host (with tf.device("/CPU:0"),
+// its optimizer's slots too) is read there, and tfswap gates each copy of its reads to the
+// compute device behind a trigger, as it gates swap-ins; a variable created on a compute
+// device stays there, and the plugin says so in one warning ("offload-pinned") naming the
+// graph and how many such variables it holds, and lists them in the plan log
+// ("offload_pinned"). offload=auto is taken as all: a function graph cannot choose where a
+// variable lives, so nothing is left to choose but whether the host-resident ones' copies are
+// gated.
 //
 // When. Grappler's meta-optimizer runs its passes in two iterations by default and calls the
 // plugin in each, last in the list. The plugin acts in the last one only (it counts the calls
@@ -236,6 +251,51 @@ bool IsTrainingStep(const GraphDef& g) {
   return false;
 }
 
+// IsVariableHandleOp reports whether op reads, updates or inspects a resource variable
+// through its handle.
+bool IsVariableHandleOp(const std::string& op) {
+  return op == "ReadVariableOp" || op == "AssignVariableOp" || op == "AssignAddVariableOp" ||
+         op == "AssignSubVariableOp" || op == "VariableShape" || op == "VarIsInitializedOp" ||
+         op == "ResourceGather" || op == "ResourceGatherNd" || op.rfind("ResourceApply", 0) == 0 ||
+         op.rfind("ResourceSparseApply", 0) == 0 || op.rfind("ResourceScatter", 0) == 0;
+}
+
+// PinnedVariables returns the names of the resource _Args of g on a compute device (one of
+// compute, a comma list of full device names; empty: every GPU) whose every consumer is a
+// variable op: variables TensorFlow 2 created on that device outside the function, which
+// the function cannot move (see "Variables" above).
+std::vector<std::string> PinnedVariables(const GraphDef& g, const std::string& compute) {
+  std::set<std::string> devices;
+  {
+    std::istringstream in(compute);
+    std::string d;
+    while (std::getline(in, d, ',')) {
+      if (!d.empty()) devices.insert(d);
+    }
+  }
+  auto on_compute = [&](const std::string& d) {
+    if (devices.empty()) return d.find("GPU:") != std::string::npos;
+    return devices.count(d) > 0;
+  };
+  std::map<std::string, std::vector<std::string>> consumers;
+  for (const NodeDef& n : g.node()) {
+    for (const std::string& in : n.input()) {
+      if (!in.empty() && in[0] != '^') consumers[NodeName(in)].push_back(n.op());
+    }
+  }
+  std::vector<std::string> out;
+  for (const NodeDef& n : g.node()) {
+    if (n.op() != "_Arg" || !on_compute(n.device())) continue;
+    auto t = n.attr().find("T");
+    if (t == n.attr().end() || t->second.type() != tensorflow::DT_RESOURCE) continue;
+    const auto& ops = consumers[n.name()];
+    bool variable = !ops.empty();
+    for (const std::string& op : ops) variable = variable && IsVariableHandleOp(op);
+    if (variable) out.push_back(n.name());
+  }
+  return out;
+}
+
 // StringList reads one of the C API's string lists (fetch nodes, nodes to preserve).
 std::vector<std::string> StringList(
     const TF_GrapplerItem* item, void (*size_fn)(const TF_GrapplerItem*, int*, size_t*, TF_Status*),
@@ -428,6 +488,19 @@ bool Configure(const GraphDef& graph, const std::string& report,
     const std::string v = Env(o.env);
     if (!v.empty() && !tfswap_core::SetParameter(cfg, o.key, {v}, true, error)) return false;
   }
+  std::string offload = Env("TFSWAP_OFFLOAD");
+  if (offload == "auto") {
+    Warn("offload-auto",
+         "TFSWAP_OFFLOAD=auto is taken as all: in TensorFlow 2 a variable lives where it was "
+         "created, eagerly, outside the function, and no function graph can move it; with "
+         "all, the reads of the variables created on the host (with tf.device(\"/CPU:0\")) "
+         "are copied to the compute device behind triggers, and variables created on a compute "
+         "device stay there");
+    offload = "all";
+  }
+  if (!offload.empty() && !tfswap_core::SetParameter(cfg, "offload", {offload}, true, error)) {
+    return false;
+  }
   const std::string compute = ComputeDevices(graph);
   if (!compute.empty()) cfg->flags.push_back("--compute-device=" + compute);
   {
@@ -522,6 +595,19 @@ void OptimizeFunc(void*, const TF_Buffer* graph_buf, const TF_GrapplerItem* c_it
     Warn("config", "graphs run unchanged: bad setting: " + bad_setting);
     return Unchanged(status, "bad setting");
   }
+  std::vector<std::string> pinned;
+  if (tfswap_core::Offloads(cfg.flags)) {
+    pinned = PinnedVariables(graph, ComputeDevices(graph));
+    if (!pinned.empty()) {
+      Warn("offload-pinned",
+           "offload: graph " + id + " reads " + std::to_string(pinned.size()) +
+               " variables that live on the compute device (e.g. " + pinned[0] +
+               "): TensorFlow 2 created them eagerly, outside the function, and runs their "
+               "reads and updates where they live, so they stay there; create them under "
+               "tf.device(\"/CPU:0\") (the optimizer's slots too: build the optimizer there) "
+               "to keep them on the host, where tfswap gates their copies");
+    }
+  }
   tfswap_core::Result r = tfswap_core::RunSwap(serialized, fetch, preserve, cfg, "graph " + id);
   const double ran = Now();
   for (const auto& w : r.warnings) Warn(w.kind, w.text);
@@ -539,6 +625,7 @@ void OptimizeFunc(void*, const TF_Buffer* graph_buf, const TF_GrapplerItem* c_it
   std::string recomputed = SummaryField(err, "recomputed");
   std::string peak = SummaryField(err, "predicted peak", true);
   std::string step = SummaryField(err, "predicted step");
+  std::string offloaded = SummaryField(err, "offloaded");
   if (added > 0) {
     // The shapes the plugin added stay out of the original nodes: the rewrite changes nothing
     // in them but the inputs tfswap rewired. The swap nodes keep theirs.
@@ -563,11 +650,15 @@ void OptimizeFunc(void*, const TF_Buffer* graph_buf, const TF_GrapplerItem* c_it
     } else {
       line += "swapped " + (swapped.empty() ? "?" : swapped);
       if (!recomputed.empty()) line += ", recomputed " + recomputed;
+      if (!offloaded.empty()) line += "; offloaded " + offloaded;
       line += "; peak " + (peak.empty() ? "?" : peak);
       line += "; step " + (step.empty() ? "?" : step);
     }
     line += "; shapes " + Fmt(shaped - started) + " s, tfswap " + Fmt(ran - shaped) + " s";
     line += batch_note;
+    if (!pinned.empty()) {
+      line += "; " + std::to_string(pinned.size()) + " variables stay on the compute device";
+    }
     Info(line);
     if (log_level >= 2) Info(err);
   }
@@ -581,6 +672,11 @@ void OptimizeFunc(void*, const TF_Buffer* graph_buf, const TF_GrapplerItem* c_it
     for (char& ch : report) {
       if (ch == '\n' || ch == '\r') ch = ' ';
     }
+    std::string pinned_json = "[";
+    for (size_t i = 0; i < pinned.size(); i++) {
+      pinned_json += (i ? ", " : "") + JsonString(pinned[i]);
+    }
+    pinned_json += "]";
     AppendLine(plan_log,
                "{\"graph\": " + JsonString(id) + ", \"nodes\": " +
                    std::to_string(graph.node_size()) + ", \"swap_nodes\": " +
@@ -590,7 +686,9 @@ void OptimizeFunc(void*, const TF_Buffer* graph_buf, const TF_GrapplerItem* c_it
                    ", \"batch\": " + (batch > 0 ? std::to_string(batch) : "null") +
                    ", \"unknown_batch_tensors\": " + std::to_string(unknown_batch) +
                    ", \"shape_seconds\": " + Fmt(shaped - started) +
-                   ", \"tfswap_seconds\": " + Fmt(ran - shaped) + ", \"report\": " + report +
+                   ", \"tfswap_seconds\": " + Fmt(ran - shaped) + ", \"offloaded\": " +
+                   JsonString(offloaded) + ", \"offload_pinned\": " + pinned_json +
+                   ", \"report\": " + report +
                    "}");
   }
   if (added == 0) return Unchanged(status, "nothing to swap");

@@ -12,6 +12,7 @@ import (
 	"github.com/tfswap/tfswap/internal/units"
 	"github.com/tfswap/tfswap/triggers"
 	npb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
+	tpb "github.com/wamuir/graft/tensorflow/core/framework/types_go_proto"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -81,6 +82,45 @@ type VariableGroup struct {
 	Bytes int64
 	// Unsized names the variables whose size is unknown.
 	Unsized []string
+	// OnHost says the group's variables already live on the host: they are resource
+	// arguments of a TensorFlow 2 function graph (hostArgVariable), created there outside the
+	// function. Offloading such a group moves no node; it gates the copies of its reads to
+	// the compute devices.
+	OnHost bool
+}
+
+// variableHandleOps are the ops that read, update or inspect a resource variable through its
+// handle (hostArgVariable).
+var variableHandleOps = map[string]bool{
+	"ReadVariableOp": true, "AssignVariableOp": true, "AssignAddVariableOp": true,
+	"AssignSubVariableOp": true, "VariableShape": true, "VarIsInitializedOp": true,
+	"ResourceGather": true, "ResourceGatherNd": true,
+}
+
+// hostArgVariable reports whether n is a variable that reaches a TensorFlow 2 function graph
+// as an argument and lives on the host: a resource _Arg not on a compute device whose every
+// consumer is a variable op (a read, an assignment, an optimizer's ResourceApply*, a
+// scatter), at least one of them. TensorFlow 2 creates variables eagerly, outside the
+// function, where the program's device scope puts them, and runs every op on a resource
+// where the resource lives: a function can move no variable, but a variable created on the
+// host (with tf.device("/CPU:0")) is read there, and its copies to the compute devices can
+// be gated like offloaded variables' (an iterator's resource argument has other consumers
+// and is not one).
+func hostArgVariable(a *Analysis, n *graphdef.Node) bool {
+	if n.Op != "_Arg" || a.OnCompute(n) || a.Device(n).Type != "CPU" ||
+		n.Def.GetAttr()["T"].GetType() != tpb.DataType_DT_RESOURCE || len(n.Consumers) == 0 {
+		return false
+	}
+	uses := 0
+	for _, u := range n.Consumers[0] {
+		op := u.Node.Op
+		if !variableHandleOps[op] && !strings.HasPrefix(op, "ResourceApply") &&
+			!strings.HasPrefix(op, "ResourceSparseApply") && !strings.HasPrefix(op, "ResourceScatter") {
+			return false
+		}
+		uses++
+	}
+	return uses > 0
 }
 
 // VariableGroups returns the groups of the variables on a's compute devices, in graph order
@@ -114,7 +154,7 @@ func VariableGroups(a *Analysis) []*VariableGroup {
 	}
 	linked := make([]bool, len(g.Nodes))
 	for _, n := range g.Topo {
-		if variableOps[n.Op] && a.OnCompute(n) {
+		if (variableOps[n.Op] && a.OnCompute(n)) || hostArgVariable(a, n) {
 			linked[n.Index] = true
 		}
 	}
@@ -159,7 +199,8 @@ func VariableGroups(a *Analysis) []*VariableGroup {
 			groups = append(groups, vg)
 		}
 		vg.Nodes = append(vg.Nodes, n)
-		if variableOps[n.Op] {
+		if variableOps[n.Op] || n.Op == "_Arg" {
+			vg.OnHost = vg.OnHost || n.Op == "_Arg"
 			vg.Variables = append(vg.Variables, n)
 			if vg.Name == "" || len(n.Name) < len(vg.Name) {
 				vg.Name = n.Name
@@ -172,24 +213,35 @@ func VariableGroups(a *Analysis) []*VariableGroup {
 		}
 	}
 	// A group is linked only through variables, so it has one; drop any without (none), and
-	// any that holds a preserved node (Options.Preserve), which must keep its device.
+	// any that holds a preserved node (Options.Preserve), which must keep its device. An
+	// OnHost group moves no node and redirects no input of its own nodes: its preserved nodes
+	// (Grappler preserves a function's reads and assignments) stay exactly as they are, and
+	// only consumers on the compute devices read their values through gated copies.
 	out := groups[:0]
 	for _, vg := range groups {
-		if len(vg.Variables) > 0 && !slices.ContainsFunc(vg.Nodes, a.Preserved) {
+		if len(vg.Variables) > 0 && (vg.OnHost || !slices.ContainsFunc(vg.Nodes, a.Preserved)) {
 			out = append(out, vg)
 		}
 	}
 	return out
 }
 
-// variableBytes returns the size of the variable n owns, from its dtype and shape attrs.
+// variableBytes returns the size of the variable n owns, from its dtype and shape attrs (a
+// resource _Arg's from its _handle_dtypes and _handle_shapes).
 func variableBytes(n *graphdef.Node) (int64, bool) {
 	attrs := n.Def.GetAttr()
-	sh := attrs["shape"].GetShape()
+	sh, dt := attrs["shape"].GetShape(), attrs["dtype"].GetType()
+	if n.Op == "_Arg" {
+		shapes, types := attrs["_handle_shapes"].GetList().GetShape(), attrs["_handle_dtypes"].GetList().GetType()
+		if len(shapes) != 1 || len(types) != 1 {
+			return 0, false
+		}
+		sh, dt = shapes[0], types[0]
+	}
 	if sh == nil || sh.GetUnknownRank() {
 		return 0, false
 	}
-	elem, ok := graphdef.ElementBytes(attrs["dtype"].GetType())
+	elem, ok := graphdef.ElementBytes(dt)
 	if !ok {
 		return 0, false
 	}
@@ -306,15 +358,27 @@ func offloadGroups(model *graphdef.Model, a *Analysis, groups []*VariableGroup, 
 	out := model.Clone()
 	res := &OffloadResult{Model: out}
 	moved := make([]bool, len(g.Nodes))
+	// stays marks the nodes of OnHost groups: already on the host, where they stay.
+	stays := make([]bool, len(g.Nodes))
 	groupOf := map[int]string{}
 	for _, vg := range groups {
 		ov := OffloadedVariable{Name: vg.Name, Bytes: vg.Bytes, Host: a.Host(vg.Variables[0]).String(), Nodes: len(vg.Nodes), Reason: reason}
+		if vg.OnHost {
+			ov.Host, ov.Nodes = vg.Variables[0].Def.GetDevice(), 0
+			ov.Reason = "created on the host outside the function (a resource argument on " + ov.Host + "): its reads' copies are gated"
+			if reason != "" {
+				ov.Reason += "; " + reason
+			}
+		}
 		for _, v := range vg.Variables {
 			ov.Variables = append(ov.Variables, v.Name)
 		}
 		for _, n := range vg.Nodes {
 			moved[n.Index] = true
 			groupOf[n.Index] = vg.Name
+			if vg.OnHost {
+				stays[n.Index] = true
+			}
 		}
 		res.Variables = append(res.Variables, ov)
 	}
@@ -327,7 +391,7 @@ func offloadGroups(model *graphdef.Model, a *Analysis, groups []*VariableGroup, 
 		return nd
 	}
 	for _, n := range g.Nodes {
-		if moved[n.Index] {
+		if moved[n.Index] && !stays[n.Index] {
 			clone(n.Index).Device = a.Host(n).String()
 		}
 	}
@@ -421,7 +485,11 @@ func offloadGroups(model *graphdef.Model, a *Analysis, groups []*VariableGroup, 
 			added = append(added, gn)
 		}
 		name := SwapNodeName(t, WeightInRole+"_"+strconv.Itoa(c.k))
-		added = append(added, swapNode(name, WeightInRole, t.InputString(), a.Host(n).String(), c.dt, n, t.Port, gate))
+		host := a.Host(n).String()
+		if stays[n.Index] {
+			host = n.Def.GetDevice()
+		}
+		added = append(added, swapNode(name, WeightInRole, t.InputString(), host, c.dt, n, t.Port, gate))
 		for _, u := range c.uses {
 			clone(u.Node.Index).Input[u.Input] = name
 		}

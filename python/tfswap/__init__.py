@@ -48,6 +48,7 @@ _OPTIONS = {
     "log": "TFSWAP_LOG",
     "batch_size": "TFSWAP_BATCH_SIZE",
     "preserve": "TFSWAP_PRESERVE",
+    "offload": "TFSWAP_OFFLOAD",
 }
 
 
@@ -131,7 +132,7 @@ def _detect_device():
 
 def enable(budget=None, strategy=None, device=None, recompute=None, min_bytes=None,
            compute_device=None, device_type=None, batch_size=None, timeout=None, log=None,
-           preserve=None):
+           preserve=None, offload=None):
     """enable switches tfswap on for the graphs TensorFlow optimizes from now on.
 
     budget (e.g. "10GiB"), strategy ("auto", "lms", ...), device (a device profile such as
@@ -147,7 +148,12 @@ def enable(budget=None, strategy=None, device=None, recompute=None, min_bytes=No
     log line says how many tensors were left unsized). preserve lists node names tfswap
     leaves exactly as they are (tfswap rewrite --preserve): their outputs are never swapped
     or recomputed and their inputs never redirected; Grappler's own nodes to preserve are
-    always kept so. device_type is the device type the plugin
+    always kept so. offload ("none", "all"; "auto" is taken as "all") is tfswap rewrite's
+    --offload for TensorFlow 2: a variable lives where the program created it (eagerly,
+    outside the function), so the plugin moves none; the reads of the variables created on
+    the host (under tf.device("/CPU:0"), the optimizer's slots too) are copied to the compute
+    device behind triggers, and variables created on a compute device stay there, with one
+    warning saying so. device_type is the device type the plugin
     registers for, "GPU" (default) or "CPU" (the two-device CPU emulation); it is fixed when
     the plugin is first loaded. Options left None are unset (tfswap's defaults). Call it
     before the first step of the model runs: graphs already optimized keep their plan.
@@ -155,7 +161,7 @@ def enable(budget=None, strategy=None, device=None, recompute=None, min_bytes=No
     global _loaded_type, _plan_log
     values = dict(budget=budget, strategy=strategy, device=device, recompute=recompute,
                   min_bytes=min_bytes, compute_device=compute_device, batch_size=batch_size,
-                  timeout=timeout, log=log, preserve=preserve)
+                  timeout=timeout, log=log, preserve=preserve, offload=offload)
     if isinstance(preserve, str):
         values["preserve"] = preserve
     elif preserve is not None:

@@ -159,6 +159,41 @@ def train_loop(tf, np, dynamic=False):
     return losses, [v.numpy() for v in vs]
 
 
+OFFLOAD_STEPS = 5
+
+
+def train_offload(tf, np, variables):
+    """A tf.function step with Adam whose variables (the optimizer's slots too) are created
+    eagerly on variables ("/CPU:0", the host, or "/CPU:1", the emulated GPU) and whose
+    compute runs on CPU:1, for OFFLOAD_STEPS steps on one batch. Returns the losses and every
+    variable, the optimizer's included."""
+    with tf.device(variables):
+        init = tf.random.stateless_normal
+        w1 = tf.Variable(init([3, 3, 3, 16], seed=[1, 1]) * 0.1)
+        w2 = tf.Variable(init([3, 3, 16, 16], seed=[1, 2]) * 0.1)
+        w3 = tf.Variable(init([16 * 16 * 16, 10], seed=[1, 3]) * 0.01)
+        vs = [w1, w2, w3]
+        opt = tf.keras.optimizers.Adam(0.01)
+        opt.build(vs)
+    x, y = _data(np, (16, 16, 3), 10)
+
+    @tf.function
+    def step(xb, yb):
+        with tf.GradientTape() as tape:
+            h = tf.nn.relu(tf.nn.conv2d(xb, w1, 1, "SAME"))
+            h = tf.nn.relu(tf.nn.conv2d(h, w2, 1, "SAME"))
+            logits = tf.matmul(tf.reshape(h, [-1, 16 * 16 * 16]), w3)
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(yb, logits))
+        opt.apply_gradients(zip(tape.gradient(loss, vs), vs))
+        return loss
+
+    losses = []
+    with tf.device("/CPU:1"):
+        for _ in range(OFFLOAD_STEPS):
+            losses.append(float(step(tf.constant(x[:BATCH]), tf.constant(y[:BATCH], tf.int32)).numpy()))
+    return losses, [np.asarray(v) for v in vs + list(opt.variables)]
+
+
 def train_mirrored(tf, np, collective=False):
     """MirroredStrategy over two logical devices, CPU:1 and CPU:2 (the two GPUs of the
     emulation; the worker sets up three logical CPUs, CPU:0 the host), a custom loop with
@@ -256,10 +291,11 @@ def kernel_events(logdir):
     return out
 
 
-def timing_probe(md, logdir):
+def timing_probe(md, logdir, role="swap_in"):
     """The timing probe of the v1 bridge's tests, on the function graphs: every swap-in
-    (host-side Identity) starts only after its gate and the gate's trigger have finished on
-    the device, in every step. Returns (swap-ins checked, violations)."""
+    (host-side Identity; with role "weight_in", every copy of a host variable's read) starts
+    only after its gate and the gate's trigger have finished on the device, in every step.
+    Returns (nodes checked, violations)."""
     sys.path.insert(0, str(ROOT / "tests" / "python"))
     from test_grappler_bridge import Partitions
 
@@ -273,7 +309,7 @@ def timing_probe(md, logdir):
         if not any("_tfswap_role" in n.attr for pg in fg.partition_graphs for n in pg.node):
             continue
         p = Partitions(type("MD", (), {"partition_graphs": fg.partition_graphs})())
-        for n in p.swap_nodes("swap_in"):
+        for n in p.swap_nodes(role):
             ctrl = [i for i in n.input if i.startswith("^")]
             assert len(ctrl) == 1, (n.name, ctrl)
             gate = p.origin(ctrl[0])
@@ -335,6 +371,8 @@ def worker(spec):
             losses, weights = train_keras(kind, tf, np)
         elif kind == "loop":
             losses, weights = train_loop(tf, np, dynamic=run.get("dynamic", False))
+        elif kind in ("offload_host", "offload_device"):
+            losses, weights = train_offload(tf, np, "/CPU:0" if kind == "offload_host" else "/CPU:1")
         elif kind in ("mirrored", "mirrored_collective"):
             losses, weights = train_mirrored(tf, np, collective=kind == "mirrored_collective")
         elif kind == "multiworker":
@@ -348,7 +386,7 @@ def worker(spec):
         if spec.get("probe"):
             tf.profiler.experimental.stop()
             try:
-                probe = timing_probe(md, logdir)
+                probe = timing_probe(md, logdir, spec.get("probe_role", "swap_in"))
             finally:
                 shutil.rmtree(logdir, ignore_errors=True)
         swaps, collectives = [], []
@@ -711,3 +749,64 @@ if __name__ == "__main__":
         worker(json.loads(sys.argv[2]))
     else:
         sys.exit("usage: %s worker SPEC (the tests run with pytest)" % sys.argv[0])
+
+
+# --------------------------------------------------------------------------------------------
+# Variable offload (TFSWAP_OFFLOAD, enable(offload=...))
+
+# A planning strategy (offload is planned for the budget) with a budget the step fits.
+OFFLOAD = dict(strategy="auto", budget="4MiB", compute_device="/device:CPU:1", device_type="CPU",
+               batch_size=BATCH, offload="all")
+
+
+def test_offload_gates_host_variables_and_is_bit_identical(built):
+    """Variables (and Adam's slots) created on the host: with offload=all the plugin gates
+    every copy of their reads to CPU:1 (weight_in nodes on CPU:0, each after its trigger in
+    every step), and 5 steps train bit-identically, every variable compared, to the same
+    training without the plugin and to one with the variables on the device."""
+    result, log = run_worker({"kind": "offload_host", "plugin": True, "options": OFFLOAD,
+                              "probe": True, "probe_role": "weight_in"})
+    result = result[0]
+    base = baseline("offload_host")
+    assert len(result["losses"]) == OFFLOAD_STEPS
+    assert result["losses"] == base["losses"], (result["losses"], base["losses"])
+    assert result["weights"] == base["weights"], "variables differ after %d steps" % OFFLOAD_STEPS
+    # Where the variables live changes nothing either (both are CPU kernels here).
+    assert base["weights"] == baseline("offload_device")["weights"]
+    assert WARNING.findall(log) == [], WARNING.findall(log)
+    copies = [s for s in result["swaps"] if s[2] == "weight_in"]
+    assert copies, "no weight copies in the partition graphs:\n" + log[-3000:]
+    for name, device, role, inputs in copies:
+        assert device == HOST, "%s runs on %s" % (name, device)
+        assert any(i.startswith("^") for i in inputs), "weight copy %s has no gate" % name
+    # The plan says what it did: every variable group on the host, with its gated copies.
+    plans = [p for p in result["plans"] if p["swap_nodes"] > 0]
+    assert len(plans) == 1, result["plans"]
+    groups = plans[0]["report"]["offloaded"]
+    # 3 variables, Adam's 2 slots each, its iteration count and learning rate.
+    assert len(groups) == 11, [g["Name"] for g in groups]
+    assert all(g["Host"] == HOST and "created on the host" in g["Reason"] for g in groups), groups
+    assert sum(g["Copies"] for g in groups) == len(copies)
+    assert plans[0]["offloaded"].startswith("11 variable groups") and plans[0]["offload_pinned"] == []
+    assert re.search(r"^tfswap: graph \S+: swapped 0 .*; offloaded 11 variable groups", log, re.M), log[-2000:]
+    checked, violations = result["probe"]
+    assert checked == len(copies) and violations == [], violations
+
+
+def test_offload_device_variables_stay_with_one_warning(built):
+    """Variables created on the emulated GPU: no function graph can move them (TensorFlow
+    runs every op on a resource where it lives, and Grappler preserves those ops), so
+    offload=all leaves them there with one warning and lists them in the plan log;
+    training is unchanged."""
+    result, log = run_worker({"kind": "offload_device", "plugin": True, "options": OFFLOAD})
+    result = result[0]
+    base = baseline("offload_device")
+    assert result["losses"] == base["losses"] and result["weights"] == base["weights"]
+    assert [s for s in result["swaps"] if s[2] == "weight_in"] == []
+    warnings = WARNING.findall(log)
+    assert len(warnings) == 1 and "live on the compute device" in warnings[0], warnings
+    assert 'tf.device("/CPU:0")' in warnings[0]
+    plans = result["plans"]
+    assert len(plans) == 1 and len(plans[0]["offload_pinned"]) == 11, plans
+    assert "11 variables stay on the compute device" in log
+
