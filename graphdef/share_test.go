@@ -2,6 +2,7 @@ package graphdef
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -133,5 +134,39 @@ func TestNewGraphSharesShapesAndCapsInputs(t *testing.T) {
 	}
 	if checked == 0 {
 		t.Fatal("no two neighbouring nodes with data inputs")
+	}
+}
+
+// TestParseNodeByNodeEqualsWholeUnmarshal checks that Parse, which unmarshals a binary
+// GraphDef node by node, reads every fixture and an interleaved graph as one proto.Unmarshal
+// of the whole message does, and that a corrupt graph still fails.
+func TestParseNodeByNodeEqualsWholeUnmarshal(t *testing.T) {
+	inter, _ := interleavedGraph(t)
+	inputs := map[string][]byte{"interleaved": inter}
+	for _, name := range fixtureNames {
+		data, err := os.ReadFile(filepath.Join(fixtures, name+".pb"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		inputs[name] = data
+	}
+	for name, data := range inputs {
+		m, err := Parse(data, FormatPB, name)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		want := new(gpb.GraphDef)
+		if err := proto.Unmarshal(data, want); err != nil {
+			t.Fatal(err)
+		}
+		if !proto.Equal(m.Graph, want) {
+			t.Errorf("%s: the graph read node by node differs from the whole message's", name)
+		}
+		if m.raw == nil || len(m.raw.defs) != len(want.Node) {
+			t.Errorf("%s: no raw index of every node", name)
+		}
+		if _, err := Parse(data[:len(data)-3], FormatPB, name); err == nil {
+			t.Errorf("%s: truncated data parsed without error", name)
+		}
 	}
 }
