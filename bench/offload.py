@@ -4,6 +4,7 @@ device profile with its variables and Adam state on the host, simulated.
 
     .venv/bin/python bench/offload.py [--profiles v100-16gb,a100-40gb] [--sizes 774m,1.5b,2.7b]
                                       [--batch 1] [--out out/offload] [--markdown]
+                                      [--into FILE] [--update-docs]
     .venv/bin/python bench/offload.py --smoke --out /tmp/o    # seconds: the tiny decoder
 
 For each profile it walks up the GPT sizes of testmodels/large.py (`--model gpt --gpt-size S`,
@@ -21,7 +22,14 @@ the largest single layer's activations and weights stay on the GPU).
 
 It also reports the footprint multiple of every fitting size whose simulated step is within
 2x of its in-core step (>= 50% of in-core speed): the unswapped graph's simulated peak (all
-variables, slots and activations on the GPU) over the GPU's memory.
+variables, slots and activations on the GPU) over the GPU's memory, and (footprint_text) the
+largest such multiple per profile, against the issue's goal of 12x (SwapAdvisor's best).
+
+Every point records the commit it was planned at. With --into FILE the new points replace
+those of FILE (an offload.json, docs/bench/offload.json for the BENCHMARKS.md section) with the
+same profile, size and batch, and the others are kept: sizes can be re-planned one at a time.
+--update-docs merges them into docs/bench/offload.json and rewrites the "Variable offload"
+section of docs/BENCHMARKS.md from it (bench/report.py's update_offload_section).
 
 Every figure is simulated for the named profile (tfswap's simulator, docs/SIMULATOR.md),
 never measured. Results go to OUT/offload.json (and with --markdown a table on stdout, the
@@ -44,6 +52,18 @@ PROFILES = ["v100-16gb", "v100-32gb", "a100-40gb", "a100-80gb", "h100", "gh200"]
 # Bytes of host memory traffic per parameter of one Adam update: read weight, gradient, m, v;
 # write weight, m, v (float32).
 ADAM_HOST_BYTES = 7 * 4
+
+
+def git_commit():
+    """The checkout's commit (12 hex digits, "+dirty" when the tree has changes), or "?"."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              check=True).stdout.strip()[:12]
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "?"
+    return head + ("+dirty" if dirty else "")
 
 
 def graph_params(graph):
@@ -98,7 +118,28 @@ def point(tfswap, graph, size, profile, prof, tmp, extra=(), batch=1):
     rep, nofit, secs = rewrite(tfswap, graph, profile, tmp, extra)
     pt = summarize(rep, nofit, graph_params(graph), size, profile, prof, secs)
     pt["batch"] = batch
+    if not pt["fits"]:
+        pt.update(unplanned(tfswap, graph, pt["params"], prof, tmp))
+    pt["commit"] = git_commit()
     return pt
+
+
+def unplanned(tfswap, graph, params, prof, tmp):
+    """What a size no plan fits would need, from the unswapped graph's simulation (tfswap
+    simulate --fetch train): its in-core step and peak (the footprint it would have), and two
+    floors of any offloaded step: every gradient crossing the link to the host once
+    (grads_link_s) and the host's Adam update (host_update_s)."""
+    path = os.path.join(tmp, "simulate.json")
+    subprocess.run([tfswap, "simulate", graph, "--device", prof["name"], "--fetch", "train", "--json", path,
+                    "--top", "1"], check=True, capture_output=True)
+    with open(path) as f:
+        res = json.load(f)["result"]
+    link = float(prof.get("d2h_bytes_per_s") or 0)
+    return {"incore_s": res["step_time_ns"] / 1e9,
+            "unswapped_peak": max(d["peak_bytes"] for d in res["devices"]),
+            "gpu_memory": int(prof["memory_bytes"]),
+            "grads_link_s": params * 4 / link if link else 0.0,
+            "host_update_s": params * ADAM_HOST_BYTES / float(prof.get("host_mem_bytes_per_s") or 50e9)}
 
 
 def summarize(rep, nofit, params, size, profile, prof, secs):
@@ -146,6 +187,9 @@ def main(argv=None):
     ap.add_argument("--out", default=os.path.join(ROOT, "out", "offload"))
     ap.add_argument("--smoke", action="store_true", help="the tiny decoder on v100-16gb at a 2 MiB budget")
     ap.add_argument("--markdown", action="store_true", help="print the results as a Markdown table")
+    ap.add_argument("--into", help="merge the new points into this offload.json (same profile, size and batch replaced)")
+    ap.add_argument("--update-docs", action="store_true",
+                    help="merge the new points into docs/bench/offload.json and rewrite BENCHMARKS.md's section from it")
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     os.makedirs(args.cache, exist_ok=True)
@@ -173,9 +217,96 @@ def main(argv=None):
         json.dump({"meta": meta, "results": results}, f, indent=1)
         f.write("\n")
     os.replace(tmp_path, path)
+    if args.into:
+        merge_into(args.into, results)
+    if args.update_docs:
+        merge_into(os.path.join(ROOT, "docs", "bench", "offload.json"), results)
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import report  # bench/report.py
+        report.update_offload_section(os.path.join(ROOT, "docs"))
     if args.markdown:
         print(markdown(results))
+        print()
+        print(footprint_text(results))
     return 0
+
+
+def commit_name(r):
+    """The short commit point r was planned at ("?" when it was not recorded)."""
+    c = r.get("commit") or "?"
+    return c.split("+")[0][:7] + ("+dirty" if c.endswith("+dirty") else "")
+
+
+def point_key(r):
+    """What identifies a point: its profile, GPT size and batch."""
+    return (r["profile"], r["size"], r.get("batch", 1))
+
+
+def merge_into(path, results):
+    """Replaces the points of the offload.json at path that results re-planned (same point_key),
+    keeps the others in their order and inserts new ones after the last point of their profile
+    (at the end for a new profile); the file's meta is kept. Written atomically."""
+    with open(path) as f:
+        data = json.load(f)
+    new = {point_key(r): r for r in results}
+    merged = [new.pop(point_key(r), r) for r in data["results"]]
+    for r in results:
+        if point_key(r) not in new:
+            continue
+        # After the last point of its profile, so that a profile's sizes stay together.
+        at = max([i + 1 for i, m in enumerate(merged) if m["profile"] == r["profile"]] or [len(merged)])
+        merged.insert(at, r)
+    data["results"] = merged
+    tmp_path = path + ".tmp"
+    with open(tmp_path, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=1, ensure_ascii=False)
+        f.write("\n")
+    os.replace(tmp_path, path)
+
+
+GOAL = 12.0  # the issue's footprint goal: SwapAdvisor's best multiple
+
+
+def footprints(results):
+    """Per profile, the fitting point with the largest footprint multiple (unswapped peak over
+    the GPU's memory) among those at >= 50% of in-core speed (simulated step at most 2x the
+    in-core step), or None when no point there is that fast; sorted by profile name."""
+    out = {}
+    for r in results:
+        if not r.get("fits"):
+            continue
+        out.setdefault(r["profile"], None)
+        if r["step_s"] > 2 * r["incore_s"]:
+            continue
+        best = out[r["profile"]]
+        if best is None or r["unswapped_peak"] * best["gpu_memory"] > best["unswapped_peak"] * r["gpu_memory"]:
+            out[r["profile"]] = r
+    return sorted(out.items())
+
+
+def footprint_text(results):
+    """The footprint paragraph: per profile, the largest (model + activation) footprint trained
+    at >= 50% of in-core speed, and whether the issue's 12x goal is reached."""
+    parts, top = [], 0.0
+    for profile, r in footprints(results):
+        if r is None:
+            parts.append("`%s` none (no fitting size within 2x of its in-core step)" % profile)
+            continue
+        mult = r["unswapped_peak"] / float(r["gpu_memory"])
+        top = max(top, mult)
+        parts.append("`%s` %.1fx (`gpt-%s` planned at %s, %.2f s against %.2f s in-core, %.0f%% of in-core speed)" % (
+            profile, mult, size_name(r), commit_name(r), r["step_s"], r["incore_s"], 100 * r["incore_s"] / r["step_s"]))
+    unfit = [r for r in results if not r.get("fits") and "unswapped_peak" in r]
+    if unfit:
+        r = max(unfit, key=lambda r: r["unswapped_peak"] / float(r["gpu_memory"]))
+        parts.append("not counted: `gpt-%s` on `%s` would be %.1fx, but no plan fits it" % (
+            size_name(r), r["profile"], r["unswapped_peak"] / float(r["gpu_memory"])))
+    if not parts:
+        return "Footprint at >= 50% of in-core speed: no fitting point."
+    return ("Footprint at >= 50%% of in-core speed (the largest unswapped (model + activation) peak over "
+            "the GPU's memory among the sizes whose simulated step is within 2x of the in-core step): "
+            "%s. The issue's goal, %.0fx (SwapAdvisor's best), is %s." % (
+                "; ".join(parts), GOAL, "reached" if top >= GOAL else "not reached"))
 
 
 def size_name(r):
@@ -185,18 +316,21 @@ def size_name(r):
 
 
 def markdown(results):
-    rows = ["| profile | GPT size | parameters | fits | simulated step | in-core step | bound | footprint / GPU memory |",
-            "| --- | --- | ---: | --- | ---: | ---: | --- | ---: |"]
+    rows = ["| profile | GPT size | parameters | fits | simulated step | in-core step | bound | footprint / GPU memory | planned at |",
+            "| --- | --- | ---: | --- | ---: | ---: | --- | ---: | --- |"]
     for r in results:
         if r["fits"]:
             foot = r["unswapped_peak"] / float(r["gpu_memory"])
             fast = r["step_s"] <= 2 * r["incore_s"]
-            rows.append("| %s | %s | %s | yes | %.2f s | %.2f s | %s (link %.2f s, update %.2f s) | %.1fx%s |" % (
+            rows.append("| %s | %s | %s | yes | %.2f s | %.2f s | %s (link %.2f s, update %.2f s) | %.1fx%s | %s |" % (
                 r["profile"], size_name(r), format(r["params"], ","), r["step_s"], r["incore_s"], r["bound"],
-                r["link_s"], r["host_update_s"], foot, "" if fast else " (below 50% speed)"))
+                r["link_s"], r["host_update_s"], foot, "" if fast else " (below 50% speed)", commit_name(r)))
         else:
-            rows.append("| %s | %s | %s | no | | | %s | |" % (r["profile"], size_name(r), format(r["params"], ","),
-                                                          " ".join(r["diagnosis"][:1]).replace("|", "/")))
+            incore = "%.2f s" % r["incore_s"] if "incore_s" in r else ""
+            foot = "%.1fx (no plan)" % (r["unswapped_peak"] / float(r["gpu_memory"])) if "unswapped_peak" in r else ""
+            rows.append("| %s | %s | %s | no | | %s | %s | %s | %s |" % (
+                r["profile"], size_name(r), format(r["params"], ","), incore,
+                " ".join(r["diagnosis"][:1]).replace("|", "/"), foot, commit_name(r)))
     return "\n".join(rows)
 
 

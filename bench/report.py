@@ -847,18 +847,22 @@ def section_grappler(res, out):
             sorted(swaps)[len(swaps) // 2] if swaps else 0, none))
 
 
+OFFLOAD_TITLE = "## Variable offload (issue 15)"
+
+
 def section_offload(out, docs):
     """The variable offload section, from docs/bench/offload.json (bench/offload.py's results,
     committed), when it exists."""
     path = os.path.join(docs, "bench", "offload.json")
     if not os.path.exists(path):
         return
-    from offload import markdown  # bench/offload.py
+    from offload import footprint_text, markdown  # bench/offload.py
     with open(path) as f:
         data = json.load(f)
-    out.append("## Variable offload (issue 15)\n")
+    out.append(OFFLOAD_TITLE + "\n")
     out.append(data["meta"]["text"] + "\n")
     out.append(markdown(data["results"]) + "\n")
+    out.append(footprint_text(data["results"]) + "\n")
     if data["meta"].get("notes"):
         out.append(data["meta"]["notes"] + "\n")
 
@@ -1063,6 +1067,29 @@ def update_scale_section(docs, path):
         f.write(text)
     os.replace(tmp, md)
     print("wrote the scale section of", md)
+
+
+def update_offload_section(docs):
+    """Replaces the variable offload section of docs/BENCHMARKS.md with the one section_offload
+    makes from docs/bench/offload.json, keeping the rest of the file; written atomically."""
+    md = os.path.join(docs, "BENCHMARKS.md")
+    with open(md, encoding="utf-8") as f:
+        text = f.read()
+    sec = []
+    section_offload(sec, docs)
+    new = "\n".join(sec)
+    i = text.find(OFFLOAD_TITLE + "\n")
+    if i < 0:
+        text = text.rstrip() + "\n\n" + new
+    else:
+        j = text.find("\n## ", i + len(OFFLOAD_TITLE))
+        text = text[:i] + new + ("\n" + text[j + 1:] if j >= 0 else "")
+    text = text.rstrip() + "\n"
+    tmp = md + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, md)
+    print("wrote the variable offload section of", md)
 
 
 def main(argv=None):
