@@ -426,8 +426,15 @@ in the unswapped step the shortcut's input gradient waits 134 ms for the `AddN` 
 and moving 4.43 GiB over PCIe 3.0 (12.8 GB/s) takes 0.37 s each way. The swap-out is not done when the next
 block-sized tensor is allocated, and no pass yet holds the main branch back until it is (a stall that would fit).
 Running the two
-input gradients into one accumulator is the other way (not built). By tfswap's accounting the largest ladder
-batch is still 6x.
+input gradients into one accumulator is the other way (not built). At 73a1048 (simulated v100-16gb, the table
+above) 8x fits by tfswap's accounting again, at +1369.6%: `auto`'s peak repair on its lowest-memory plan reaches
+13.47 GiB with 135 ops held until a swap-out reaches the host and 279 GiB to the host, 372 GiB back a step,
+31.4 s of the 52.8 s step stalled on swap-ins; the stall-accepting plan exists, its overhead is the host link's.
+10x's lowest peak fell from 19.56 to 16.79 GiB (`stage2/block3`'s batch-norm gradient and ReLU gradient,
+5.53 GiB each). 8x by all accountings is not a verdict at 73a1048 (nor at ec7cd4d, the main branch it was built
+on): `rewrite` fails with an internal error, a cycle through a swap-in's relay of a `tf.gradients` tuple Identity
+(`.../FusedBatchNormV3_grad/tuple/control_dependency` reads its own swapped-in copy through the relay, the
+shortcut's batch-norm gradient and the main branch's input gradient), so no lowest peak was measured there.
 
 A bound at 8x (simulated v100-16gb, tfswap's accounting; worked out from `tfswap simulate` and the no-fit
 message at 0f1299b): 15.68 GiB is a bound, not a search failure, for every plan that keeps those tensors on the device. Take
@@ -476,8 +483,9 @@ recomputation, 0.95 s of compute stalled on swap-ins and about 1.1 s of forward 
 reach the host. The swapped tensors are the first blocks' (stage 2), made in the first 0.2 s of the forward
 pass and read last in the backward pass: 14.5 GiB take 1.2 s each way over PCIe 3.0 (12.8 GB/s), which neither
 the forward nor the backward pass of those blocks can hide. By tfswap's accounting 5x fits by swapping alone
-(window, 61.7 GiB each way, +379.7%) and 6x only by swapping far more (143 GiB out and 211 GiB back a step,
-+1028.6%; at 9cf352e, 6x and 8x fit at +1218% and +1298% by tfswap's lowest-memory plan); a swap-only plan
+(window, 61.7 GiB each way, +379.7%) and 6x only by swapping far more (146 GiB out and 211 GiB back a step,
++994.1% at 73a1048 with recomputations, +1028.6% at 062b71d; at 9cf352e, 6x and 8x fit at +1218% and +1298% by
+tfswap's lowest-memory plan); a swap-only plan
 cannot be faster than moving the excess both ways (at least +376% at 8x, section "How close to the link's
 limit"), so +82% at 8x needs most of the excess recomputed, including convolutions, which tfswap's
 recomputation takes only from chains whose inputs stay on the device.
@@ -487,9 +495,10 @@ The anchor. The adaptive-window paper (`../shared/papers/out-of-core-adaptive-wi
 with its own allocator, under no VirtualCluster accounting. On tfswap's closest profile, `v100-16gb-nvlink`
 (NVLink 2.0 to a POWER9 host, 40.6 GB/s each way), `bench/ceiling.py --device v100-16gb-nvlink` gives NVLINK.
 The target is missed on `v100-16gb`: by all accountings the largest batch is 4x B0 (+136.0%; none at 5x),
-bound by the VirtualCluster's microsecond accounting at the residual blocks' gradients; by tfswap's, 6x B0
-(+1028.6%; 8x until cf7d69a), bound at 8x by `stage2/block1`'s three live block-sized gradients, by the host
-link in overhead and, at about 9x, by `FusedBatchNormGradV3`."""
+bound by the VirtualCluster's microsecond accounting at the residual blocks' gradients; by tfswap's, 8x B0
+(+1369.6% at 73a1048), bound in overhead by the host link (at least 63 GiB of the 8x excess would have to be
+recomputed to meet +82%, and tfswap recomputes only chains whose inputs stay on the device: segment-wise
+recomputation from a swapped checkpoint is not built) and, at about 9x, by `FusedBatchNormGradV3`."""
 
 
 def markdown(data):
@@ -514,6 +523,11 @@ def markdown(data):
                 gib(r["grappler_peak"]) if r["grappler_peak"] else "-",
                 gib(r["grappler_peak_us"]) if r["grappler_peak_us"] else "-", 100 * r["overhead"], r["strategy"],
                 gib(r["to_host"]), gib(r["from_host"]), r["seconds"]))
+        elif not r.get("lowest_peak_gib") and r.get("error"):
+            # Not the planner's no-fit verdict: rewrite failed otherwise (its first line).
+            out.append("| %d (%gx) | %s | error | rewrite failed%s | - | - | - | %.1f |" % (
+                r["batch"], r["multiple"], r["accounting"],
+                ": the planned graph has a cycle" if "has a cycle" in r["error"] else "", r["seconds"]))
         else:
             low = r.get("lowest_peak_gib")
             out.append("| %d (%gx) | %s | no plan | lowest reached %s | - | - | - | %.1f |" % (

@@ -126,6 +126,7 @@ def check(data, zoo=None, strict=("auto",), tol=0.001, replanned=None):
     if replanned:
         all_sweeps += list(replanned_sweeps(replanned))
     out = {"sweeps": len(all_sweeps), "replanned_sweeps": len(all_sweeps) - n,
+           "replanned": sorted([k[1], k[2], k[3]] for k, _ in all_sweeps[n:]),
            "strict": sorted(strict), "violations": []}
     for key, pts in all_sweeps:
         kind, model, device, batch, tag, strategy = key
@@ -259,11 +260,22 @@ def markdown(res, source):
                lambda v: v["must"] and v["kind"] == "replanned"),
               ("Other strategies (they do not promise monotonicity), for information:",
                lambda v: not v["must"])]
+    # A sweep of the full benchmark's results that was planned again without a point that is
+    # not monotone is marked so: its points above are the older planner's.
+    again = {tuple(k) for k in res.get("replanned", [])}
+    bad_again = {(v["model"], v["device"], v["batch"]) for v in res["violations"]
+                 if v["must"] and v["kind"] == "replanned"}
+
+    def mark(v):
+        k = (v["model"], v["device"], v["batch"])
+        if v["kind"] != "replanned" and k in again and k not in bad_again:
+            return " (planned again with `--replan`: monotone)"
+        return ""
     for head, keep in groups:
         vs = [v for v in res["violations"] if keep(v)]
         if vs:
             out.append(head + "\n")
-            out += ["- %s" % line(v) for v in vs]
+            out += ["- %s%s" % (line(v), mark(v) if v["must"] else "") for v in vs]
             out.append("")
     if res.get("replanned_sweeps"):
         bad = sum(1 for v in res["violations"] if v["must"] and v["kind"] == "replanned")

@@ -252,8 +252,8 @@ func TestDropSweepAgreesWithSweep(t *testing.T) {
 			}
 			groups, _ := pr.groupsOf(cs, layerRule(convAny))
 			drop := pr.newDropSweep(groups)
-			if drop.prep == nil {
-				t.Fatalf("%s: the drop sweep was not prepared", fixture)
+			if drop.prep == nil || drop.bufChoice == nil {
+				t.Fatalf("%s: the drop sweep was not prepared, or not by buffer (%v)", fixture, drop.prep != nil)
 			}
 			rng := rand.New(rand.NewSource(int64(len(cs)) + int64(pi)))
 			keep := map[*choice]bool{}

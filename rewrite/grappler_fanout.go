@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/tfswap/tfswap/graphdef"
 )
@@ -309,27 +310,113 @@ func (a *Analysis) swapOutSensitive(n *graphdef.Node) string {
 }
 
 // pushDownChild reports whether Grappler's constant push-down may take the product c as the
-// child it rotates: c has a single reader (severalReaders, with the nodes marked in dead not
-// counted), directly or once the Identities and no-op shape ops between are bypassed, and
-// that reader is a product. PrepareConstantPushDown rotates such a pair only when both of
-// c's inputs are on the parent's device (the zoo GPT's GELU gradient: a swap-in, made on the
-// host, read by gradients/fc_0/Gelu/mul_1_grad/Mul_1 stopped a constant from being pushed
-// down past it, and 116 variables differed after 3 steps).
+// child it rotates (ConstantFolding::ConstantPushDown, Mul(C, Mul(X, Y)) -> Mul(X, Mul(C,
+// Y))): c is read by a single live node (liveReaders: once the Identities and no-op shape
+// ops between are bypassed and the value-dead readers in dead pruned; PrepareConstantPushDown
+// refuses an op child with more than one non-control output, and Grappler counts the readers
+// of a node it has not bypassed yet as they are, at least as many), and that reader is a
+// product of two inputs whose other input may be a constant (pushDownParent): without a
+// constant child the parent is left alone. PrepareConstantPushDown rotates such a pair only
+// when both of c's inputs are on the parent's device (the zoo GPT's GELU gradient: a swap-in,
+// made on the host, read by gradients/fc_0/Gelu/mul_1_grad/Mul_1 stopped a constant from
+// being pushed down past it, and 116 variables differed after 3 steps), and it pairs the
+// constant with c's second input once the arithmetic optimizer has sorted c's inputs by name
+// (pushDownOrderKept): such a c reads a swap-in through a relay on its device (needsRelay),
+// and only where the swap-in's name keeps the order.
 func pushDownChild(c *graphdef.Node, dead []bool) bool {
-	if !factorOps[c.Op] || severalReaders(c, dead) {
+	if !factorOps[c.Op] {
 		return false
 	}
-	if readByOp(c, factorOps) {
-		return true
+	r := liveReaders(c, dead)
+	return len(r) == 1 && pushDownParent(r[0], c)
+}
+
+// liveReaders returns effectiveReaders(n) without the nodes marked in dead (valueDead).
+func liveReaders(n *graphdef.Node, dead []bool) []*graphdef.Node {
+	r, _ := effectiveReaders(n)
+	out := r[:0:0]
+	for _, x := range r {
+		if dead == nil || x.Index >= len(dead) || !dead[x.Index] {
+			out = append(out, x)
+		}
 	}
-	for _, uses := range c.Consumers {
-		for _, u := range uses {
-			if factorOps[u.Node.Op] {
-				return true
-			}
+	return out
+}
+
+// pushDownParent reports whether the product p, which reads c, may be the parent of a
+// constant push-down with c as its op child: p has two data inputs (PrepareConstantPushDown
+// requires it) and the one that is not c, once the Identities and no-op shape ops between are
+// bypassed, may be a constant when constant folding runs (mayBeConstant).
+func pushDownParent(p, c *graphdef.Node) bool {
+	if !factorOps[p.Op] || len(p.Inputs) != 2 {
+		return false
+	}
+	for _, in := range p.Inputs {
+		if src := throughPassThrough(in).Node; src != c && mayBeConstant(src, 8) {
+			return true
 		}
 	}
 	return false
+}
+
+// mayBeConstant reports whether n may be a constant once Grappler's constant folding has run:
+// a constant, an op whose value it materialises from a known shape (Shape, ShapeN, Size,
+// Rank, ZerosLike, OnesLike), or a stateless op of known kind whose data inputs all may be.
+// It errs towards true: past depth levels of inputs it answers true.
+func mayBeConstant(n *graphdef.Node, depth int) bool {
+	switch {
+	case n.Op == "Const" || n.Op == "HostConst" || shapeReaders[n.Op] || n.Op == "ZerosLike" || n.Op == "OnesLike":
+		return true
+	case len(n.Inputs) == 0 || graphdef.IsStatefulOp(n.Op) || !graphdef.KnownOp(n.Op) || neverSwappedOps[n.Op] && !grapplerIdentity(n):
+		return false
+	case depth <= 0:
+		return true
+	}
+	for _, in := range n.Inputs {
+		if !mayBeConstant(in.Node, depth-1) {
+			return false
+		}
+	}
+	return true
+}
+
+// pushDownOrderKept reports whether the product c keeps the order of its two data inputs, as
+// Grappler names them, when its input s, which carries the tensor swapped, is renamed to a
+// node of the tensor's tfswap scope (swapKey), and whether the other input is renamed too or
+// not. Constant push-down pairs the constant with c's second input, and the arithmetic
+// optimizer sorts a product's inputs by name, in one pass by the names the graph gives them
+// and in the next by those the dependency optimizer leaves (rootName): both orders must be
+// the same in the original, and the swap-in's name must come in the same place against
+// either name of the other input, and against the scope that input would be renamed to.
+func pushDownOrderKept(c *graphdef.Node, s, swapped graphdef.Tensor) bool {
+	if len(c.Inputs) != 2 {
+		return false
+	}
+	o := c.Inputs[0]
+	if o == s {
+		o = c.Inputs[1]
+	}
+	if o == s || throughPassThrough(o) == throughPassThrough(s) {
+		return false
+	}
+	want := strings.Compare(s.InputString(), o.InputString())
+	if want == 0 || strings.Compare(rootName(s), rootName(o)) != want {
+		return false
+	}
+	ks := swapKey(swapped)
+	keys := []string{swapKey(o)}
+	if grapplerIdentity(o.Node) && len(o.Node.Inputs) > o.Port {
+		keys = append(keys, swapKey(o.Node.Inputs[o.Port]))
+	}
+	if tp := throughPassThrough(o); tp != o {
+		keys = append(keys, swapKey(tp))
+	}
+	for _, name := range append([]string{o.InputString(), rootName(o)}, keys...) {
+		if strings.HasPrefix(name, ks) || strings.HasPrefix(ks, name) || strings.Compare(ks, name) != want {
+			return false
+		}
+	}
+	return true
 }
 
 // hoistableSumReads reports whether a sum reading the product c, directly or once the
@@ -531,9 +618,16 @@ func tupleReaders(n *graphdef.Node) []graphdef.Use {
 	return n.Consumers[0]
 }
 
-// needsRelay reports whether the gradient tuple Identity n reads a swap-in through a relay
-// (tupleReaders).
-func needsRelay(n *graphdef.Node) bool { return tupleReader(n) == nil && tupleReaders(n) != nil }
+// needsRelay reports whether the consumer n reads a swap-in through a relay on n's device
+// (RelayRole): a gradient tuple Identity with several readers (tupleReaders), one whose one
+// reader (tupleReader) Grappler's constant push-down may rotate (pushDownChild), or such a
+// product itself. dead marks the graph's value-dead nodes (valueDead).
+func needsRelay(n *graphdef.Node, dead []bool) bool {
+	if r := tupleReader(n); r != nil {
+		return pushDownChild(r.Node, dead)
+	}
+	return tupleReaders(n) != nil || pushDownChild(n, dead)
+}
 
 // standIns returns the nodes whose runs stand for n's when n reads a swap-in: the readers of
 // a gradient tuple Identity (tupleReader, tupleReaders), which the executor runs n just

@@ -341,19 +341,19 @@ func passRecomputeSingle(st *planState) error {
 }
 
 // passTighter: a plan found for a tighter budget fits this one too; auto plans again for
-// tighter budgets and keeps such a plan when it is better (issue 14 item 3: auto monotone in
-// the budget).
+// tighter budgets, with recomputations too where the recompute pass ran, and keeps such a
+// plan when it is better (issue 14 item 3: auto monotone in the budget).
 func passTighter(st *planState) error {
 	if st.planner != autoStrategy {
 		return nil
 	}
-	rev, rpr, n, err := st.pr.planTighter(st.planner, st.final.ev)
+	rs, rpr, n, err := st.pr.planTighter(st.planner, st.final.ev, st.recomputing && st.mode == "auto", st.model, st.a)
 	if err != nil {
 		return err
 	}
 	st.sims += n
-	if rev != nil {
-		st.final = &stage{model: st.model, a: st.a, pr: st.pr, ev: rev}
+	if rs != nil {
+		st.final = rs
 		st.xpr = rpr
 	}
 	return nil

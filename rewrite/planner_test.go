@@ -594,3 +594,51 @@ func TestAutoMonotone(t *testing.T) {
 		t.Fail()
 	}
 }
+
+// TestAutoMonotoneRecompute: a plan with recomputations found for a tighter budget is a
+// candidate at every larger one (issue 14 item 3). On the CNN fixture at 80% of the unswapped
+// peak, auto's swap-only retries at tighter budgets find nothing better than its
+// window+recompute plan, while auto at 95% of that budget finds a faster plan with
+// recomputations (the recompute pass screens larger levels of recomputation there), which
+// fits 80% too. Planning the tighter budgets with recomputations (TighterRecompute) finds it
+// at 80%. The test also checks that without that the sweep is not monotone, so that it keeps
+// testing the retries.
+func TestAutoMonotoneRecompute(t *testing.T) {
+	m, err := graphdef.Load("../testmodels/fixtures/cnn.pb", graphdef.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetch := cost.Options{Fetch: []string{"train"}}
+	g, _ := graphdef.NewGraph(m.Graph, "cnn")
+	prof, _ := cost.LookupProfile(DefaultDevice)
+	base, err := cost.Simulate(g, prof, fetch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loose := base.Compute().PeakBytes * 80 / 100
+	tight := loose * 950 / 1000
+	plan := func(budget int64) *Planned {
+		res, err := RewriteWithPlanner(m, Options{}, PlanOptions{Budget: budget, Sim: fetch})
+		if err != nil {
+			t.Fatalf("budget %d: %v", budget, err)
+		}
+		return res
+	}
+	rt, rl := plan(tight), plan(loose)
+	if len(rt.Recomputes) == 0 {
+		t.Fatalf("the plan at the tighter budget recomputes nothing (%s): the test needs a recomputed plan there", rt.Eval.Strategy)
+	}
+	if rl.Eval.StepTime > rt.Eval.StepTime {
+		t.Errorf("auto at %d bytes: step %d (%s), slower than at the tighter %d bytes: %d (%s)",
+			loose, rl.Eval.StepTime, rl.Eval.Strategy, tight, rt.Eval.StepTime, rt.Eval.Strategy)
+	}
+	if !rl.Eval.Fits || rl.Eval.Devices[0].Peak > loose {
+		t.Errorf("auto's plan at %d bytes does not fit it: %+v", loose, rl.Eval.Devices)
+	}
+	TighterRecompute = false
+	defer func() { TighterRecompute = true }()
+	if r := plan(loose); r.Eval.StepTime <= rt.Eval.StepTime {
+		t.Errorf("without recomputed retries auto at %d bytes is as fast as at %d (%d, %d): the test no longer exercises them",
+			loose, tight, r.Eval.StepTime, rt.Eval.StepTime)
+	}
+}

@@ -425,6 +425,33 @@ type rcPlanner struct {
 	// holds four such tensors at its last op by Grappler's accounting, which counts every
 	// output as its own buffer, where TensorFlow forwards the element-wise ops' buffers.
 	single bool
+	// rec memoises pr.recomputable by node index (0 unknown, 1 yes, 2 no): it depends only
+	// on the problem, and chains are built many times over the same nodes.
+	rec []int8
+	// deps, when not nil, records every tensor whose selection liveAt consulted (marginal's
+	// dependencies on the selected set).
+	deps *[]graphdef.Tensor
+	// marginals counts the marginals computed (the cache's test checks it saves some).
+	marginals int
+}
+
+// recomputable is pr.recomputable(n), memoised.
+func (rp *rcPlanner) recomputable(n *graphdef.Node) bool {
+	if n.Index < 0 || n.Index >= len(rp.rec) {
+		return rp.pr.recomputable(n)
+	}
+	switch rp.rec[n.Index] {
+	case 1:
+		return true
+	case 2:
+		return false
+	}
+	ok := rp.pr.recomputable(n)
+	rp.rec[n.Index] = 2
+	if ok {
+		rp.rec[n.Index] = 1
+	}
+	return ok
 }
 
 // setChain records c as the chain of the selected target t (the order'th selected) and
@@ -457,7 +484,7 @@ func (rp *rcPlanner) buildChain(t graphdef.Tensor, at int64, sel map[graphdef.Te
 		if in[n] {
 			return true
 		}
-		if depth > recomputeDepth || len(nodes) >= recomputeNodes || !rp.pr.recomputable(n) {
+		if depth > recomputeDepth || len(nodes) >= recomputeNodes || !rp.recomputable(n) {
 			return false
 		}
 		in[n] = true
@@ -510,6 +537,9 @@ func (rp *rcPlanner) liveAt(x graphdef.Tensor, at int64, sel map[graphdef.Tensor
 	}
 	if x.Port >= len(x.Node.Consumers) {
 		return false
+	}
+	if rp.deps != nil {
+		*rp.deps = append(*rp.deps, x)
 	}
 	moved := sel[x]
 	for _, u := range x.Node.Consumers[x.Port] {
@@ -586,14 +616,47 @@ func (rp *rcPlanner) marginal(rt *rcTarget) (map[graphdef.Tensor]*rcChain, int64
 // newRCPlanner orders pr's recomputation targets greedily, the least added compute per byte
 // first, until none is left that can be recomputed; single limits chains to one large
 // output (rcPlanner.single).
+//
+// Each step needs every remaining target's marginal, but a selection changes few of them, so
+// each marginal is kept with what it was computed from and computed again only when that
+// changed (rcPlanner.marginal depends on the selected set only through the tensors liveAt
+// consulted, and on the chains of the selected targets that read the target's original,
+// which are indexed in readers): the marginals of the targets whose recorded tensors include
+// the one selected, and of the targets whose readers changed (the external tensors of every
+// chain the selection replaced or added). The order is the same as marginals computed afresh
+// at every step (TestRCPlannerCacheMatchesFresh).
 func (pr *Problem) newRCPlanner(single bool) *rcPlanner {
+	return pr.newRCPlannerWith(single, true)
+}
+
+// rcMarginal is a target's marginal as last computed (rcPlanner.marginal), valid until a
+// selection changes what it depends on.
+type rcMarginal struct {
+	valid   bool
+	changed map[graphdef.Tensor]*rcChain
+	delta   int64
+}
+
+// newRCPlannerWith is newRCPlanner, with cache false computing every marginal afresh at
+// every step (the reference the cache is tested against).
+func (pr *Problem) newRCPlannerWith(single, cache bool) *rcPlanner {
 	rp := &rcPlanner{pr: pr, targets: pr.recomputeTargets(), byTensor: map[graphdef.Tensor]*rcTarget{},
 		selected: map[graphdef.Tensor]bool{}, chains: map[graphdef.Tensor]*rcChain{}, readers: map[graphdef.Tensor]map[graphdef.Tensor]int{},
-		single: single}
+		single: single, rec: make([]int8, len(pr.Analysis.Graph.Nodes))}
 	for _, rt := range rp.targets {
 		rp.byTensor[rt.t] = rt
 	}
 	left := append([]*rcTarget(nil), rp.targets...)
+	// marg is each target's cached marginal (by rcTarget.index); dependents indexes them by
+	// the tensors whose selection they consulted (stale entries only cost a recomputation).
+	marg := make([]rcMarginal, len(rp.targets))
+	dependents := map[graphdef.Tensor][]*rcTarget{}
+	var deps []graphdef.Tensor
+	invalidate := func(t graphdef.Tensor) {
+		if rt := rp.byTensor[t]; rt != nil {
+			marg[rt.index].valid = false
+		}
+	}
 	var total int64
 	for len(left) > 0 {
 		var best *rcTarget
@@ -601,10 +664,26 @@ func (pr *Problem) newRCPlanner(single bool) *rcPlanner {
 		var bestDelta int64
 		keep := left[:0]
 		for _, rt := range left {
-			changed, delta, ok := rp.marginal(rt)
-			if !ok {
-				continue // it cannot become recomputable by selecting more
+			m := &marg[rt.index]
+			if !cache || !m.valid {
+				deps = deps[:0]
+				rp.deps = &deps
+				changed, delta, ok := rp.marginal(rt)
+				rp.deps = nil
+				rp.marginals++
+				if !ok {
+					continue // it cannot become recomputable by selecting more
+				}
+				*m = rcMarginal{valid: true, changed: changed, delta: delta}
+				if cache {
+					for _, x := range deps {
+						if l := dependents[x]; len(l) == 0 || l[len(l)-1] != rt {
+							dependents[x] = append(l, rt)
+						}
+					}
+				}
 			}
+			changed, delta := m.changed, m.delta
 			keep = append(keep, rt)
 			// Least added cost per byte, compared without division; ties to the earlier.
 			if best == nil || delta*best.bytes < bestDelta*rt.bytes ||
@@ -617,10 +696,22 @@ func (pr *Problem) newRCPlanner(single bool) *rcPlanner {
 			break
 		}
 		rp.selected[best.t] = true
+		for _, rt := range dependents[best.t] {
+			marg[rt.index].valid = false
+		}
+		delete(dependents, best.t)
 		for t, c := range bestChanged {
 			ord := len(rp.order) // best's place, for its own chain
 			if t != best.t {
 				ord = rp.readerOrder(t)
+			}
+			if old := rp.chains[t]; old != nil {
+				for _, x := range old.external() {
+					invalidate(x)
+				}
+			}
+			for _, x := range c.external() {
+				invalidate(x)
 			}
 			rp.setChain(t, c, ord)
 		}

@@ -206,6 +206,11 @@ type dropSweep struct {
 	full     *Plan
 	choiceOf map[graphdef.Tensor]*choice
 	prep     *preparedSweep
+	// bufChoice is, per prepared buffer, the one choice all its swaps belong to (nil when
+	// some buffer's swaps belong to more than one; predict then asks keepOf), and keepBuf
+	// the buffers' keep flags, reused from prediction to prediction.
+	bufChoice []*choice
+	keepBuf   []bool
 }
 
 // newDropSweep prepares the sweep of the plan with every choice of groups. When a swapped
@@ -221,12 +226,32 @@ func (pr *Problem) newDropSweep(groups []*pendingGroup) *dropSweep {
 	}
 	d.full, _ = assemble(groups, nil)
 	d.prep = pr.fast.prepare(pr.vdnnSync(d.full), nil)
+	d.bufChoice = make([]*choice, len(d.prep.bufs))
+	for i, bi := range d.prep.bufOfSwap {
+		if bi < 0 {
+			continue
+		}
+		c := d.choiceOf[d.full.Swaps[i].Tensor]
+		if o := d.bufChoice[bi]; o != nil && o != c || c == nil {
+			d.bufChoice = nil
+			break
+		}
+		d.bufChoice[bi] = c
+	}
+	d.keepBuf = make([]bool, len(d.prep.bufs))
 	return d
 }
 
 // predict returns the fast model's prediction for the synchronised plan of the choices keep
 // holds: the same as pr.fast.predict(pr.vdnnSync(assemble(groups, keep))).
 func (d *dropSweep) predict(keep map[*choice]bool) *fastResult {
+	if d.prep != nil && d.bufChoice != nil {
+		// Every swap of a buffer is one choice's, so the buffer keeps all or none of them.
+		for bi, c := range d.bufChoice {
+			d.keepBuf[bi] = keep[c]
+		}
+		return d.prep.run(d.keepBuf)
+	}
 	if d.prep != nil {
 		if kb, ok := d.prep.keepOf(func(i int) bool { return keep[d.choiceOf[d.full.Swaps[i].Tensor]] }); ok {
 			return d.prep.run(kb)
