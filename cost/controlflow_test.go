@@ -189,7 +189,7 @@ func TestControlFlowVirtualCluster(t *testing.T) {
 		t.Fatalf("vcluster.py output (%d graphs): %v", len(vc.Graphs), err)
 	}
 	conv := cost.GrapplerConventions()
-	conv.CallsByBytes, conv.BothBranches = true, true
+	conv.CallsByBytes, conv.BothBranches, conv.RunValueDead = true, true, true
 	for i, n := range names {
 		want := vc.Graphs[i].Devices["/device:GPU:0"]
 		r := cfSim(t, cfGraph(t, n), conv)

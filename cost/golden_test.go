@@ -37,6 +37,9 @@ func describe(r *Result) string {
 	fmt.Fprintf(&b, "profile %s, accounting %s, fetch %v, batch x%d\n", r.Profile.Name, ConventionsName(r.Options.Conventions), r.Options.Fetch, r.Options.BatchScale)
 	fmt.Fprintf(&b, "simulated %d nodes, step %d ns, unsized tensors %d, unknown ops %v\n", r.Simulated, r.StepTime, r.UnsizedTensors, r.UnknownOps)
 	fmt.Fprintf(&b, "d2h %d transfers %d B, h2d %d transfers %d B\n", r.D2H.Count, r.D2H.Bytes, r.H2D.Count, r.H2D.Bytes)
+	if r.PrunedNodes > 0 {
+		fmt.Fprintf(&b, "value-dead nodes run as NoOps: %d\n", r.PrunedNodes)
+	}
 	for _, d := range r.Devices {
 		fmt.Fprintf(&b, "%s: peak %d B at %d ns, resident %d B, %d ops busy %d ns, swap-in stall %d ns, idle %d ns, %d live at peak\n",
 			d.Name, d.PeakBytes, d.PeakTime, d.ResidentBytes, d.Ops, d.BusyTime, d.SwapInStall, d.IdleTime, d.LiveCount)

@@ -16,7 +16,9 @@ type Report struct {
 	Simulated   int      `json:"simulated_nodes"`
 	// UntakenNodes and CostedCalls are Result's: nodes of conditional branches not taken,
 	// function calls costed from their bodies.
-	UntakenNodes   int            `json:"untaken_branch_nodes,omitempty"`
+	UntakenNodes int `json:"untaken_branch_nodes,omitempty"`
+	// PrunedNodes is Result's: nodes run as NoOps because nothing reads their value.
+	PrunedNodes    int            `json:"value_dead_nodes,omitempty"`
 	CostedCalls    int            `json:"calls_costed_from_bodies,omitempty"`
 	StepTimeNS     int64          `json:"step_time_ns"`
 	Devices        []DeviceReport `json:"devices"`
@@ -143,6 +145,8 @@ func ConventionRules() []ConventionRule {
 			func(c Conventions) bool { return c.BothBranches }, func(c *Conventions, v bool) { c.BothBranches = v }},
 		{"calls-by-bytes", "(not one of Grappler's rules) function calls are timed by their bytes only, not costed from their bodies",
 			func(c Conventions) bool { return c.CallsByBytes }, func(c *Conventions, v bool) { c.CallsByBytes = v }},
+		{"run-value-dead", "(what the VirtualCluster does, not part of grappler) nodes whose value nothing reads run as written instead of as the NoOps Grappler's dependency optimizer makes of them",
+			func(c Conventions) bool { return c.RunValueDead }, func(c *Conventions, v bool) { c.RunValueDead = v }},
 	}
 }
 
@@ -151,7 +155,7 @@ func ReportOf(r *Result) *Report {
 	rep := &Report{
 		Profile: r.Profile.Name, Conventions: ConventionsName(r.Options.Conventions), Fetch: r.Options.Fetch,
 		BatchScale: r.Options.BatchScale, Simulated: r.Simulated, StepTimeNS: r.StepTime,
-		UntakenNodes: r.UntakenNodes, CostedCalls: r.CostedCalls,
+		UntakenNodes: r.UntakenNodes, PrunedNodes: r.PrunedNodes, CostedCalls: r.CostedCalls,
 		D2H: r.D2H, H2D: r.H2D, UnknownOps: r.UnknownOps, UnsizedTensors: r.UnsizedTensors,
 		GrapplerUnmodelled: r.GrapplerUnmodelled,
 		MeasuredNodes:      r.MeasuredNodes, MeasuredScaled: r.MeasuredScaled, MeasuredScale: r.MeasuredScale,

@@ -79,6 +79,12 @@ type Conventions struct {
 	// library (see calls.go). Not one of Grappler's rules: the behaviour before bodies were
 	// costed, on request.
 	CallsByBytes bool
+	// RunValueDead: the nodes whose value nothing in the step reads run as written, reading
+	// their inputs (what the VirtualCluster does with a graph Grappler has not optimized,
+	// and TensorFlow with the dependency optimizer off). Otherwise, when the fetches are
+	// known, they run as the NoOps Grappler's dependency optimizer makes of them: they wait
+	// for their inputs, take no time, allocate nothing and hold no tensor (see pruned.go).
+	RunValueDead bool
 }
 
 // GrapplerConventions returns the accounting rules of Grappler's VirtualCluster.
@@ -247,6 +253,11 @@ type Result struct {
 	// UntakenNodes counts the nodes of the fetch fan-in left out as the smaller branch of a
 	// v1 conditional (Conventions.BothBranches unset).
 	UntakenNodes int
+	// PrunedNodes counts the nodes of the step run as NoOps because nothing reads their value
+	// (Conventions.RunValueDead unset; see pruned.go), and Pruned marks them by node index
+	// (nil when there are none).
+	PrunedNodes int
+	Pruned      []bool
 	// CostedCalls counts the function calls (PartitionedCall, If, While, ...) costed from
 	// their bodies in the graph's function library.
 	CostedCalls int
@@ -408,6 +419,7 @@ type sim struct {
 	shp      *Shapes
 	res      *Result
 	incl     []bool
+	pruned   []bool // nodes run as NoOps (prunedNodes), nil for none
 	dev      []int32
 	dur      []int64
 	wsz      []int64
@@ -578,6 +590,15 @@ func (s *sim) setup() error {
 		}
 	}
 	s.incl = incl
+	if !s.conv.RunValueDead {
+		s.pruned = prunedNodes(g, incl, s.opts.Fetch)
+		s.res.Pruned = s.pruned
+		for _, p := range s.pruned {
+			if p {
+				s.res.PrunedNodes++
+			}
+		}
+	}
 	nn := len(g.Nodes)
 	s.dev = make([]int32, nn)
 	s.dur = make([]int64, nn)
@@ -639,6 +660,11 @@ func (s *sim) setup() error {
 			continue
 		}
 		s.res.Simulated++
+		if s.pruned != nil && s.pruned[n.Index] {
+			// A NoOp: it waits for its inputs, takes no time and reads nothing.
+			s.countInputs(n)
+			continue
+		}
 		onHost := !s.devs[s.dev[n.Index]].gpu
 		e := EstimateOp(n, s.shp)
 		call, isCall := s.callCostOf(n, onHost)
@@ -690,17 +716,7 @@ func (s *sim) setup() error {
 				s.res.UnsizedTensors++
 			}
 		}
-		// Inputs from a branch not taken never arrive (a Merge waits for the branch taken).
-		for _, in := range n.Inputs {
-			if !isBackEdgeSource(in.Node) && incl[in.Node.Index] {
-				s.pend[n.Index]++
-			}
-		}
-		for _, c := range n.ControlInputs {
-			if !isBackEdgeSource(c) && incl[c.Index] {
-				s.pend[n.Index]++
-			}
-		}
+		s.countInputs(n)
 	}
 	if len(scaled) > 0 && measSum > 0 {
 		f := estSum / measSum
@@ -741,6 +757,21 @@ func (s *sim) setup() error {
 		}
 	}
 	return nil
+}
+
+// countInputs sets the number of inputs n waits for. Inputs from a branch not taken never
+// arrive (a Merge waits for the branch taken).
+func (s *sim) countInputs(n *graphdef.Node) {
+	for _, in := range n.Inputs {
+		if !isBackEdgeSource(in.Node) && s.incl[in.Node.Index] {
+			s.pend[n.Index]++
+		}
+	}
+	for _, c := range n.ControlInputs {
+		if !isBackEdgeSource(c) && s.incl[c.Index] {
+			s.pend[n.Index]++
+		}
+	}
 }
 
 // vsDeviceName is a device's name as the VirtualScheduler spells it in the _Send and _Recv
@@ -799,7 +830,9 @@ func (s *sim) nameRanks() {
 			}
 			for port, uses := range n.Consumers {
 				for _, u := range uses {
-					add(n, port, u.Node)
+					if s.reads(u.Node.Index) {
+						add(n, port, u.Node)
+					}
 				}
 			}
 		}
@@ -996,7 +1029,7 @@ func (s *sim) uses(n *graphdef.Node, port int) int32 {
 	var local, remote int32
 	var devs []int32
 	for _, u := range n.Consumers[port] {
-		if !s.incl[u.Node.Index] {
+		if !s.reads(u.Node.Index) {
 			continue
 		}
 		dv := s.dev[u.Node.Index]
@@ -1048,7 +1081,11 @@ func (s *sim) startOp(node int, t int64) {
 	d := s.devs[dv]
 	s.start[node] = t
 	off := s.outOf[node]
-	for port := 0; port < numOutputs(n); port++ {
+	nOut := numOutputs(n)
+	if s.pruned != nil && s.pruned[node] {
+		nOut = 0 // a NoOp
+	}
+	for port := 0; port < nOut; port++ {
 		u := s.uses(n, port)
 		if r := s.residentOf(n, port); r >= 0 {
 			s.outB[off+int32(port)] = r
@@ -1138,9 +1175,9 @@ func (s *sim) finishOp(node int, t int64) {
 	if s.tl != nil {
 		s.tl.Ops = append(s.tl.Ops, OpSpan{Node: n, Device: int(dv), Start: s.start[node], End: t})
 	}
-	// Release the inputs.
+	// Release the inputs (a NoOp holds none).
 	for i, in := range n.Inputs {
-		if isBackEdgeSource(in.Node) {
+		if isBackEdgeSource(in.Node) || !s.reads(node) {
 			continue
 		}
 		if s.dev[in.Node.Index] != dv && s.conv.TransientRecv {
@@ -1166,11 +1203,15 @@ func (s *sim) finishOp(node int, t int64) {
 			if !s.incl[c] {
 				continue
 			}
-			if s.dev[c] == dv {
+			if s.dev[c] == dv || !s.reads(c) && s.conv.RecvOps {
 				s.arrive(c, t, -1, s.key(node))
 				continue
 			}
-			x := s.transfer(node, port, s.dev[c], t)
+			p := port
+			if !s.reads(c) {
+				p = -1 // a NoOp's input is a control edge: a message, not the tensor
+			}
+			x := s.transfer(node, p, s.dev[c], t)
 			s.xfers[x].waiters = append(s.xfers[x].waiters, int32(c))
 		}
 	}
@@ -1240,7 +1281,7 @@ func (s *sim) transfer(node, port int, dst int32, t int64) int32 {
 		refs := int32(1) // held by the transfer
 		if !s.conv.TransientRecv {
 			for _, u := range n.Consumers[port] {
-				if s.incl[u.Node.Index] && s.dev[u.Node.Index] == dst {
+				if s.reads(u.Node.Index) && s.dev[u.Node.Index] == dst {
 					refs++
 				}
 			}
@@ -1408,7 +1449,7 @@ func (s *sim) startRecv(dev int32, id int32, t int64) {
 		refs := int32(1)
 		if !s.conv.TransientRecv && x.port >= 0 {
 			for _, u := range s.g.Nodes[x.node].Consumers[x.port] {
-				if s.incl[u.Node.Index] && s.dev[u.Node.Index] == dev {
+				if s.reads(u.Node.Index) && s.dev[u.Node.Index] == dev {
 					refs++
 				}
 			}

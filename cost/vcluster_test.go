@@ -170,7 +170,11 @@ func TestVirtualClusterAgreement(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		grappler, err := cost.Simulate(g, p, cost.Options{Fetch: []string{fetch[path]}, Conventions: cost.GrapplerConventions(), Timeline: true})
+		// The VirtualCluster runs the graph as written: value-dead nodes too, which Grappler's
+		// dependency optimizer would turn into NoOps before a real run (Conventions.RunValueDead).
+		vc := cost.GrapplerConventions()
+		vc.RunValueDead = true
+		grappler, err := cost.Simulate(g, p, cost.Options{Fetch: []string{fetch[path]}, Conventions: vc, Timeline: true})
 		if err != nil {
 			t.Fatal(err)
 		}

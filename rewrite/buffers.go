@@ -148,6 +148,9 @@ func (pr *Problem) reads(b *buffer, t graphdef.Tensor, isCand map[graphdef.Tenso
 		if tm.times.Start[c.Index] < 0 {
 			continue // not run in the step
 		}
+		if tm.pruned(c) {
+			continue // a NoOp for Grappler: its value is dead and it reads nothing
+		}
 		x := &access{t: t, u: u, start: tm.times.Start[c.Index], end: tm.times.End[c.Index]}
 		x.last = x.end
 		x.local = tm.dev[c.Index] == b.dev

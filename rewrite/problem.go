@@ -708,6 +708,13 @@ type timing struct {
 	early []bool
 }
 
+// pruned reports whether n ran in tm as a NoOp, its value dead (cost.Result.Pruned): it
+// reads none of its inputs, so a buffer's life ends at its last other reader.
+func (tm *timing) pruned(n *graphdef.Node) bool {
+	p := tm.res.Pruned
+	return n.Index < len(p) && p[n.Index]
+}
+
 // isEarly reports whether n (a node of g, the graph tm was simulated from) starts in tm
 // before one of its ancestors (through data and control edges, while loops' back edges not
 // followed) starts. The simulator runs one branch of each v1 conditional: a Merge runs once

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -420,5 +421,62 @@ func TestRecomputeForValueDeadReader(t *testing.T) {
 	}
 	if !found {
 		t.Error("f3 is no recomputation target: its value-dead reader keeps it on the GPU")
+	}
+}
+
+// TestBufferEndsAtLastLiveReader: with the step's fetch known, a reader whose value nothing
+// reads (d3, the unused half of a gradient tuple, which Grappler's dependency optimizer turns
+// into a NoOp) is no read of the planner's buffer, so f3's buffer ends after f4, its last
+// live reader, instead of in the backward pass; without a fetch (Grappler converts nothing)
+// d3 still reads it. It fails with the planner counting every reader.
+func TestBufferEndsAtLastLiveReader(t *testing.T) {
+	const n = 8
+	b := newBuilder()
+	b.op("x", "Placeholder", "", big)
+	prev := "x"
+	for i := 1; i <= n; i++ {
+		prev = b.op(fmt.Sprintf("f%d", i), "Relu", "", big, prev).Name
+	}
+	grad := b.op("loss_grad", "Relu", "", big, prev).Name
+	for i := n; i >= 1; i-- {
+		gi := fmt.Sprintf("g%d", i)
+		if i == 3 {
+			b.op("d3", "Mul", "", big, grad, "f3")
+			b.op("deps3", "NoOp", "", nil, "^d3", "^"+grad)
+			b.op("d3_tuple", "Identity", "", big, "d3", "^deps3")
+			grad = b.op(gi, "Relu", "", big, grad, "^deps3").Name
+			continue
+		}
+		grad = b.op(gi, "ReluGrad", "", big, grad, fmt.Sprintf("f%d", i)).Name
+	}
+	b.op("train", "NoOp", "", nil, "^"+grad)
+	gr, err := graphdef.NewGraph(b.g, "chain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := graphdef.NewModel(b.g)
+	cm.Source = "chain"
+	// The step fetches g1 (as a stateful update reading it would); train alone would leave
+	// every node's value unread.
+	for _, fetch := range [][]string{{"train", "g1"}, nil} {
+		pr, err := newProblem(cm, Analyze(gr, Options{}), PlanOptions{Profile: slowLinkProfile(), Budget: 1 << 20, FitAccounting: "tfswap", Sim: cost.Options{Fetch: fetch}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := pr.bufOf[graphdef.Tensor{Node: gr.Node("f3")}]
+		if buf == nil {
+			t.Fatalf("fetch %v: f3 has no buffer", fetch)
+		}
+		var readers []string
+		for _, x := range buf.accesses {
+			readers = append(readers, x.u.Node.Name)
+		}
+		want, end := []string{"f4"}, pr.timing.times.End[gr.Node("f4").Index]
+		if fetch == nil {
+			want, end = []string{"f4", "d3"}, pr.timing.times.End[gr.Node("d3").Index]
+		}
+		if !slices.Equal(readers, want) || buf.lastEnd != end {
+			t.Errorf("fetch %v: f3 read by %v until %d, want %v until %d", fetch, readers, buf.lastEnd, want, end)
+		}
 	}
 }

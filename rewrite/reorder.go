@@ -122,8 +122,8 @@ func orderingEdges(g, base *graphdef.Graph, res *cost.Result, dev int, peakT, sl
 				}
 				r := u.Node
 				s := span[r.Index]
-				if s == nil {
-					continue // not simulated: it does not hold the buffer
+				if s == nil || r.Index < len(res.Pruned) && res.Pruned[r.Index] {
+					continue // not simulated, or run as a NoOp: it does not hold the buffer
 				}
 				if atPeak[r] || (s.Start <= peak.Start && s.End > peak.Start) {
 					if debugOrder {

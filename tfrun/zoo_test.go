@@ -125,7 +125,9 @@ func TestZooBitIdenticalUnderGrappler(t *testing.T) {
 					if err := rewrite.Verify(g, planned.Result, rewrite.GateHost); err != nil {
 						t.Fatalf("rewrite.Verify: %v", err)
 					}
-					rewrites = append(rewrites, zooRewrite{fmt.Sprintf("plan%d", pct), planned.Result.Model, len(planned.Swaps) + len(planned.Recomputes)})
+					// A plan may fit by ordering edges alone (the reorder pass; cond_v1 at 90%
+					// since value-dead readers no longer hold tensors): they change the graph too.
+					rewrites = append(rewrites, zooRewrite{fmt.Sprintf("plan%d", pct), planned.Result.Model, len(planned.Swaps) + len(planned.Recomputes) + len(planned.Result.Orders)})
 					if pct == 70 {
 						fits70.Add(1)
 					}
@@ -141,7 +143,7 @@ func TestZooBitIdenticalUnderGrappler(t *testing.T) {
 			for _, c := range rewrites {
 				t.Run(c.name, func(t *testing.T) {
 					if c.moved == 0 {
-						t.Fatal("the rewrite swaps and recomputes nothing: nothing to check")
+						t.Fatal("the rewrite swaps, recomputes and orders nothing: nothing to check")
 					}
 					got, diffs := trainAgainst(t, want, c.model, fx, fxAll, 3, cfg)
 					t.Logf("%d moved; losses %v; %d variables compared, %d differ", c.moved, got.LossValues, len(fxAll.Variables), diffs)

@@ -71,7 +71,7 @@ func TestPlanSaysWhichStepWasSimulated(t *testing.T) {
 func TestOneBaselineEverywhere(t *testing.T) {
 	tmp := t.TempDir()
 	out, rep, sim := filepath.Join(tmp, "out.pb"), filepath.Join(tmp, "rep.json"), filepath.Join(tmp, "sim.json")
-	if code, stdout, stderr := runSimCLI(t, "rewrite", planFixture, "-o", out, "--budget", "6MiB", "--report", rep); code != 0 {
+	if code, stdout, stderr := runSimCLI(t, "rewrite", planFixture, "-o", out, "--budget", "5MiB", "--report", rep); code != 0 {
 		t.Fatalf("rewrite: exit %d\n%s%s", code, stdout, stderr)
 	}
 	var r struct {

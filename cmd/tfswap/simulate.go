@@ -385,6 +385,9 @@ func printSimulation(w io.Writer, in string, p *cost.Profile, opts cost.Options,
 			}
 			fmt.Fprintf(w, "  %s: %d node(s) without a cost rule, timed by their bytes only: %s\n", label, n, strings.Join(parts, ", "))
 		}
+		if r.PrunedNodes > 0 {
+			fmt.Fprintf(w, "  %s: %d node(s) whose value nothing reads run as the NoOps Grappler makes of them, reading nothing (--conventions ...,run-value-dead runs them)\n", label, r.PrunedNodes)
+		}
 		if r.UntakenNodes > 0 {
 			fmt.Fprintf(w, "  %s: %d node(s) of conditional branches not taken (each conditional runs its larger branch; --conventions both-branches runs both)\n", label, r.UntakenNodes)
 		}

@@ -29,7 +29,7 @@ PROFILE = "v100-16gb"  # the device of the comparison
 FETCH = "train"
 # Grappler's rules, in the order the ablation switches them back to tfswap's.
 ABLATION = ["grappler-times", "tie-by-name", "delayed-free", "recv-ops", "transient-recv", "unknown-dims-as-one",
-            "no-workspace", "no-forwarding", "no-aliasing", "no-resident-variables"]
+            "no-workspace", "no-forwarding", "no-aliasing", "no-resident-variables", "run-value-dead"]
 PROFILE_KEYS = ["format", "version", "name", "description", "memory_bytes", "fp32_flops",
                 "tf32_flops", "fp16_flops", "mem_bytes_per_s", "d2h_bytes_per_s",
                 "h2d_bytes_per_s", "duplex_copy", "launch_latency_s", "transfer_latency_s",
@@ -151,7 +151,8 @@ def main():
             p = r["path"] if which == "orig" else r["swapped"]
             r[which] = {
                 "tfswap": simulate(p),
-                "grappler": simulate(p, "grappler"),
+                # The VirtualCluster runs value-dead nodes: Grappler's rules plus run-value-dead.
+                "grappler": simulate(p, ",".join(ABLATION)),
                 "vc": vcluster.check_graph(str(p), [FETCH], vprof, 5, trace=True),
             }
             # Ablation: start from Grappler's rules and switch them back to tfswap's one by one.
@@ -255,6 +256,27 @@ def write(out, profiles, names, rows, scaled, r50, plot_rel, tfver, gpu, dev, co
       "timing noise. "
       "A while loop is executed once per node (one iteration); a conditional runs one branch, and "
       "a function call costs what its body does (next paragraph).")
+    d()
+    d("**Value-dead nodes.** When the fetches are known (`--fetch`, or the training step tfswap "
+      "finds), a node whose value nothing in the step reads runs as the `NoOp` Grappler's "
+      "dependency optimizer makes of it (`cost/pruned.go`): it waits for its inputs, takes no "
+      "time, allocates nothing and holds none of the tensors it reads, so a tensor lives until "
+      "its last live reader. Such nodes are tied to the step only by control edges: the "
+      "gradient of a constant factor (`Mul_grad/Mul_1` of `scores * (1/sqrt(d))`), the input "
+      "gradient of a network's first layer, whose halves of `tf.gradients`' tuples nothing "
+      "reads, while `group_deps` still depends on them. "
+      "`DependencyOptimizer::SafeToConvertToNoOp` (`dependency_optimizer.cc`) converts a node "
+      "with no data output read, not fetched, free of side effects (not stateful, no ref input, "
+      "not a queue, send or in-place op, not a placeholder), not `Merge`, `Switch`, `Enter`, "
+      "`Exit`, `NextIteration`, `Assert`, `CheckNumerics`, `ControlTrigger` or a constant, and, "
+      "an `Identity`, not reading a variable, a `_Recv` or a `Switch`; it then revisits the "
+      "node's inputs, so a whole chain goes. tfswap marks, in reverse topological order, every "
+      "such node whose data readers in the step are all marked. The tensorflow-tagged test "
+      "`TestValueDeadNodesDoNotRun` (`tfrun`) checks on the fixtures and the zoo GPT, measured "
+      "on CPU under TensorFlow's default configuration, that none of them is left in the "
+      "partition graphs of a traced step but as a `NoOp`. `--conventions ...,run-value-dead` "
+      "runs them as written, as the VirtualCluster does with a graph Grappler has not optimized "
+      "(and TensorFlow with the dependency optimizer off).")
     d()
     d("**Conditionals and function calls.** A v1 conditional's branches are found as TensorFlow's "
       "executor decides which tensors are dead (`graphdef.Graph.Conds`): a node is in a branch "
@@ -590,8 +612,9 @@ def write(out, profiles, names, rows, scaled, r50, plot_rel, tfver, gpu, dev, co
     d()
     d("Peak bytes per device for one step (`--fetch %s`) on `%s`. *VirtualCluster*: "
       "`tools/vcluster/vcluster.py`, nanosecond and microsecond readings of its trace. *tfswap, "
-      "Grappler's rules*: `tfswap simulate --grappler` (the accounting rules listed in the next "
-      "section switched to Grappler's), its nanosecond and microsecond peaks. *tfswap*: `tfswap "
+      "Grappler's rules*: `tfswap simulate --conventions` with every accounting rule listed in the "
+      "next section switched to Grappler's, `run-value-dead` included (`--grappler` and "
+      "`run-value-dead`), its nanosecond and microsecond peaks. *tfswap*: `tfswap "
       "simulate` with its own accounting, the prediction users get. Rewritten graphs are `tfswap "
       "rewrite --strategy lms-fixed` (LMS's default thresholds). The test `TestVirtualClusterAgreement` (`go test ./cost`; "
       "`TFSWAP_VCLUSTER_LARGE=1` adds the large models) requires, for every graph below, original "
@@ -689,6 +712,11 @@ def write(out, profiles, names, rows, scaled, r50, plot_rel, tfver, gpu, dev, co
       "(`cost/grappler_shapes.go`), instead of tfswap's roofline times. On one device the order "
       "of the ops, and so the nanosecond peak, hardly depends on the times; the microsecond peak "
       "does, since it depends on which ops share a microsecond.")
+    d("11. **run-value-dead.** The VirtualCluster runs the graph as written, so a node whose "
+      "value nothing reads (see *Value-dead nodes*) runs and holds its inputs until it ends; "
+      "before a real step Grappler's dependency optimizer turns it into a `NoOp`. This rule is "
+      "not part of `--grappler` (tfswap judges plans by what will run); the agreement above is "
+      "with it on.")
     d()
     d("Switching the rules back one at a time, starting from Grappler's (the first column, equal to "
       "VirtualCluster's nanosecond figure above) and ending at tfswap's, shows what each contributes "

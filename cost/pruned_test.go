@@ -1,0 +1,98 @@
+package cost
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/tfswap/tfswap/graphdef"
+)
+
+// constGradGraph is the gradient of y = s * c for a constant c, as tf.gradients builds it:
+// Mul_grad/Mul = g2 * c (g2 = -g, so that Mul_1 runs late) is the gradient of the scores s, Mul_grad/Mul_1 = s * g (reduced here
+// by a Neg) the gradient of the constant, whose tuple member (tuple/control_dependency_1)
+// nothing reads. group_deps ties both halves to the step through control edges, so the
+// executor would run Mul_1 and keep s alive until the backward pass reaches it; Grappler's
+// dependency optimizer turns Mul_1 and the Neg into NoOps instead. Every tensor but the
+// constants is 256 float32 (1 KiB).
+func constGradGraph(t *testing.T) *graphdef.Graph {
+	b := newBuilder()
+	v := []int64{256}
+	b.op("x", "Placeholder", "", v)
+	b.variable("w", "", v)
+	b.op("s", "Mul", "", v, "x", "w/read")
+	b.op("c", "Const", "", []int64{})
+	b.op("y", "Mul", "", v, "s", "c")
+	b.op("g", "Neg", "", v, "y")
+	b.op("g2", "Neg", "", v, "g")
+	b.op("Mul_grad/Mul", "Mul", "", v, "g2", "c")
+	b.op("Mul_grad/Mul_1", "Mul", "", v, "s", "g", "^Mul_grad/Mul")
+	b.op("Mul_grad/Sum_1", "Neg", "", v, "Mul_grad/Mul_1")
+	b.op("Mul_grad/tuple/group_deps", "NoOp", "", nil, "^Mul_grad/Mul", "^Mul_grad/Sum_1")
+	b.op("Mul_grad/tuple/control_dependency", "Identity", "", v, "Mul_grad/Mul", "^Mul_grad/tuple/group_deps")
+	b.op("Mul_grad/tuple/control_dependency_1", "Identity", "", v, "Mul_grad/Sum_1", "^Mul_grad/tuple/group_deps")
+	b.op("lr", "Const", "", []int64{})
+	b.op("update", "ResourceApplyGradientDescent", "", nil, "w", "lr", "Mul_grad/tuple/control_dependency")
+	b.op("train", "NoOp", "", nil, "^update")
+	return b.graph(t)
+}
+
+// TestValueDeadReadersRunAsNoOps checks that a reader whose value nothing reads neither runs
+// nor holds what it reads, in both accountings, once the fetches are known: the scores s
+// are freed after y, their last live reader, not kept until Mul_1 in the backward pass.
+// It fails with Conventions.RunValueDead, the behaviour before.
+func TestValueDeadReadersRunAsNoOps(t *testing.T) {
+	g := constGradGraph(t)
+	for _, conv := range []Conventions{{}, GrapplerConventions()} {
+		run := func(runDead bool) *Result {
+			t.Helper()
+			c := conv
+			c.RunValueDead = runDead
+			r, err := Simulate(g, unitProfile(), Options{Fetch: []string{"train"}, Conventions: c, Timeline: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+		r, old := run(false), run(true)
+		var pruned []string
+		for i, p := range r.Pruned {
+			if p {
+				pruned = append(pruned, g.Nodes[i].Name)
+			}
+		}
+		if want := []string{"Mul_grad/Mul_1", "Mul_grad/Sum_1"}; !reflect.DeepEqual(pruned, want) || r.PrunedNodes != 2 {
+			t.Fatalf("grappler=%v: pruned %v (%d), want %v", conv.GrapplerTimes, pruned, r.PrunedNodes, want)
+		}
+		if old.PrunedNodes != 0 || old.Pruned != nil {
+			t.Errorf("grappler=%v: RunValueDead pruned %d nodes", conv.GrapplerTimes, old.PrunedNodes)
+		}
+		if sp := spans(r)["Mul_grad/Mul_1"]; sp[1] != sp[0] {
+			t.Errorf("grappler=%v: pruned Mul_1 ran %v, want no time", conv.GrapplerTimes, sp)
+		}
+		// When Mul_1 starts, s and Mul_1's output are live only if Mul_1 runs.
+		at := func(r *Result) int64 {
+			start := spans(r)["Mul_grad/Mul_1"][0]
+			var b int64
+			for _, p := range r.Timeline.Memory[0] {
+				if p.T <= start {
+					b = p.Bytes
+				}
+			}
+			return b
+		}
+		if a, oa := at(r), at(old); a+2048 > oa {
+			t.Errorf("grappler=%v: %d bytes allocated when Mul_1 starts, %d when it runs: want s (1 KiB) and its output (1 KiB) less", conv.GrapplerTimes, a, oa)
+		}
+		if d, od := r.Device(gpu0), old.Device(gpu0); d.PeakBytes > od.PeakBytes {
+			t.Errorf("grappler=%v: peak %d with Mul_1 pruned, %d with it run", conv.GrapplerTimes, d.PeakBytes, od.PeakBytes)
+		}
+		// Without known fetches Grappler converts nothing.
+		all, err := Simulate(g, unitProfile(), Options{Conventions: conv})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if all.PrunedNodes != 0 {
+			t.Errorf("grappler=%v: %d nodes pruned without fetches", conv.GrapplerTimes, all.PrunedNodes)
+		}
+	}
+}
