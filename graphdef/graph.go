@@ -202,6 +202,19 @@ func isLoopBackEdge(op string) bool { return op == "NextIteration" || op == "Ref
 func NewGraph(def *gpb.GraphDef, source string) (*Graph, error) {
 	g := &Graph{Def: def, Source: source, byName: make(map[string]*Node, len(def.GetNode()))}
 	g.Nodes = make([]*Node, len(def.GetNode()))
+	// The nodes are allocated together, and so are their data inputs (each node's a slice
+	// of one array, capped so that an append copies); the devices, and the shapes of the
+	// nodes that share one _output_shapes value (Parse shares equal ones), are parsed once.
+	// On a large graph, one allocation a node and input instead of several and shared shapes
+	// are a large part of the index's time and memory.
+	slab := make([]Node, len(def.GetNode()))
+	inputs := 0
+	for _, nd := range def.GetNode() {
+		inputs += len(nd.GetInput())
+	}
+	arena := make([]Tensor, 0, inputs)
+	devices := map[string]Device{}
+	shapes := map[*apb.AttrValue][][]int64{}
 	for i, nd := range def.GetNode() {
 		if nd.GetName() == "" {
 			return nil, errorf(source, "", "node #%d has no name", i)
@@ -215,11 +228,16 @@ func NewGraph(def *gpb.GraphDef, source string) (*Graph, error) {
 		if prev, dup := g.byName[nd.GetName()]; dup {
 			return nil, errorf(source, nd.GetName(), "duplicate node name (nodes #%d and #%d)", prev.Index, i)
 		}
-		dev, err := ParseDevice(nd.GetDevice())
-		if err != nil {
-			return nil, &Error{File: source, Node: nd.GetName(), Msg: "bad device", Err: err}
+		dev, ok := devices[nd.GetDevice()]
+		if !ok {
+			var err error
+			if dev, err = ParseDevice(nd.GetDevice()); err != nil {
+				return nil, &Error{File: source, Node: nd.GetName(), Msg: "bad device", Err: err}
+			}
+			devices[nd.GetDevice()] = dev
 		}
-		n := &Node{Index: i, Def: nd, Name: nd.GetName(), Op: nd.GetOp(), Device: dev}
+		n := &slab[i]
+		*n = Node{Index: i, Def: nd, Name: nd.GetName(), Op: nd.GetOp(), Device: dev}
 		if err := checkDataTypes(nd); err != nil {
 			return nil, &Error{File: source, Node: nd.GetName(), Err: err}
 		}
@@ -227,7 +245,7 @@ func NewGraph(def *gpb.GraphDef, source string) (*Graph, error) {
 		if n.TypeError != nil {
 			n.OutputTypes = nil
 		}
-		n.OutputShapes = outputShapes(nd, len(n.OutputTypes), n.TypeError == nil)
+		n.OutputShapes = sharedOutputShapes(shapes, nd, len(n.OutputTypes), n.TypeError == nil)
 		if err := checkSizes(n); err != nil {
 			return nil, &Error{File: source, Node: nd.GetName(), Err: err}
 		}
@@ -236,6 +254,7 @@ func NewGraph(def *gpb.GraphDef, source string) (*Graph, error) {
 	}
 	for _, n := range g.Nodes {
 		seenControl := false
+		first := len(arena)
 		for j, in := range n.Def.GetInput() {
 			name, port, control, err := ParseInput(in)
 			if err != nil {
@@ -260,8 +279,11 @@ func NewGraph(def *gpb.GraphDef, source string) (*Graph, error) {
 			for len(p.Consumers) <= port {
 				p.Consumers = append(p.Consumers, nil)
 			}
-			p.Consumers[port] = append(p.Consumers[port], Use{Node: n, Input: len(n.Inputs)})
-			n.Inputs = append(n.Inputs, Tensor{Node: p, Port: port})
+			p.Consumers[port] = append(p.Consumers[port], Use{Node: n, Input: len(arena) - first})
+			arena = append(arena, Tensor{Node: p, Port: port})
+		}
+		if len(arena) > first {
+			n.Inputs = arena[first:len(arena):len(arena)]
 		}
 	}
 	for _, n := range g.Nodes {
@@ -280,6 +302,14 @@ func NewGraph(def *gpb.GraphDef, source string) (*Graph, error) {
 
 // checkDataTypes fails when a type or list(type) attr of nd holds a value that is not a dtype.
 func checkDataTypes(nd *npb.NodeDef) error {
+	valid := true
+	for _, v := range nd.GetAttr() {
+		valid = valid && validDataTypes(v)
+	}
+	if valid {
+		return nil
+	}
+	// The first invalid attr in key order is the one reported.
 	keys := make([]string, 0, len(nd.GetAttr()))
 	for k := range nd.GetAttr() {
 		keys = append(keys, k)
@@ -303,8 +333,29 @@ func checkDataTypes(nd *npb.NodeDef) error {
 	return nil
 }
 
+// validDataTypes reports whether every dtype attr value v holds is one TensorFlow defines.
+func validDataTypes(v *apb.AttrValue) bool {
+	if v.GetList() != nil {
+		for _, dt := range v.GetList().GetType() {
+			if !ValidDataType(dt) {
+				return false
+			}
+		}
+	}
+	if tv, isType := v.GetValue().(*apb.AttrValue_Type); isType && !ValidDataType(tv.Type) {
+		return false
+	}
+	return true
+}
+
 // outputShapes reads the _output_shapes attr of nd, which must list one shape per output.
 func outputShapes(nd *npb.NodeDef, nOutputs int, typesKnown bool) [][]int64 {
+	return sharedOutputShapes(nil, nd, nOutputs, typesKnown)
+}
+
+// sharedOutputShapes is outputShapes, the shapes of one attr value parsed once and shared
+// through cache (nil: not shared). Node.OutputShapes is never mutated in place.
+func sharedOutputShapes(cache map[*apb.AttrValue][][]int64, nd *npb.NodeDef, nOutputs int, typesKnown bool) [][]int64 {
 	v, ok := nd.GetAttr()["_output_shapes"]
 	if !ok || v.GetList() == nil {
 		return nil
@@ -313,7 +364,13 @@ func outputShapes(nd *npb.NodeDef, nOutputs int, typesKnown bool) [][]int64 {
 	if typesKnown && len(shapes) != nOutputs {
 		return nil
 	}
+	if out, ok := cache[v]; ok {
+		return out
+	}
 	out := make([][]int64, len(shapes))
+	if cache != nil {
+		cache[v] = out
+	}
 	for i, s := range shapes {
 		if s.GetUnknownRank() {
 			continue

@@ -149,6 +149,10 @@ func Parse(data []byte, format Format, source string) (*Model, error) {
 	switch format {
 	case FormatPB, FormatAuto:
 		m.Format = FormatPB
+		if m.parseNodes(data) {
+			break
+		}
+		m.raw, m.rawRest, m.restProtos = nil, nil, nil
 		g := new(gpb.GraphDef)
 		if err := (proto.UnmarshalOptions{}).Unmarshal(data, g); err != nil {
 			return nil, &Error{File: source, Msg: "not a binary GraphDef (truncated or corrupt?)", Err: err}
@@ -204,6 +208,125 @@ func (r *rawIndex) bytesOf(i int, n *npb.NodeDef) []byte {
 	return r.data[r.start[i]:r.start[i+1]]
 }
 
+// parseNodes parses the binary GraphDef data node by node: each node field is unmarshalled
+// alone and its attr values shared at once with the nodes before it (see shareAttrs), so that
+// the parse never holds a large graph's unshared attrs (a million-node graph's whole parse
+// held about 2 GB before sharing), and the fields other than node are unmarshalled together
+// after. It sets m's graph and raw index as Parse and indexRaw do, and reports false, having
+// set nothing reliable, on data it cannot read this way (bad wire format, a node or field
+// that does not unmarshal, data of 4 GiB or more): Parse then unmarshals the whole message,
+// for the same error as before.
+func (m *Model) parseNodes(data []byte) bool {
+	if len(data) > math.MaxUint32 {
+		return false
+	}
+	g := new(gpb.GraphDef)
+	var start, end []uint32
+	prevEnd := -1
+	var rest []byte
+	seen := make(map[string]*apb.AttrValue)
+	share := newAttrSharer(seen)
+	for off := 0; off < len(data); {
+		b := data[off:]
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return false
+		}
+		fieldLen := protowire.ConsumeFieldValue(num, typ, b[n:])
+		if fieldLen < 0 {
+			return false
+		}
+		if num == 1 && typ == protowire.BytesType {
+			payload, k := protowire.ConsumeBytes(b[n:])
+			if k < 0 {
+				return false
+			}
+			nd := new(npb.NodeDef)
+			if err := (proto.UnmarshalOptions{}).Unmarshal(payload, nd); err != nil {
+				return false
+			}
+			share(nd, b[:n+fieldLen])
+			g.Node = append(g.Node, nd)
+			if end == nil && prevEnd >= 0 && prevEnd != off {
+				end = make([]uint32, len(start), cap(start))
+				copy(end, start[1:])
+				end[len(start)-1] = uint32(prevEnd)
+			}
+			start = append(start, uint32(off))
+			prevEnd = off + n + fieldLen
+			if end != nil {
+				end = append(end, uint32(prevEnd))
+			}
+		} else {
+			rest = append(rest, b[:n+fieldLen]...)
+		}
+		off += n + fieldLen
+	}
+	if err := (proto.UnmarshalOptions{Merge: true}).Unmarshal(rest, g); err != nil || len(g.Node) != len(start) {
+		return false
+	}
+	m.Graph = g
+	m.rawRest = rest
+	m.restProtos = m.restSnapshot()
+	m.raw = newRawIndex(data, g.Node, start, end, prevEnd)
+	return true
+}
+
+// newRawIndex returns the raw index of the nodes defs read from data, node i's field
+// starting at start[i] and, when end is not nil, ending at end[i] (else at start[i+1], the
+// last at prevEnd).
+func newRawIndex(data []byte, defs []*npb.NodeDef, start, end []uint32, prevEnd int) *rawIndex {
+	r := &rawIndex{data: data, defs: append([]*npb.NodeDef(nil), defs...)}
+	if end == nil {
+		if prevEnd < 0 {
+			prevEnd = 0
+		}
+		r.start = append(start, uint32(prevEnd))
+		return r
+	}
+	// Interleaved: copy the node bytes together so that one offset a node suffices.
+	var nodes []byte
+	r.start = make([]uint32, 0, len(start)+1)
+	for i := range start {
+		r.start = append(r.start, uint32(len(nodes)))
+		nodes = append(nodes, data[start[i]:end[i]]...)
+	}
+	r.data, r.start = nodes, append(r.start, uint32(len(nodes)))
+	return r
+}
+
+// newAttrSharer returns the function that makes node n, read from the node field b (tag
+// and length included), share its attr values with the nodes passed before it, seen holding
+// the values met so far by their bytes (see shareAttrs).
+func newAttrSharer(seen map[string]*apb.AttrValue) func(n *npb.NodeDef, b []byte) {
+	type entry struct {
+		key string
+		val []byte
+	}
+	var entries []entry
+	return func(n *npb.NodeDef, b []byte) {
+		if len(n.Attr) == 0 {
+			return
+		}
+		entries = entries[:0]
+		if !attrEntries(b, func(key string, val []byte) { entries = append(entries, entry{key, val}) }) || len(entries) != len(n.Attr) {
+			return // a repeated key or an entry not in the plain form
+		}
+		for _, e := range entries {
+			if _, has := n.Attr[e.key]; !has {
+				return
+			}
+		}
+		for _, e := range entries {
+			if v, has := seen[string(e.val)]; has {
+				n.Attr[e.key] = v
+			} else {
+				seen[string(e.val)] = n.Attr[e.key]
+			}
+		}
+	}
+}
+
 // shareAttrs makes the nodes as loaded share one AttrValue message for each distinct attr
 // value they were read with: a value read from the same bytes as one seen before is replaced
 // by that one. Most of a large graph's attrs repeat (dtypes, strides, padding, the same
@@ -216,38 +339,9 @@ func (r *rawIndex) shareAttrs() {
 	if r == nil {
 		return
 	}
-	type entry struct {
-		key string
-		val []byte
-	}
-	seen := make(map[string]*apb.AttrValue)
-	var entries []entry
+	share := newAttrSharer(make(map[string]*apb.AttrValue))
 	for i, n := range r.defs {
-		if len(n.Attr) == 0 {
-			continue
-		}
-		b := r.data[r.start[i]:r.start[i+1]]
-		entries = entries[:0]
-		if !attrEntries(b, func(key string, val []byte) { entries = append(entries, entry{key, val}) }) || len(entries) != len(n.Attr) {
-			continue // a repeated key or an entry not in the plain form
-		}
-		ok := true
-		for _, e := range entries {
-			if _, has := n.Attr[e.key]; !has {
-				ok = false
-				break
-			}
-		}
-		if !ok {
-			continue
-		}
-		for _, e := range entries {
-			if v, has := seen[string(e.val)]; has {
-				n.Attr[e.key] = v
-			} else {
-				seen[string(e.val)] = n.Attr[e.key]
-			}
-		}
+		share(n, r.data[r.start[i]:r.start[i+1]])
 	}
 }
 
@@ -355,23 +449,7 @@ func (m *Model) indexRaw(data []byte) error {
 		// Merged (split) node messages: fall back to re-serialising every node.
 		return nil
 	}
-	r := &rawIndex{data: data, defs: append([]*npb.NodeDef(nil), m.Graph.Node...)}
-	if end == nil {
-		if prevEnd < 0 {
-			prevEnd = 0
-		}
-		r.start = append(start, uint32(prevEnd))
-	} else {
-		// Interleaved: copy the node bytes together so that one offset a node suffices.
-		var nodes []byte
-		r.start = make([]uint32, 0, len(start)+1)
-		for i := range start {
-			r.start = append(r.start, uint32(len(nodes)))
-			nodes = append(nodes, data[start[i]:end[i]]...)
-		}
-		r.data, r.start = nodes, append(r.start, uint32(len(nodes)))
-	}
-	m.raw = r
+	m.raw = newRawIndex(data, m.Graph.Node, start, end, prevEnd)
 	return nil
 }
 

@@ -2,6 +2,8 @@ package graphdef
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"testing"
 
 	apb "github.com/wamuir/graft/tensorflow/core/framework/attr_value_go_proto"
@@ -76,5 +78,95 @@ func TestParseSharesRepeatedAttrValues(t *testing.T) {
 	}
 	if !bytes.Equal(out, data) {
 		t.Error("the model does not write back the bytes it was read from")
+	}
+}
+
+// TestNewGraphSharesShapesAndCapsInputs checks, on a fixture whose equal _output_shapes
+// values Load shared, that NewGraph gives the nodes of one value one parsed shape list with
+// the right dims, and that each node's data inputs, slices of one array, are capped: an
+// append to one node's inputs does not overwrite the next node's.
+func TestNewGraphSharesShapesAndCapsInputs(t *testing.T) {
+	_, g := loadGraph(t, filepath.Join(fixtures, "resnet.pb"))
+	byValue := map[*apb.AttrValue]*Node{}
+	shared := 0
+	for _, n := range g.Nodes {
+		v := n.Def.GetAttr()["_output_shapes"]
+		if v == nil || len(n.OutputShapes) == 0 {
+			continue
+		}
+		for port, s := range v.GetList().GetShape() {
+			if s.GetUnknownRank() {
+				continue
+			}
+			if got := n.OutputShapes[port]; len(got) != len(s.GetDim()) {
+				t.Fatalf("%s:%d has shape %v, want %d dims", n.Name, port, got, len(s.GetDim()))
+			}
+			for j, d := range s.GetDim() {
+				if n.OutputShapes[port][j] != d.GetSize() {
+					t.Fatalf("%s:%d has shape %v, attr %v", n.Name, port, n.OutputShapes[port], s)
+				}
+			}
+		}
+		if first, ok := byValue[v]; ok {
+			shared++
+			if &first.OutputShapes[0] != &n.OutputShapes[0] {
+				t.Errorf("%s and %s share their _output_shapes value but not its parsed shapes", first.Name, n.Name)
+			}
+		} else {
+			byValue[v] = n
+		}
+	}
+	if shared == 0 {
+		t.Fatal("no two nodes share an _output_shapes value")
+	}
+	checked := 0
+	for i := 0; i+1 < len(g.Nodes); i++ {
+		a, b := g.Nodes[i], g.Nodes[i+1]
+		if len(a.Inputs) == 0 || len(b.Inputs) == 0 {
+			continue
+		}
+		before := b.Inputs[0]
+		_ = append(a.Inputs, Tensor{Node: a, Port: 0})
+		if b.Inputs[0] != before {
+			t.Fatalf("appending to %s's inputs overwrote %s's", a.Name, b.Name)
+		}
+		checked++
+	}
+	if checked == 0 {
+		t.Fatal("no two neighbouring nodes with data inputs")
+	}
+}
+
+// TestParseNodeByNodeEqualsWholeUnmarshal checks that Parse, which unmarshals a binary
+// GraphDef node by node, reads every fixture and an interleaved graph as one proto.Unmarshal
+// of the whole message does, and that a corrupt graph still fails.
+func TestParseNodeByNodeEqualsWholeUnmarshal(t *testing.T) {
+	inter, _ := interleavedGraph(t)
+	inputs := map[string][]byte{"interleaved": inter}
+	for _, name := range fixtureNames {
+		data, err := os.ReadFile(filepath.Join(fixtures, name+".pb"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		inputs[name] = data
+	}
+	for name, data := range inputs {
+		m, err := Parse(data, FormatPB, name)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		want := new(gpb.GraphDef)
+		if err := proto.Unmarshal(data, want); err != nil {
+			t.Fatal(err)
+		}
+		if !proto.Equal(m.Graph, want) {
+			t.Errorf("%s: the graph read node by node differs from the whole message's", name)
+		}
+		if m.raw == nil || len(m.raw.defs) != len(want.Node) {
+			t.Errorf("%s: no raw index of every node", name)
+		}
+		if _, err := Parse(data[:len(data)-3], FormatPB, name); err == nil {
+			t.Errorf("%s: truncated data parsed without error", name)
+		}
 	}
 }

@@ -207,6 +207,11 @@ func GatePort(n *graphdef.Node) (port int, dt graphdef.DataType, ok bool) {
 // every such rewrite, because Grappler keeps the value flowing to the gate; the gate runs
 // only once the trigger's value exists.
 func gateNode(trigger *graphdef.Node) (*npb.NodeDef, error) {
+	return (*addedShare)(nil).gateNode(trigger)
+}
+
+// gateNode is the package's gateNode, its shape value shared through sh.
+func (sh *addedShare) gateNode(trigger *graphdef.Node) (*npb.NodeDef, error) {
 	port, dt, ok := GatePort(trigger)
 	if !ok {
 		return nil, fmt.Errorf("trigger %q has no data output to gate on", trigger.Name)
@@ -225,7 +230,7 @@ func gateNode(trigger *graphdef.Node) (*npb.NodeDef, error) {
 			IDAttr:          {Value: &apb.AttrValue_S{S: []byte(name)}},
 		},
 	}
-	if v := outputShapeAttr(trigger, port); v != nil {
+	if v := sh.outputShapeAttr(trigger, port); v != nil {
 		nd.Attr["_output_shapes"] = v
 	}
 	return nd, nil
@@ -268,17 +273,60 @@ func dtypeAttr(dt graphdef.DataType) *apb.AttrValue {
 // of n, or nil when n's attr does not give that port's shape. The shape message is n's own,
 // shared.
 func outputShapeAttr(n *graphdef.Node, port int) *apb.AttrValue {
+	return (*addedShare)(nil).outputShapeAttr(n, port)
+}
+
+// addedShare holds what the nodes one build adds share beyond the attr values every swap
+// node has alike: one _output_shapes value per producer shape message (graphdef.Parse
+// shares those among producers of equal shapes, so that a million-node rewrite adds a few
+// values instead of hundreds of thousands), and the parsed shapes and dtypes of its indexed
+// nodes. A nil *addedShare shares nothing. The values are never mutated (see the shared attr
+// values above); Node.OutputShapes and OutputTypes are not either (cost's batch scaling
+// copies them).
+type addedShare struct {
+	shapeAttrs map[*tspb.TensorShapeProto]*apb.AttrValue
+	shapes     map[*apb.AttrValue][][]int64
+	types      map[graphdef.DataType][]graphdef.DataType
+	devices    map[string]graphdef.Device
+}
+
+func newAddedShare() *addedShare {
+	return &addedShare{
+		shapeAttrs: map[*tspb.TensorShapeProto]*apb.AttrValue{},
+		shapes:     map[*apb.AttrValue][][]int64{},
+		types:      map[graphdef.DataType][]graphdef.DataType{},
+		devices:    map[string]graphdef.Device{},
+	}
+}
+
+// outputShapeAttr is the package's outputShapeAttr, the value shared through sh.
+func (sh *addedShare) outputShapeAttr(n *graphdef.Node, port int) *apb.AttrValue {
 	v, ok := n.Def.GetAttr()["_output_shapes"]
 	if !ok || port >= len(v.GetList().GetShape()) {
 		return nil
 	}
-	return &apb.AttrValue{Value: &apb.AttrValue_List{List: &apb.AttrValue_ListValue{
-		Shape: []*tspb.TensorShapeProto{v.GetList().GetShape()[port]},
+	shape := v.GetList().GetShape()[port]
+	if sh != nil {
+		if a, ok := sh.shapeAttrs[shape]; ok {
+			return a
+		}
+	}
+	a := &apb.AttrValue{Value: &apb.AttrValue_List{List: &apb.AttrValue_ListValue{
+		Shape: []*tspb.TensorShapeProto{shape},
 	}}}
+	if sh != nil {
+		sh.shapeAttrs[shape] = a
+	}
+	return a
 }
 
 // swapNode builds a swap Identity.
 func swapNode(name, role, input, device string, dt graphdef.DataType, producer *graphdef.Node, port int, trigger string) *npb.NodeDef {
+	return (*addedShare)(nil).swapNode(name, role, input, device, dt, producer, port, trigger)
+}
+
+// swapNode is the package's swapNode, its shape value shared through sh.
+func (sh *addedShare) swapNode(name, role, input, device string, dt graphdef.DataType, producer *graphdef.Node, port int, trigger string) *npb.NodeDef {
 	nd := &npb.NodeDef{
 		Name:   name,
 		Op:     "Identity",
@@ -297,7 +345,7 @@ func swapNode(name, role, input, device string, dt graphdef.DataType, producer *
 	if trigger != "" {
 		nd.Input = append(nd.Input, "^"+trigger)
 	}
-	if v := outputShapeAttr(producer, port); v != nil {
+	if v := sh.outputShapeAttr(producer, port); v != nil {
 		nd.Attr["_output_shapes"] = v
 	}
 	return nd

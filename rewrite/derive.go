@@ -118,6 +118,7 @@ func build(a *Analysis, plan *Plan) (*built, error) {
 	}
 	var redirects []redirect
 	b := &built{n0: n0}
+	sh := newAddedShare()
 	gates := map[*graphdef.Node]*graphdef.Node{} // trigger -> its gate node
 	extraCtlOut := map[int][]*graphdef.Node{}    // original node -> added control outputs
 	// fresh fails when an added node's name is taken by an original node.
@@ -138,8 +139,8 @@ func build(a *Analysis, plan *Plan) (*built, error) {
 		if err := fresh(outName); err != nil {
 			return nil, err
 		}
-		outDef := swapNode(outName, "swap_out", t.InputString(), host.String(), dt, t.Node, t.Port, "")
-		out, err := derivedSwapNode(len(nodes), outDef, dt)
+		outDef := sh.swapNode(outName, "swap_out", t.InputString(), host.String(), dt, t.Node, t.Port, "")
+		out, err := sh.derivedSwapNode(len(nodes), outDef, dt)
 		if err != nil {
 			return nil, err
 		}
@@ -167,12 +168,12 @@ func build(a *Analysis, plan *Plan) (*built, error) {
 					// A gate the graph has (an offload's) is shared.
 					gate = remap(have)
 				} else {
-					gateDef, err := gateNode(grp.Trigger)
+					gateDef, err := sh.gateNode(grp.Trigger)
 					if err != nil {
 						return nil, fmt.Errorf("tensor %s: %v", t, err)
 					}
 					port, gdt, _ := GatePort(grp.Trigger)
-					gate, err = derivedSwapNode(len(nodes), gateDef, gdt)
+					gate, err = sh.derivedSwapNode(len(nodes), gateDef, gdt)
 					if err != nil {
 						return nil, err
 					}
@@ -181,8 +182,8 @@ func build(a *Analysis, plan *Plan) (*built, error) {
 				}
 				gates[grp.Trigger] = gate
 			}
-			inDef := swapNode(inName, "swap_in", outName, dev.String(), dt, t.Node, t.Port, gate.Name)
-			in, err := derivedSwapNode(len(nodes), inDef, dt)
+			inDef := sh.swapNode(inName, "swap_in", outName, dev.String(), dt, t.Node, t.Port, gate.Name)
+			in, err := sh.derivedSwapNode(len(nodes), inDef, dt)
 			if err != nil {
 				return nil, err
 			}
@@ -246,8 +247,8 @@ func build(a *Analysis, plan *Plan) (*built, error) {
 				// Identity left to the placer gets a relay left to the placer, which puts both
 				// where it puts the Identity (a.Device would name the planner's default GPU,
 				// which a session without one cannot place).
-				relayDef := swapNode(relayName, RelayRole, inName, u.Node.Def.GetDevice(), dt, t.Node, t.Port, "")
-				relay, err := derivedSwapNode(len(nodes), relayDef, dt)
+				relayDef := sh.swapNode(relayName, RelayRole, inName, u.Node.Def.GetDevice(), dt, t.Node, t.Port, "")
+				relay, err := sh.derivedSwapNode(len(nodes), relayDef, dt)
 				if err != nil {
 					return nil, err
 				}
@@ -391,15 +392,29 @@ func build(a *Analysis, plan *Plan) (*built, error) {
 }
 
 // derivedSwapNode builds the indexed node of a swap Identity from its NodeDef, as
-// graphdef.NewGraph would.
-func derivedSwapNode(index int, nd *npb.NodeDef, dt graphdef.DataType) (*graphdef.Node, error) {
-	dev, err := graphdef.ParseDevice(nd.GetDevice())
-	if err != nil {
-		return nil, err
+// graphdef.NewGraph would, its dtypes and shapes shared through sh with the other nodes of
+// the same values.
+func (sh *addedShare) derivedSwapNode(index int, nd *npb.NodeDef, dt graphdef.DataType) (*graphdef.Node, error) {
+	dev, ok := sh.devices[nd.GetDevice()]
+	if !ok {
+		var err error
+		if dev, err = graphdef.ParseDevice(nd.GetDevice()); err != nil {
+			return nil, err
+		}
+		sh.devices[nd.GetDevice()] = dev
+	}
+	types, ok := sh.types[dt]
+	if !ok {
+		types = []graphdef.DataType{dt}
+		sh.types[dt] = types
 	}
 	n := &graphdef.Node{Index: index, Def: nd, Name: nd.GetName(), Op: nd.GetOp(), Device: dev,
-		OutputTypes: []graphdef.DataType{dt}, Consumers: make([][]graphdef.Use, 1)}
+		OutputTypes: types, Consumers: make([][]graphdef.Use, 1)}
 	if v, ok := nd.GetAttr()["_output_shapes"]; ok && v.GetList() != nil && len(v.GetList().GetShape()) == 1 {
+		if shapes, ok := sh.shapes[v]; ok {
+			n.OutputShapes = shapes
+			return n, nil
+		}
 		s := v.GetList().GetShape()[0]
 		n.OutputShapes = make([][]int64, 1)
 		if !s.GetUnknownRank() {
@@ -409,6 +424,7 @@ func derivedSwapNode(index int, nd *npb.NodeDef, dt graphdef.DataType) (*graphde
 			}
 			n.OutputShapes[0] = dims
 		}
+		sh.shapes[v] = n.OutputShapes
 	}
 	return n, nil
 }
