@@ -48,6 +48,23 @@ func (pr *Problem) repairPeak(ev *Evaluation) (*Evaluation, error) {
 		if err != nil {
 			return cur, err
 		}
+		// The readers' descendants are taken in the plan's graph, not the original: the
+		// plan's other swap-ins add edges (trigger, gate, swap-in, reader), and a new trigger
+		// that descends from a reader only through them closes a cycle all the same (a
+		// branch's op whose swap-in another branch's op triggers: ResNet-50 at 8x B0).
+		planned, err := pr.graphFor(cur.Plan)
+		if err != nil {
+			return cur, err
+		}
+		readerDesc := map[*graphdef.Node][]bool{}
+		readerDescOf := func(n *graphdef.Node) []bool {
+			d := readerDesc[n]
+			if d == nil {
+				d = planned.Descendants(planned.Nodes[n.Index])
+				readerDesc[n] = d
+			}
+			return d
+		}
 		// The worst device and its peak.
 		worst, dp := int64(-1<<62), DevicePeak{}
 		for _, d := range cur.Devices {
@@ -98,7 +115,7 @@ func (pr *Problem) repairPeak(ev *Evaluation) (*Evaluation, error) {
 			prodDesc := descOf(ps.Tensor.Node)
 			var readers [][]bool
 			for _, u := range g.Uses {
-				readers = append(readers, descOf(u.Node))
+				readers = append(readers, readerDescOf(u.Node))
 			}
 			// Ops on the device that end after the peak, in the plan's order, that descend
 			// from the producer (or are the producer's own later work) and from none of the
