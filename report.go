@@ -35,6 +35,10 @@ type Report struct {
 	// first, and OffloadCopies the number of gated copies of their reads to the device.
 	Offloaded     []OffloadedVariable `json:"offloaded,omitempty"`
 	OffloadCopies int                 `json:"offload_copies,omitempty"`
+	// Accumulators are the while loops' stack accumulators the LMS rewrite placed on the
+	// host, in graph order of their stacks: their pushed tensors go to the host every forward
+	// iteration and come back when the gradient loop pops them (rewrite.Accumulator).
+	Accumulators []Accumulator `json:"accumulators,omitempty"`
 	// Prediction is what the simulator predicts for the rewritten graph on the device.
 	Prediction Prediction `json:"plan"`
 	// Shapes says how completely the input graph's tensor sizes were known after shape
@@ -98,6 +102,16 @@ type Skipped struct {
 	Tensor string
 	// Reason says why it was not swapped.
 	Reason string
+}
+
+// Accumulator is a while loop's stack accumulator placed on the host: Stack is its StackV2,
+// Host the device it is on, Pushed the tensors pushed onto it and Bytes the size of one
+// iteration's pushes (the loop's trip count is not known before it runs).
+type Accumulator struct {
+	Stack  string   `json:"stack"`
+	Host   string   `json:"host"`
+	Pushed []string `json:"pushed"`
+	Bytes  int64    `json:"bytes"`
 }
 
 // Order is a control edge planning added: an op made to run after a reader that was ready,
@@ -330,6 +344,9 @@ func reportOf(p *rewrite.Planned, t target, explain bool) *Report {
 	}
 	for _, o := range r.Orders {
 		rep.Orders = append(rep.Orders, Order{Node: o.Node, After: o.After})
+	}
+	for _, a := range r.Accumulators {
+		rep.Accumulators = append(rep.Accumulators, Accumulator{Stack: a.Stack, Host: a.Host, Pushed: clone(a.Pushed), Bytes: a.Bytes})
 	}
 	if p.Offload != nil {
 		copies := map[string]int{}

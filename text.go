@@ -107,6 +107,16 @@ func (r *Report) writeSummary(w io.Writer, opts TextOptions) {
 			fmt.Fprintf(w, "    %-40s %10s  %d variables, %d copies, on %s\n", v.Name, units.FormatBytes(v.Bytes), len(v.Variables), v.Copies, v.Host)
 		}
 	}
+	if len(r.Accumulators) > 0 {
+		var bytes int64
+		pushed := 0
+		for _, a := range r.Accumulators {
+			bytes += a.Bytes
+			pushed += len(a.Pushed)
+		}
+		fmt.Fprintf(w, "  loop stacks:     %d while-loop stack accumulators on %s (%d tensors pushed, %s per iteration, not in the bytes per step)\n",
+			len(r.Accumulators), r.Accumulators[0].Host, pushed, units.FormatBytes(bytes))
+	}
 	fmt.Fprintf(w, "  bytes per step:  %s device-to-host, %s host-to-device\n", units.FormatBytes(r.BytesOut), units.FormatBytes(r.BytesIn))
 	unsized := 0
 	for _, s := range r.Skipped {

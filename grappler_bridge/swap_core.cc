@@ -498,7 +498,8 @@ class Checker {
       std::string role = Role(n);
       if (n.name().rfind(kScope, 0) != 0 ||
           (role != "swap_out" && role != "swap_in" && role != "gate" && role != "recompute" &&
-           role != "weight_in" && role != "swap_relay")) {
+           role != "weight_in" && role != "swap_relay" && role != "stack_out" &&
+           role != "stack_in")) {
         return absl::StrCat("added node ", n.name(), " is not a tfswap node");
       }
       if (role == "recompute") {
@@ -557,11 +558,32 @@ class Checker {
     return v;
   }
 
-  // SameAttrs returns "" when b has a's attrs, plus at most the names in extra.
+  // StackAccumulator reports whether the input node n is part of a stack accumulator: a
+  // StackV2, StackPushV2, StackPopV2 or StackCloseV2, or an Enter or Identity whose data
+  // input is (through such nodes) a StackV2's handle.
+  bool StackAccumulator(const NodeDef& n, int depth) {
+    if (n.op() == "StackV2" || n.op() == "StackPushV2" || n.op() == "StackPopV2" ||
+        n.op() == "StackCloseV2") {
+      return true;
+    }
+    if ((n.op() != "Enter" && n.op() != "Identity") || depth > 64) return false;
+    std::vector<Tensor> in = DataInputs(n);
+    if (in.size() != 1 || in[0].port != 0) return false;
+    auto it = orig_.find(in[0].node);
+    if (it == orig_.end()) return false;
+    const NodeDef& src = *it->second;
+    return (src.op() == "StackV2" || src.op() == "Enter" || src.op() == "Identity") &&
+           StackAccumulator(src, depth + 1);
+  }
+
+  // SameAttrs returns "" when b has a's attrs, but at most the names in lost, plus at most
+  // the names in extra.
   static std::string SameAttrs(const NodeDef& a, const NodeDef& b,
-                               const std::set<std::string>& extra) {
+                               const std::set<std::string>& extra,
+                               const std::set<std::string>& lost = {}) {
     for (const auto& kv : a.attr()) {
       auto it = b.attr().find(kv.first);
+      if (it == b.attr().end() && lost.count(kv.first)) continue;
       if (it == b.attr().end()) return absl::StrCat("lost its attr ", kv.first);
       if (!tensorflow::AreAttrValuesEqual(kv.second, it->second)) {
         return absl::StrCat("changed its attr ", kv.first);
@@ -581,10 +603,16 @@ class Checker {
     if (it == by_name_.end()) return absl::StrCat("node ", n.name(), " is missing");
     const NodeDef& m = *it->second;
     if (m.op() != n.op()) return absl::StrCat("node ", n.name(), " changed its op");
-    if (m.device() != n.device() && !(offload_ && IsCPU(m.device()))) {
+    // tfswap's LMS rewrite places a while loop's stack accumulator on the host (the stack,
+    // the nodes carrying its handle, its push, pop and close ops), dropping their colocation
+    // attr, whose group stays on the compute device.
+    const bool stack = StackAccumulator(n, 0);
+    if (m.device() != n.device() && !(offload_ && IsCPU(m.device())) &&
+        !(stack && IsCPU(m.device()))) {
       return absl::StrCat("node ", n.name(), " changed its device");
     }
-    std::string bad = SameAttrs(n, m, {});
+    std::string bad = SameAttrs(n, m, {}, stack ? std::set<std::string>{"_class"}
+                                                : std::set<std::string>{});
     if (!bad.empty()) return absl::StrCat("node ", n.name(), " ", bad);
     std::vector<Tensor> want = DataInputs(n), got = DataInputs(m);
     if (want.size() != got.size()) {
@@ -619,7 +647,7 @@ class Checker {
     std::string role = Role(n);
     if (n.name().rfind(kScope, 0) != 0) return false;
     if (role == "swap_out" || role == "swap_in" || role == "gate" || role == "weight_in" ||
-        role == "swap_relay") {
+        role == "swap_relay" || role == "stack_out" || role == "stack_in") {
       std::vector<Tensor> in = DataInputs(n);
       return n.op() == "Identity" && got.port == 0 && in.size() == 1 &&
              Carries(in[0], want, depth + 1);

@@ -90,6 +90,9 @@ type Result struct {
 	// Orders are the control edges planning added to order ops (the reorder pass): each
 	// Node waits for After.
 	Orders []OrderEdge `json:",omitempty"`
+	// Accumulators are the while loops' stack accumulators the LMS rewrite placed on the
+	// host (placeAccumulators), in graph order of their stacks.
+	Accumulators []Accumulator `json:",omitempty"`
 
 	// graph is Model's graph as the builder made it (Apply), for Verify; nil when Model was
 	// built otherwise.
@@ -370,6 +373,7 @@ func rewriteLMS(model *graphdef.Model, a *Analysis) (*Result, error) {
 		return nil, err
 	}
 	res.Skipped = skipped
+	placeAccumulators(res, a)
 	if err := Verify(a.Graph, res, a.Opts.Gate); err != nil {
 		return nil, fmt.Errorf("internal error: the rewrite breaks an invariant: %v", err)
 	}

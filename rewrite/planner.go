@@ -39,7 +39,7 @@ type Planned struct {
 // wait, no recomputation (the graph fits its budget as it is, or fixed thresholds found
 // nothing to swap).
 func (p *Planned) Unchanged() bool {
-	return len(p.Swaps) == 0 && len(p.Waits) == 0 && len(p.Recomputes) == 0 && (p.Offload == nil || len(p.Offload.Variables) == 0)
+	return len(p.Swaps) == 0 && len(p.Waits) == 0 && len(p.Recomputes) == 0 && len(p.Accumulators) == 0 && (p.Offload == nil || len(p.Offload.Variables) == 0)
 }
 
 // RewriteWithPlanner validates model, plans its swaps for the budget with the strategy in

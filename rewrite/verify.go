@@ -20,7 +20,10 @@ import (
 // swap-in lies inside a branch of a v1 conditional; control inputs added to original nodes
 // name swap-outs (waits) or original nodes (the ordering edges of res.Orders); a recomputed
 // copy is its original op with inputs carrying the original's and one control input more,
-// from a gate. It returns the first violation.
+// from a gate; the nodes of a stack accumulator placed on the host (Result.Accumulators)
+// moved to a host CPU, losing at most their colocation attr, and its push reads its tensor
+// through a StackOutRole Identity on the host, its pop's readers the pop through a
+// StackInRole Identity. It returns the first violation.
 //
 // A Result made by Apply carries the builder's graph, which Verify checks rather than
 // parsing the GraphDef again (Apply writes the GraphDef from that graph, NodeDef by NodeDef);
@@ -43,18 +46,40 @@ func Verify(orig *graphdef.Graph, res *Result, gate Gate) error {
 		}
 		orders[e] = true
 	}
+	// The nodes of stack accumulators placed on the host (placeAccumulators) may move to a
+	// host CPU and lose their colocation attr.
+	moved := map[string]bool{}
+	for _, acc := range res.Accumulators {
+		for _, name := range acc.Moved {
+			moved[name] = true
+		}
+	}
 	for i, on := range orig.Nodes {
 		nn := out.Nodes[i]
-		if nn.Name != on.Name || nn.Op != on.Op || nn.Def.GetDevice() != on.Def.GetDevice() {
+		if nn.Name != on.Name || nn.Op != on.Op {
 			return fmt.Errorf("node %d changed from %s(%s) to %s(%s)", i, on.Name, on.Op, nn.Name, nn.Op)
+		}
+		if nn.Def.GetDevice() != on.Def.GetDevice() {
+			if !moved[on.Name] || nn.Device.Type != "CPU" || !(stackUseOps[on.Op] || stackHandleOps[on.Op] || on.Op == "StackV2") {
+				return fmt.Errorf("node %d changed from %s(%s) on %q to %s(%s) on %q", i, on.Name, on.Op, on.Def.GetDevice(), nn.Name, nn.Op, nn.Def.GetDevice())
+			}
 		}
 		if nn.Def == on.Def && len(nn.Inputs) == len(on.Inputs) && len(nn.ControlInputs) == len(on.ControlInputs) && sameInputs(nn, on) {
 			continue // the very NodeDef, reading the very tensors
 		}
-		if len(nn.Def.GetAttr()) != len(on.Def.GetAttr()) {
+		lost := 0
+		if _, ok := on.Def.GetAttr()["_class"]; ok && moved[on.Name] {
+			if _, kept := nn.Def.GetAttr()["_class"]; !kept {
+				lost = 1
+			}
+		}
+		if len(nn.Def.GetAttr())+lost != len(on.Def.GetAttr()) {
 			return fmt.Errorf("node %q: attrs changed", on.Name)
 		}
 		for k, v := range on.Def.GetAttr() {
+			if lost == 1 && k == "_class" {
+				continue
+			}
 			if !proto.Equal(v, nn.Def.GetAttr()[k]) {
 				return fmt.Errorf("node %q: attr %q changed", on.Name, k)
 			}
@@ -96,7 +121,7 @@ func Verify(orig *graphdef.Graph, res *Result, gate Gate) error {
 			}
 			continue
 		}
-		if !strings.HasPrefix(n.Name, Scope) || n.Op != "Identity" || (role != "swap_out" && role != "swap_in" && role != RelayRole) {
+		if !strings.HasPrefix(n.Name, Scope) || n.Op != "Identity" || (role != "swap_out" && role != "swap_in" && role != RelayRole && role != StackOutRole && role != StackInRole) {
 			return fmt.Errorf("added node %q (%s, role %q) is not a swap node", n.Name, n.Op, role)
 		}
 		if !n.Def.GetAttr()[DoNotRemoveAttr].GetB() {
@@ -109,6 +134,19 @@ func Verify(orig *graphdef.Graph, res *Result, gate Gate) error {
 			return fmt.Errorf("swap node %q: T does not match its input's dtype", n.Name)
 		}
 		switch role {
+		case StackOutRole:
+			if n.Device.Type != "CPU" || len(n.ControlInputs) != 0 {
+				return fmt.Errorf("stack copy %q is on %q with %d control inputs, want the host and none", n.Name, n.Def.GetDevice(), len(n.ControlInputs))
+			}
+			for _, u := range n.Consumers[0] {
+				if u.Node.Op != "StackPushV2" || u.Input != 1 || !moved[u.Node.Name] {
+					return fmt.Errorf("stack copy %q is read by %q, not by a push of a stack on the host", n.Name, u.Node.Name)
+				}
+			}
+		case StackInRole:
+			if p := n.Inputs[0].Node; p.Op != "StackPopV2" || !moved[p.Name] || len(n.ControlInputs) != 0 {
+				return fmt.Errorf("stack copy %q does not read the pop of a stack on the host alone", n.Name)
+			}
 		case RelayRole:
 			if string(n.Inputs[0].Node.Def.GetAttr()[RoleAttr].GetS()) != "swap_in" || len(n.ControlInputs) != 0 {
 				return fmt.Errorf("relay %q does not read a swap-in alone", n.Name)
@@ -169,6 +207,11 @@ func carries(got, want graphdef.Tensor) error {
 				return fmt.Errorf("swap-in %q reads %q, not a swap-out", got.Node.Name, out.Name)
 			}
 			got = out.Inputs[0]
+		case StackOutRole, StackInRole:
+			if got.Port != 0 || len(got.Node.Inputs) != 1 {
+				return fmt.Errorf("stack copy %q is not an Identity of one tensor", got.Node.Name)
+			}
+			got = got.Node.Inputs[0]
 		case "recompute":
 			if recomputedOp(got.Node.Name) != want.Node.Name || got.Port != want.Port {
 				return fmt.Errorf("reads %s, a recomputation of another tensor than %s", got, want)

@@ -48,6 +48,9 @@ func TestControlFlowRewritesTrainBitIdentically(t *testing.T) {
 			if len(lms.Swaps) == 0 {
 				t.Fatal("LMS swapped nothing")
 			}
+			if name == "rnn_v1" && len(lms.Accumulators) == 0 {
+				t.Fatal("LMS placed none of rnn_v1's stack accumulators on the host")
+			}
 			rewrites["lms"] = lms
 			if name == "cond_cnn" || name == "if_cnn" || name == "fn_call" {
 				fetch := cost.Options{Fetch: []string{fx.TrainOp}}

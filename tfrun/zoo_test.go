@@ -86,7 +86,7 @@ func TestZooBitIdenticalUnderGrappler(t *testing.T) {
 			placed := PlaceAll(m, computeDevice)
 			var rewrites []zooRewrite
 			lms := rewriteModel(t, placed, rewrite.Options{MinTensorBytes: -1, SwapoutThreshold: 4, SwapinAhead: 1})
-			rewrites = append(rewrites, zooRewrite{"lms", lms.Model, len(lms.Swaps)})
+			rewrites = append(rewrites, zooRewrite{"lms", lms.Model, len(lms.Swaps) + len(lms.Accumulators)})
 			for _, n := range lms.Model.Graph.GetNode() {
 				if string(n.GetAttr()[rewrite.RoleAttr].GetS()) == rewrite.RelayRole {
 					relays.Add(1)

@@ -29,29 +29,31 @@ SWAP_PARAMS = {"compute_device": "/device:CPU:1", "min_bytes": "0", "strategy": 
 # Zoo graphs not trained here, with the reason (none at present).
 SKIPS = {}
 
-# Investigated: on the dynamic_rnn graphs tfswap's rewrite, given the graph Grappler hands the
-# bridge, finds nothing to swap, and it is not a matter of sizes. Before Grappler runs, the
-# session lowers the v2 While to v1 Enter/Exit/Switch/Merge (LowerFunctionalOpsPass;
-# rnn_v1 is v1 control flow already), and Grappler prunes the Identity chains. What the
-# forward pass keeps for the backward pass then lives inside the loop frames (stack/TensorList
-# accumulators) and leaves the forward loop only through Exit nodes read by the gradient
-# loop's Enter nodes, which tfswap never swaps or redirects (loops are left alone: an edge
-# into or out of a frame must go through Enter/Exit). Every other tensor is read within one
-# level. With the loop's unknown trip count filled in by hand (T=12) and
-# --swapout-threshold=1, tfswap still swaps nothing. On the unoptimized graphs the CLI with
-# the same flags swaps nothing on rnn_v1 and one tensor on rnn_v2 (rnn/while:8, the LSTM
-# kernel's variable read passed through the functional While to the gradient While: it shares
-# the variable's buffer, so that swap frees nothing), which exists after lowering only as an
-# Exit read by an Enter. The tensors worth moving sit in the loop's accumulators, where only
-# TensorFlow's while_loop(swap_memory=True) moves them.
-RNN_XFAIL = ("the bridge swaps nothing on the lowered while loop: the tensors kept for the "
-             "backward pass leave the loop only through Exit->Enter edges, which tfswap never "
-             "swaps (see the comment above XFAILS)")
+# The dynamic_rnn graphs: before Grappler runs, the session lowers the v2 While to v1
+# Enter/Exit/Switch/Merge (LowerFunctionalOpsPass; rnn_v1 is v1 control flow already), and
+# Grappler prunes the Identity chains. What the forward pass keeps for the backward pass then
+# lives inside the loop frames, in accumulators, and leaves the forward loop only through
+# Exit nodes read by the gradient loop's Enter nodes, which tfswap never swaps (an edge into
+# or out of a frame must go through Enter/Exit). On rnn_v1 the accumulators are v1 stacks
+# (StackV2, pushed by StackPushV2 in the forward loop, popped by StackPopV2 in the gradient
+# loop), and the LMS rewrite places them on the host (rewrite/accumulators.go): every
+# iteration's pushed tensor is copied to the host and popped back, which the test below
+# checks in the partition graphs (check_stacks_on_host).
+# On rnn_v2 the accumulators are TensorLists: a DT_VARIANT loop variable carried by Enter,
+# Merge, Switch, NextIteration and Exit into the gradient loop, pushed by TensorListPushBack;
+# placing one on the host would move the loop's own control-flow nodes for that variable,
+# which tfswap leaves alone, so the bridge still swaps nothing there. (With the loop's trip
+# count filled in by hand and --swapout-threshold=1 it swaps nothing either; on the
+# unoptimized graph the CLI swaps one tensor, rnn/while:8, the LSTM kernel's variable read
+# passed to the gradient While, which shares the variable's buffer and exists after lowering
+# only as an Exit read by an Enter.)
+RNN_V2_XFAIL = ("the bridge swaps nothing on the lowered v2 while loop: the tensors kept for "
+                "the backward pass live in TensorList accumulators, loop variables that tfswap "
+                "does not move (see the comment above XFAILS)")
 
 # Known failures, open, marked strict xfail so that a fix shows up as an unexpected pass.
 XFAILS = {
-    "rnn_v1": RNN_XFAIL,
-    "rnn_v2": RNN_XFAIL,
+    "rnn_v2": RNN_V2_XFAIL,
 }
 
 
@@ -103,11 +105,37 @@ def check_bit_identical(name, directory, swap_params, tfswap_binary):  # noqa: F
     if unknown_batch(name, directory):
         params["batch_size"] = side["batch"]
     _, got_losses, got_vars, md = train(name, session_config(params), directory)
-    assert Partitions(md).swap_nodes(), "the bridged step holds no swap node: nothing to check"
+    parts = Partitions(md)
+    assert parts.swap_nodes(), "the bridged step holds no swap node: nothing to check"
+    if swap_params.get("strategy") == "lms-fixed":
+        check_stacks_on_host(directory / (name + ".pb"), parts)
     for step, (a, b) in enumerate(zip(want_losses, got_losses)):
         assert a == b, "loss differs at step %d" % step
     for v, a, b in zip(side["variables"], want_vars, got_vars):
         assert a == b, "variable %s differs after %d steps" % (v["name"], STEPS)
+
+
+def check_stacks_on_host(path, parts):
+    """Where the graph has v1 stack accumulators (StackPushV2), the LMS rewrite placed them on
+    the host: the step pushes on the host partition a tensor received from the compute
+    device through a stack_out node, and every stack_in node reads a pop on the host."""
+    gd = v1.GraphDef()
+    gd.ParseFromString(path.read_bytes())
+    if not any(n.op == "StackPushV2" for n in gd.node):
+        return
+    outs, ins = parts.swap_nodes("stack_out"), parts.swap_nodes("stack_in")
+    assert outs and ins, "the graph's stack accumulators were not placed on the host"
+    for n in outs:
+        assert n.device.endswith("CPU:0"), "%s runs on %s, not the host" % (n.name, n.device)
+        src = parts.origin(n.input[0])
+        assert src.device.endswith("CPU:1"), "%s copies %s of %s, not of the compute device" % (n.name, src.name, src.device)
+        pushes = [r for r in parts.readers.get(n.name, []) if r.op == "StackPushV2"]
+        assert pushes and all(p.device.endswith("CPU:0") for p in pushes), "%s feeds no push on the host" % n.name
+    for n in ins:
+        assert n.device.endswith("CPU:1"), "%s runs on %s" % (n.name, n.device)
+        pop = parts.origin(n.input[0])
+        assert pop.op == "StackPopV2" and pop.device.endswith("CPU:0"), "%s reads %s %s on %s" % (n.name, pop.op, pop.name, pop.device)
+    print("%s: %d pushes and %d pops through the host" % (path.stem, len(outs), len(ins)))
 
 
 @pytest.mark.parametrize("name", list(_cases()))

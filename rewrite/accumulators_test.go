@@ -1,0 +1,127 @@
+package rewrite
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	npb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
+	"google.golang.org/protobuf/proto"
+)
+
+// TestLMSPlacesStackAccumulatorsOnHost checks the LMS rewrite of the v1 dynamic_rnn graph
+// (testmodels/zoo/rnn_v1.pb, tf.compat.v1 while_loop gradients): every stack accumulator
+// whose pushed tensor is of known size moves to the host with the Enter nodes carrying its
+// handle and its push and pop, each push reads its tensor through a StackOutRole Identity
+// on the host, the pop's readers read a StackInRole Identity on the compute device, nothing
+// else changes device, and the output is deterministic. Above the pushed tensors' size
+// (the default 64 KiB minimum) nothing moves.
+func TestLMSPlacesStackAccumulatorsOnHost(t *testing.T) {
+	m, g := loadTestModel(t, "zoo", "rnn_v1", "regenerate with .venv/bin/python testmodels/zoo.py")
+	opts := Options{MinTensorBytes: -1, ComputeDevice: "/device:CPU:1", HostDevice: "/device:CPU:0"}
+	res, err := Rewrite(m, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stacks := 0
+	for _, n := range g.Nodes {
+		if n.Op == "StackV2" {
+			stacks++
+		}
+	}
+	if stacks == 0 || len(res.Accumulators) != stacks {
+		t.Fatalf("%d of the graph's %d stacks placed on the host, want all", len(res.Accumulators), stacks)
+	}
+	out := map[string]*npb.NodeDef{}
+	for _, nd := range res.Model.Graph.Node {
+		out[nd.Name] = nd
+	}
+	moved := map[string]bool{}
+	for _, acc := range res.Accumulators {
+		if acc.Host != "/device:CPU:0" || acc.Bytes <= 0 || len(acc.Pushed) == 0 {
+			t.Errorf("accumulator %+v", acc)
+		}
+		for _, name := range acc.Moved {
+			moved[name] = true
+			nd := out[name]
+			if nd.Device != acc.Host {
+				t.Errorf("%s (%s) is on %q, want the host", name, nd.Op, nd.Device)
+			}
+			if _, ok := nd.Attr["_class"]; ok {
+				t.Errorf("%s kept its colocation attr", name)
+			}
+		}
+	}
+	for _, n := range g.Nodes {
+		nd := out[n.Name]
+		switch n.Op {
+		case "StackV2", "StackPushV2", "StackPopV2":
+			if !moved[n.Name] {
+				t.Errorf("%s (%s) not moved", n.Name, n.Op)
+			}
+		}
+		if !moved[n.Name] && nd.Device != n.Def.Device {
+			t.Errorf("%s (%s) moved to %q, not being a stack's", n.Name, n.Op, nd.Device)
+		}
+		if n.Op == "StackPushV2" {
+			in := out[nd.Input[1]]
+			if in == nil || string(in.Attr[RoleAttr].GetS()) != StackOutRole || in.Device != "/device:CPU:0" || in.Input[0] != n.Def.Input[1] {
+				t.Errorf("push %s reads %s, want a %s Identity on the host of %s", n.Name, nd.Input[1], StackOutRole, n.Def.Input[1])
+			}
+		}
+		for j, s := range n.Def.Input {
+			if p := g.Node(strings.TrimPrefix(s, "^")); p != nil && p.Op == "StackPopV2" && !strings.HasPrefix(s, "^") {
+				in := out[nd.Input[j]]
+				if in == nil || string(in.Attr[RoleAttr].GetS()) != StackInRole || in.Device != "/device:CPU:1" || in.Input[0] != p.Name {
+					t.Errorf("%s reads %s for the pop %s, want a %s Identity on the compute device", n.Name, nd.Input[j], p.Name, StackInRole)
+				}
+			}
+		}
+	}
+	if err := Verify(g, res, GateHost); err != nil {
+		t.Errorf("Verify: %v", err)
+	}
+	again, err := Rewrite(m, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := proto.MarshalOptions{Deterministic: true}.Marshal(res.Model.Graph)
+	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(again.Model.Graph)
+	if !bytes.Equal(a, b) {
+		t.Error("two rewrites differ")
+	}
+	def, err := Rewrite(m, Options{ComputeDevice: "/device:CPU:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(def.Accumulators) != 0 {
+		t.Errorf("the default 64 KiB minimum placed %d stacks of small tensors on the host", len(def.Accumulators))
+	}
+}
+
+// TestStackWithOtherHandleReaderStays checks that a stack whose handle another op reads (an
+// Identity on it read by a NoOp-like op not among the stack ops) is left on the device.
+func TestStackWithOtherHandleReaderStays(t *testing.T) {
+	m, _ := loadTestModel(t, "zoo", "rnn_v1", "regenerate with .venv/bin/python testmodels/zoo.py")
+	m = m.Clone()
+	var stack string
+	for _, nd := range m.Graph.Node {
+		if nd.Op == "StackV2" {
+			stack = nd.Name
+			break
+		}
+	}
+	m.Graph.Node = append(m.Graph.Node, &npb.NodeDef{Name: "reads_handle", Op: "ZerosLike", Input: []string{stack}})
+	res, err := Rewrite(m, Options{MinTensorBytes: -1, ComputeDevice: "/device:CPU:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, acc := range res.Accumulators {
+		if acc.Stack == stack {
+			t.Fatalf("%s placed on the host though %s reads its handle", stack, "reads_handle")
+		}
+	}
+	if len(res.Accumulators) == 0 {
+		t.Fatal("no other stack placed on the host")
+	}
+}
