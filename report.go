@@ -104,14 +104,17 @@ type Skipped struct {
 	Reason string
 }
 
-// Accumulator is a while loop's stack accumulator placed on the host: Stack is its StackV2,
-// Host the device it is on, Pushed the tensors pushed onto it and Bytes the size of one
-// iteration's pushes (the loop's trip count is not known before it runs).
+// Accumulator is a while loop's stack accumulator placed on the host.
 type Accumulator struct {
-	Stack  string   `json:"stack"`
-	Host   string   `json:"host"`
+	// Stack is the accumulator's StackV2 node.
+	Stack string `json:"stack"`
+	// Host is the device it was placed on.
+	Host string `json:"host"`
+	// Pushed are the tensors pushed onto it, "producer:port".
 	Pushed []string `json:"pushed"`
-	Bytes  int64    `json:"bytes"`
+	// Bytes is the size of one iteration's pushes (the loop's trip count is not known
+	// before it runs).
+	Bytes int64 `json:"bytes"`
 }
 
 // Order is a control edge planning added: an op made to run after a reader that was ready,

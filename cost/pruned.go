@@ -118,6 +118,19 @@ func prunedNodes(g *graphdef.Graph, incl []bool, fetch []string) []bool {
 	return dead
 }
 
+// PrunedNodes marks the nodes of g that Grappler's dependency optimizer turns into NoOps in
+// the step that runs fetch: prunedNodes over fetch's fan-in, the branches of every
+// conditional included (the simulator leaves out the branch it does not take, so it may
+// prune a node read only there; either branch may run). It returns nil when fetch is empty
+// or nothing is pruned, and an error when fetch names no node of g.
+func PrunedNodes(g *graphdef.Graph, fetch []string) ([]bool, error) {
+	incl, err := fanin(g, fetch)
+	if err != nil {
+		return nil, err
+	}
+	return prunedNodes(g, incl, fetch), nil
+}
+
 // reads reports whether node c, in the step, reads the tensors of its data inputs: it is
 // not turned into a NoOp (prunedNodes).
 func (s *sim) reads(c int) bool { return s.incl[c] && (s.pruned == nil || !s.pruned[c]) }

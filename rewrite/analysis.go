@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tfswap/tfswap/cost"
 	"github.com/tfswap/tfswap/graphdef"
 	tpb "github.com/wamuir/graft/tensorflow/core/framework/types_go_proto"
 )
@@ -119,6 +120,16 @@ func Analyze(g *graphdef.Graph, opts Options) *Analysis {
 		func(n *graphdef.Node) bool { return n.Op == "Exit" || n.Op == "RefExit" }, true)
 	a.foldable = foldable(g)
 	a.valueDead = valueDead(g)
+	if len(opts.Fetch) > 0 {
+		// The simulator's pruned set (cost.PrunedNodes) for the fetched step: a node read
+		// only through control edges, or only by nodes outside the step, runs as a NoOp
+		// too, and a swap-in for it would run (swap nodes are kept) and read nothing.
+		if pruned, err := cost.PrunedNodes(g, opts.Fetch); err == nil {
+			for i, p := range pruned {
+				a.valueDead[i] = a.valueDead[i] || p
+			}
+		}
+	}
 	// Only conditionals' Switches start a conditional region: a while loop's Switch (its
 	// predicate a LoopCond) feeds the loop's Exit, and what follows the loop runs whenever
 	// the step does (issue 12: marking it made LMS find no trigger after rnn_v1's loop).

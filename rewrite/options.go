@@ -68,6 +68,12 @@ type Options struct {
 	HostDevice string
 	// Gate says which swap-in carries the trigger. Default GateHost.
 	Gate Gate
+	// Fetch names the nodes the step fetches, when known (RewriteWithPlanner takes
+	// PlanOptions.Sim.Fetch when it is empty). With it, the value-dead nodes that are
+	// never read from a swap-in nor trigger one include every node Grappler's dependency
+	// optimizer turns into a NoOp in that step (cost.PrunedNodes), as the simulator prunes
+	// them; without it, only those whose value nothing in the graph reads (valueDead).
+	Fetch []string
 }
 
 // Defaults of Options.

@@ -52,6 +52,9 @@ func (p *Planned) Unchanged() bool {
 // po.Recompute does not apply to it. The same input and options give the same plan and
 // byte-identical output.
 func RewriteWithPlanner(model *graphdef.Model, opts Options, po PlanOptions) (*Planned, error) {
+	if len(opts.Fetch) == 0 {
+		opts.Fetch = po.Sim.Fetch
+	}
 	opts, g, err := prepare(model, opts)
 	if err != nil {
 		return nil, err

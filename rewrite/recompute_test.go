@@ -480,3 +480,82 @@ func TestBufferEndsAtLastLiveReader(t *testing.T) {
 		}
 	}
 }
+
+// TestValueDeadFollowsGrapplersNoOps checks that the analysis's value-dead nodes agree with
+// the simulator's pruned set (cost.PrunedNodes) once the fetch is known. side, a Mul of a
+// late gradient and f2 whose only out-edge is a control edge into the step's NoOp, is not
+// value-dead by the fetch-free rule (it has no data reader, and a node nothing reads may be
+// fetched) but Grappler's dependency optimizer turns it into a NoOp when train and g1 are
+// fetched,
+// and the simulator prunes it: before Options.Fetch, the analysis let it read a swap-in of
+// f2, which would run (swap nodes are kept) for a reader that reads nothing. With the fetch,
+// every node the simulator prunes is value-dead, side is not an eligible consumer nor
+// trigger, and LMS gives it no swap-in.
+func TestValueDeadFollowsGrapplersNoOps(t *testing.T) {
+	const n = 8
+	b := newBuilder()
+	b.op("x", "Placeholder", "", big)
+	prev := "x"
+	for i := 1; i <= n; i++ {
+		prev = b.op(fmt.Sprintf("f%d", i), "Relu", "", big, prev).Name
+	}
+	grad := b.op("loss_grad", "Relu", "", big, prev).Name
+	for i := n; i >= 1; i-- {
+		grad = b.op(fmt.Sprintf("g%d", i), "ReluGrad", "", big, grad, fmt.Sprintf("f%d", i)).Name
+		if i == 3 {
+			b.op("side", "Mul", "", big, grad, "f2")
+		}
+	}
+	b.op("train", "NoOp", "", nil, "^"+grad, "^side")
+	g, err := graphdef.NewGraph(b.g, "side")
+	if err != nil {
+		t.Fatal(err)
+	}
+	side := g.Node("side")
+	use := graphdef.Use{Node: side, Input: 1}
+	// The step fetches g1 (as a stateful update reading it would); train alone would leave
+	// every node's value unread.
+	fetch := []string{"train", "g1"}
+	pruned, err := cost.PrunedNodes(g, fetch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pruned == nil || !pruned[side.Index] {
+		t.Fatal("the simulator does not prune side: the case is not exercised")
+	}
+	opts, err := Options{MinTensorBytes: -1}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := Analyze(g, opts); a.valueDead[side.Index] || !a.ConsumerEligible(use) {
+		t.Fatal("without a fetch side is value-dead already: the fetch-free rule changed, revisit this test")
+	}
+	opts.Fetch = fetch
+	a := Analyze(g, opts)
+	for i, p := range pruned {
+		if p && !a.valueDead[i] {
+			t.Errorf("%s is pruned by the simulator but not value-dead for the analysis", g.Nodes[i].Name)
+		}
+	}
+	if a.ConsumerEligible(use) || a.TriggerEligible(side) {
+		t.Error("side, run as a NoOp, may still read a swap-in or trigger one")
+	}
+	m := graphdef.NewModel(b.g)
+	m.Source = "side"
+	res, err := Rewrite(m, Options{MinTensorBytes: -1, Fetch: fetch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Swaps) == 0 {
+		t.Fatalf("LMS swapped nothing: the test checks nothing (%+v)", res.Skipped)
+	}
+	for _, s := range res.Swaps {
+		for _, in := range s.SwapIns {
+			for _, c := range in.Consumers {
+				if c == "side" {
+					t.Errorf("swap-in %s of %s feeds side, a NoOp in the step", in.Node, s.Tensor)
+				}
+			}
+		}
+	}
+}
