@@ -225,8 +225,11 @@ def write(out, profiles, names, rows, scaled, r50, plot_rel, tfver, gpu, dev, co
       "for the baseline and the rewritten graph with the device's memory as the budget line (SVG, "
       "or PNG for a file name ending in `.png`). "
       "`--json` gives everything in machine-readable form. `--fetch NODE` simulates only what "
-      "`Session.run(NODE)` would run (its fan-in); without it every node of the graph runs, "
-      "initialisers included.")
+      "`Session.run(NODE)` would run (its fan-in); without it the training step is found (the "
+      "sinks whose fan-in holds the variable updates computed from variables, not the "
+      "initialisers or reads outside the step), for the model and its `--baseline` alike, and "
+      "printed as `fetch: X (found: ...)`; a graph that updates no variable is simulated whole, "
+      "every node.")
     d()
 
     # ---------------------------------------------------------------- model
@@ -353,7 +356,13 @@ def write(out, profiles, names, rows, scaled, r50, plot_rel, tfver, gpu, dev, co
       "gradients, `BiasAdd`, `AddN`) writes its output into an input buffer of the same size and "
       "dtype when it is that buffer's only remaining reader (TensorFlow's "
       "`forward_input_or_allocate_output`), except a fed tensor's, which `Session.run`'s caller "
-      "still holds.")
+      "still holds. `FusedBatchNorm` (V2, V3) writes its `y` into its `x` the same way "
+      "(`FusedBatchNormOpBase` in `tensorflow/core/kernels/fused_batch_norm_op.cc` forwards input "
+      "0 to output 0); in a training step the batch-norm gradient still reads `x`, so this "
+      "happens only where `x`'s later reads were redirected to a swapped-in or recomputed copy. "
+      "`FusedBatchNormGrad` (all versions) never forwards: its kernel allocates `x_backprop`, so "
+      "it holds `y_backprop`, `x` and `x_backprop` at once (the op that bounds ResNet-50's batch, "
+      "docs/BENCHMARKS.md).")
     d("- *Workspace:* a convolution (forward, either backprop) holds a temporary copy of its "
       "filter while it runs: TensorFlow's conv kernels transform the filter into cuDNN's layout "
       "in an `allocate_temp` buffer. cuDNN's own scratch space depends on the algorithm autotuning "
@@ -435,6 +444,13 @@ def write(out, profiles, names, rows, scaled, r50, plot_rel, tfver, gpu, dev, co
         ["`transfer_latency_s`", "default 1e-5", "paid by every transfer before it queues"],
         ["`host_flops`, `host_mem_bytes_per_s`", "default 1e12, 5e10", "rates of ops placed on the host"],
         ["`sms`, `compute_capability`", "", "SM count and CUDA compute capability (`\"7.0\"`); needed by the VirtualCluster checker"],
+        ["`tensorflow`", "", "the TensorFlow release the graphs will run on (`\"2.18\"`, the default; "
+         "`\"1.15\"`, `\"2.4\"`): it chooses the rule of the memory TensorFlow's GPU device keeps back, "
+         "hence the default budget of `tfswap rewrite`: from 2.5 on, by compute capability "
+         "(`MinSystemMemory` in `tensorflow/core/common_runtime/gpu/gpu_device.cc`: 500 MiB up to "
+         "6.x, 1050 MiB on 7.x, 1536 MiB on 8.x, 1800 MiB from 9.0 in 2.18); before 2.5, max(300 "
+         "MiB, 6% of the memory) (225 MiB below 2 GiB), the rule tensorflow/tensorflow#44810 "
+         "replaced in November 2020"],
         ["`link`, `sources`", "", "free text: the link, and where the figures come from"],
     ])
     d("### Measured op profiles (`--measured`)")
