@@ -402,13 +402,20 @@ func preservedNode(p string) string {
 // prepare checks opts (applying defaults), indexes model's graph and refuses a graph tfswap
 // already rewrote: what every rewrite does first.
 func prepare(model *graphdef.Model, opts Options) (Options, *graphdef.Graph, error) {
+	return prepareGraph(model, nil, opts)
+}
+
+// prepareGraph is prepare given g, model's graph as graphdef.NewGraph builds it; a nil g is
+// built here.
+func prepareGraph(model *graphdef.Model, g *graphdef.Graph, opts Options) (Options, *graphdef.Graph, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return opts, nil, err
 	}
-	g, err := graphdef.NewGraph(model.Graph, model.Source)
-	if err != nil {
-		return opts, nil, err
+	if g == nil {
+		if g, err = graphdef.NewGraph(model.Graph, model.Source); err != nil {
+			return opts, nil, err
+		}
 	}
 	if err := CheckNotRewritten(g); err != nil {
 		return opts, nil, err
