@@ -346,9 +346,9 @@ type memEv struct {
 }
 
 type simDevice struct {
-	name      string
-	gpu       bool
-	ready     readyHeap
+	name  string
+	gpu   bool
+	ready readyHeap
 	// inline holds the host's ready ops that launch no kernel (a swap's or a weight copy's
 	// Identity, a gate): while the host runs a kernel they start at once beside it, as
 	// TensorFlow's executor runs inexpensive kernels inline instead of queueing them behind
