@@ -363,7 +363,10 @@ func passRecomputeApart(st *planState) error {
 	}
 	if rs != nil {
 		st.sims += rs.pr.sims
-		if better(rs.ev, st.final.ev) {
+		// A plan that does not fit either replaces the best only when it comes lower, so
+		// that the no-fit diagnosis stays the one of the plans before where it gains nothing.
+		cur := st.final.ev
+		if cur == nil || rs.ev.Fits && better(rs.ev, cur) || !rs.ev.Fits && !cur.Fits && rs.ev.Excess < cur.Excess {
 			st.final = rs
 			st.xpr = rs.pr
 		}
