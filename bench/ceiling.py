@@ -6,11 +6,13 @@ what bounds the batch.
     .venv/bin/python bench/ceiling.py [--tfswap BIN] [--cache out/ceiling] [--b0 185]
                                       [--multiples 1,2,4,5,6,8,10] [--json out.json]
                                       [--device v100-16gb] [--compare other.json]
-                                      [--from-json run.json] [--update-docs]
+                                      [--from-json run.json] [--merge saved.json] [--update-docs]
 
 The documented run: `--device v100-16gb-nvlink --multiples 4,6,8 --json nvlink.json` (the
 anchor paper's class of machine), then `--compare nvlink.json --update-docs`; `--from-json`
-renders a saved run instead of running again.
+renders a saved run instead of running again. `--merge docs/bench/ceiling.json --multiples 8` runs
+only the rungs given and puts their rows in place of those of a saved run (each row keeps the commit it
+was planned at; the section's header names both).
 
 It builds tfswap from this checkout without cgo, checks B0 on the default budget of
 `v100-16gb` (14.97 GiB: the unswapped step at B0 fits by tfswap's accounting and by both of Grappler's,
@@ -319,6 +321,8 @@ def main():
     ap.add_argument("--json", help="also write the results as JSON to this file")
     ap.add_argument("--compare", help="a --json file of a run on another device (v100-16gb-nvlink), summarised in the notes")
     ap.add_argument("--from-json", help="render (and with --update-docs write) a saved --json run instead of running")
+    ap.add_argument("--merge", help="a saved --json run whose rows for the rungs run now are replaced (the others "
+                    "are kept, with the commit they were planned at)")
     ap.add_argument("--device", default=DEVICE,
                     help="the device profile (default %s; --update-docs only with it)" % DEVICE)
     ap.add_argument("--update-docs", action="store_true",
@@ -374,6 +378,9 @@ def main():
     data = {"device": DEVICE, "b0": b0, "b0_checked": b0_ok, "budget": budget, "resident": resident, "op_bound_bytes": opmax,
             "op_bound_op": opname, "bound_batch": bound, "rows": rows, "commit": git_commit(), "compare": compare,
             "unswapped": bases, "link": list(link_rates(tfswap))}
+    if args.merge:
+        with open(args.merge) as f:
+            data = merge(json.load(f), data)
     print(markdown(data))
     if args.json:
         write_json(args.json, data)
@@ -381,6 +388,37 @@ def main():
         write_json(os.path.join(ROOT, "docs", "bench", "ceiling.json"), data)
         update_section(os.path.join(ROOT, "docs", "BENCHMARKS.md"), data)
     return 0
+
+
+def merge(saved, new):
+    """The saved run with the rows of the rungs in new replaced by new's: every row carries the
+    commit it was planned at ("commit"; the saved run's for its own rows), the rows are ordered
+    by batch and accounting, and the run-wide figures (budget, B0 check, op bound, link) are
+    new's, which recomputed them; the comparison run is the saved one unless new has one."""
+    if saved.get("device") != new["device"] or saved.get("b0") != new["b0"]:
+        raise SystemExit("--merge: the saved run is for %s B0 %s, not %s B0 %s" % (
+            saved.get("device"), saved.get("b0"), new["device"], new["b0"]))
+    order = {a: i for i, a in enumerate(ACCOUNTINGS)}
+    run = {(r["batch"], r["accounting"]) for r in new["rows"]}
+    rows = [dict(r, commit=r.get("commit", saved.get("commit", "?"))) for r in saved["rows"]
+            if (r["batch"], r["accounting"]) not in run]
+    rows += [dict(r, commit=new["commit"]) for r in new["rows"]]
+    rows.sort(key=lambda r: (r["batch"], order.get(r["accounting"], len(order))))
+    out = dict(new, rows=rows)
+    out["unswapped"] = dict(saved.get("unswapped", {}), **new.get("unswapped", {}))
+    out["commit"] = new["commit"]
+    out["compare"] = new.get("compare") or saved.get("compare")
+    return out
+
+
+def row_commits(data):
+    """The commits the rows were planned at, the run's own first, as the header names them."""
+    seen = []
+    for r in data["rows"]:
+        c = r.get("commit", data.get("commit", "?"))
+        if c not in seen:
+            seen.append(c)
+    return seen
 
 
 def write_json(path, data):
@@ -426,15 +464,18 @@ in the unswapped step the shortcut's input gradient waits 134 ms for the `AddN` 
 and moving 4.43 GiB over PCIe 3.0 (12.8 GB/s) takes 0.37 s each way. The swap-out is not done when the next
 block-sized tensor is allocated, and no pass yet holds the main branch back until it is (a stall that would fit).
 Running the two
-input gradients into one accumulator is the other way (not built). At 73a1048 (simulated v100-16gb, the table
-above) 8x fits by tfswap's accounting again, at +1369.6%: `auto`'s peak repair on its lowest-memory plan reaches
+input gradients into one accumulator is the other way (not built). At 73a1048 (simulated v100-16gb) 8x fits by
+tfswap's accounting again, at +1369.6% (+1379.9% at 65bb28a, the table above): `auto`'s peak repair on its lowest-memory plan reaches
 13.47 GiB with 135 ops held until a swap-out reaches the host and 279 GiB to the host, 372 GiB back a step,
 31.4 s of the 52.8 s step stalled on swap-ins; the stall-accepting plan exists, its overhead is the host link's.
 10x's lowest peak fell from 19.56 to 16.79 GiB (`stage2/block3`'s batch-norm gradient and ReLU gradient,
-5.53 GiB each). 8x by all accountings is not a verdict at 73a1048 (nor at ec7cd4d, the main branch it was built
-on): `rewrite` fails with an internal error, a cycle through a swap-in's relay of a `tf.gradients` tuple Identity
-(`.../FusedBatchNormV3_grad/tuple/control_dependency` reads its own swapped-in copy through the relay, the
-shortcut's batch-norm gradient and the main branch's input gradient), so no lowest peak was measured there.
+5.53 GiB each). 8x by all accountings was no verdict at 73a1048: `rewrite` failed with an internal error, a cycle through a
+swap-in's relay of a `tf.gradients` tuple Identity. Since d5a82c7 (peak repair judges descent in the plan's
+graph) it is a no-fit verdict; at 65bb28a (the table above) the lowest plan any strategy found under the three
+accountings peaks at 17.90 GiB by tfswap's own, at `stage2/block1`'s main-branch batch-norm gradient: its
+output and the ReLU gradient it reads (4.43 GiB each) with two swapped-in copies of the block's size (8.85 GiB;
+the no-fit message), 4 x 4.43 + 0.19 = 17.90 GiB. The plans that reach lower by tfswap's accounting (the
+`tfswap` row, 13.47 GiB) read 17.71 and 26.56 GiB by the VirtualCluster's nanosecond and microsecond figures.
 
 A bound at 8x (simulated v100-16gb, tfswap's accounting; worked out from `tfswap simulate` and the no-fit
 message at 0f1299b): 15.68 GiB is a bound, not a search failure, for every plan that keeps those tensors on the device. Take
@@ -496,9 +537,25 @@ with its own allocator, under no VirtualCluster accounting. On tfswap's closest 
 (NVLink 2.0 to a POWER9 host, 40.6 GB/s each way), `bench/ceiling.py --device v100-16gb-nvlink` gives NVLINK.
 The target is missed on `v100-16gb`: by all accountings the largest batch is 4x B0 (+136.0%; none at 5x),
 bound by the VirtualCluster's microsecond accounting at the residual blocks' gradients; by tfswap's, 8x B0
-(+1369.6% at 73a1048), bound in overhead by the host link (at least 63 GiB of the 8x excess would have to be
+(+1379.9% at 65bb28a), bound in overhead by the host link (at least 63 GiB of the 8x excess would have to be
 recomputed to meet +82%, and tfswap recomputes only chains whose inputs stay on the device: segment-wise
 recomputation from a swapped checkpoint is not built) and, at about 9x, by `FusedBatchNormGradV3`."""
+
+
+def at_commits(data):
+    """"at C", or, for a merged run, the commit of each group of rows."""
+    commits = row_commits(data)
+    if len(commits) <= 1:
+        return "at %s" % (commits[0] if commits else data.get("commit", "?"))
+    parts = []
+    for c in commits:
+        rungs = []
+        for r in data["rows"]:
+            m = "%gx" % r["multiple"]
+            if r.get("commit", data.get("commit")) == c and m not in rungs:
+                rungs.append(m)
+        parts.append("%s at %s" % (", ".join(rungs), c))
+    return "(rungs %s)" % "; ".join(parts)
 
 
 def markdown(data):
@@ -507,11 +564,11 @@ def markdown(data):
     b0, budget = data["b0"], data["budget"]
     out.append("Simulated for the profile %s (budget %s GiB, TensorFlow 2.18's default; B0 = %d: the unswapped "
                "step fits by tfswap's accounting and both of Grappler's at %d and not at %d: %s), by `bench/ceiling.py` "
-               "at %s: `tfswap rewrite --fetch train --device %s --fit-accounting A` on ResNet-50 "
+               "%s: `tfswap rewrite --fetch train --device %s --fit-accounting A` on ResNet-50 "
                "(testmodels/large.py) generated at each multiple of B0. Rewrite wall times measured on this "
                "machine's CPU (two cores shared with other jobs).\n" % (
                    DEVICE, gib(budget), b0, b0, b0 + 1, "checked" if data["b0_checked"] else "NOT confirmed",
-                   data.get("commit", "?"), DEVICE))
+                   at_commits(data), DEVICE))
     out.append("| batch (xB0) | accounting | fits | peak GiB (tfswap / VC ns / VC us) | overhead | strategy "
                "| to host / back per step GiB | rewrite s |")
     out.append("|---|---|---|---|---:|---|---|---:|")

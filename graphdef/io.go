@@ -221,8 +221,7 @@ func (m *Model) parseNodes(data []byte) bool {
 		return false
 	}
 	g := new(gpb.GraphDef)
-	var start, end []uint32
-	prevEnd := -1
+	spans := newNodeSpans(0)
 	var rest []byte
 	seen := make(map[string]*apb.AttrValue)
 	share := newAttrSharer(seen)
@@ -247,35 +246,61 @@ func (m *Model) parseNodes(data []byte) bool {
 			}
 			share(nd, b[:n+fieldLen])
 			g.Node = append(g.Node, nd)
-			if end == nil && prevEnd >= 0 && prevEnd != off {
-				end = make([]uint32, len(start), cap(start))
-				copy(end, start[1:])
-				end[len(start)-1] = uint32(prevEnd)
-			}
-			start = append(start, uint32(off))
-			prevEnd = off + n + fieldLen
-			if end != nil {
-				end = append(end, uint32(prevEnd))
-			}
+			spans.add(off, off+n+fieldLen)
 		} else {
 			rest = append(rest, b[:n+fieldLen]...)
 		}
 		off += n + fieldLen
 	}
-	if err := (proto.UnmarshalOptions{Merge: true}).Unmarshal(rest, g); err != nil || len(g.Node) != len(start) {
+	if err := (proto.UnmarshalOptions{Merge: true}).Unmarshal(rest, g); err != nil || len(g.Node) != len(spans.start) {
 		return false
 	}
 	m.Graph = g
 	m.rawRest = rest
 	m.restProtos = m.restSnapshot()
-	m.raw = newRawIndex(data, g.Node, start, end, prevEnd)
+	m.raw = newRawIndex(data, g.Node, spans)
 	return true
 }
 
+// nodeSpans records where each node field of a binary GraphDef starts and ends, as the two
+// parse paths (parseNodes and indexRaw) meet them in order. start[i] and end[i] are node field
+// i's bounds in the data. When the node fields follow each other (as TensorFlow writes them)
+// end[i] == start[i+1] and end stays nil; prevEnd is the end of the last field recorded, -1
+// before the first.
+type nodeSpans struct {
+	start, end []uint32
+	prevEnd    int
+}
+
+// newNodeSpans returns empty spans with room for n node fields.
+func newNodeSpans(n int) nodeSpans {
+	var start []uint32
+	if n > 0 {
+		start = make([]uint32, 0, n)
+	}
+	return nodeSpans{start: start, prevEnd: -1}
+}
+
+// add records the next node field, from off to fieldEnd. The first field that does not start
+// where the previous one ended switches the spans to keeping every end.
+func (s *nodeSpans) add(off, fieldEnd int) {
+	if s.end == nil && s.prevEnd >= 0 && s.prevEnd != off {
+		s.end = make([]uint32, len(s.start), cap(s.start))
+		copy(s.end, s.start[1:])
+		s.end[len(s.start)-1] = uint32(s.prevEnd)
+	}
+	s.start = append(s.start, uint32(off))
+	s.prevEnd = fieldEnd
+	if s.end != nil {
+		s.end = append(s.end, uint32(fieldEnd))
+	}
+}
+
 // newRawIndex returns the raw index of the nodes defs read from data, node i's field
-// starting at start[i] and, when end is not nil, ending at end[i] (else at start[i+1], the
-// last at prevEnd).
-func newRawIndex(data []byte, defs []*npb.NodeDef, start, end []uint32, prevEnd int) *rawIndex {
+// starting at spans.start[i] and, when spans.end is not nil, ending at spans.end[i] (else at
+// spans.start[i+1], the last at spans.prevEnd).
+func newRawIndex(data []byte, defs []*npb.NodeDef, spans nodeSpans) *rawIndex {
+	start, end, prevEnd := spans.start, spans.end, spans.prevEnd
 	r := &rawIndex{data: data, defs: append([]*npb.NodeDef(nil), defs...)}
 	if end == nil {
 		if prevEnd < 0 {
@@ -411,11 +436,7 @@ func (m *Model) indexRaw(data []byte) error {
 		return nil
 	}
 	m.restProtos = m.restSnapshot()
-	// start[i] and end[i] are node field i's bounds in data. When the node fields follow each
-	// other (as TensorFlow writes them) end[i] == start[i+1], and end is not kept.
-	start := make([]uint32, 0, len(m.Graph.Node)+1)
-	var end []uint32
-	prevEnd := -1
+	spans := newNodeSpans(len(m.Graph.Node) + 1)
 	for off := 0; off < len(data); {
 		b := data[off:]
 		num, typ, n := protowire.ConsumeTag(b)
@@ -427,29 +448,20 @@ func (m *Model) indexRaw(data []byte) error {
 			return protowire.ParseError(fieldLen)
 		}
 		if num == 1 && typ == protowire.BytesType {
-			if len(start) >= len(m.Graph.Node) {
+			if len(spans.start) >= len(m.Graph.Node) {
 				return fmt.Errorf("more node fields than nodes")
 			}
-			if end == nil && prevEnd >= 0 && prevEnd != off {
-				end = make([]uint32, len(start), cap(start))
-				copy(end, start[1:])
-				end[len(start)-1] = uint32(prevEnd)
-			}
-			start = append(start, uint32(off))
-			prevEnd = off + n + fieldLen
-			if end != nil {
-				end = append(end, uint32(prevEnd))
-			}
+			spans.add(off, off+n+fieldLen)
 		} else {
 			m.rawRest = append(m.rawRest, b[:n+fieldLen]...)
 		}
 		off += n + fieldLen
 	}
-	if len(start) != len(m.Graph.Node) {
+	if len(spans.start) != len(m.Graph.Node) {
 		// Merged (split) node messages: fall back to re-serialising every node.
 		return nil
 	}
-	m.raw = newRawIndex(data, m.Graph.Node, start, end, prevEnd)
+	m.raw = newRawIndex(data, m.Graph.Node, spans)
 	return nil
 }
 

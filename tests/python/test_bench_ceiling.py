@@ -59,3 +59,27 @@ def test_markdown_states_what_the_target_needs_by_the_link():
     # +82% of 3 s is 5.46 s: E = 2.73 GiB may cross, 7.27 GiB must be recomputed.
     assert "10.00 GiB over the budget; within +82% at most 2.73 GiB of it may cross the link, " \
            "so at least 7.27 GiB must be recomputed" in md, md
+
+
+def test_merge_replaces_only_the_rungs_run_again():
+    saved = {"device": "v100-16gb", "b0": 100, "commit": "old", "unswapped": {"400": {"peak": 1}},
+             "rows": [dict(accounting=a, exit=1, fits=False, lowest_peak_gib=16.0, seconds=1.0, multiple=m,
+                           batch=int(100 * m))
+                      for m in (4.0, 8.0) for a in ("tfswap", "all")]}
+    new = {"device": "v100-16gb", "b0": 100, "commit": "new", "unswapped": {"800": {"peak": 2}}, "budget": 7,
+           "rows": [dict(accounting=a, exit=1, fits=False, lowest_peak_gib=17.9, seconds=2.0, multiple=8.0, batch=800)
+                    for a in ("all", "tfswap")]}
+    out = ceiling.merge(saved, new)
+    assert [(r["batch"], r["accounting"], r["commit"]) for r in out["rows"]] == [
+        (400, "tfswap", "old"), (400, "all", "old"), (800, "tfswap", "new"), (800, "all", "new")]
+    assert out["budget"] == 7 and out["commit"] == "new"
+    assert set(out["unswapped"]) == {"400", "800"}
+    assert ceiling.at_commits(out) == "(rungs 4x at old; 8x at new)"
+    assert "`bench/ceiling.py` (rungs 4x at old; 8x at new):" in ceiling.markdown(
+        dict(out, b0_checked=True, resident=0, op_bound_bytes=1, op_bound_op="g", bound_batch=1))
+    try:
+        ceiling.merge(dict(saved, b0=99), new)
+    except SystemExit as e:
+        assert "B0 99" in str(e)
+    else:
+        raise AssertionError("a saved run of another B0 was merged")

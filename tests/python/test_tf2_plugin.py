@@ -99,7 +99,7 @@ class _Losses:
         self.values = []
 
 
-def train_keras(kind, tf, np):
+def train_keras(kind, tf, np, variables="/CPU:1"):
     import keras
 
     keras.utils.set_random_seed(1)
@@ -115,13 +115,17 @@ def train_keras(kind, tf, np):
         def on_train_batch_end(self, batch, logs=None):
             losses.values.append(float(logs["loss"]))
 
-    with tf.device("/CPU:1"):
+    # The model's variables, the optimizer's too, live on variables (the emulated GPU unless
+    # a test offloads them); the step itself runs on CPU:1 either way.
+    with tf.device(variables):
         model = _keras_model(kind, keras)
         model.compile(optimizer=keras.optimizers.Adam(1e-3),
                       loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                       jit_compile=False)
+        model.optimizer.build(model.trainable_variables)
+    with tf.device("/CPU:1"):
         model.fit(x, y, batch_size=BATCH, epochs=1, shuffle=False, verbose=0, callbacks=[Record()])
-    return losses.values, [np.asarray(w) for w in model.get_weights()]
+    return losses.values, [np.asarray(v) for v in model.variables + model.optimizer.variables]
 
 
 def train_loop(tf, np, dynamic=False):
@@ -369,6 +373,9 @@ def worker(spec):
         kind = spec["kind"]
         if kind in ("cnn", "transformer"):
             losses, weights = train_keras(kind, tf, np)
+        elif kind in ("fit_offload_host", "fit_offload_device"):
+            losses, weights = train_keras("cnn", tf, np,
+                                          "/CPU:0" if kind == "fit_offload_host" else "/CPU:1")
         elif kind == "loop":
             losses, weights = train_loop(tf, np, dynamic=run.get("dynamic", False))
         elif kind in ("offload_host", "offload_device"):
@@ -810,3 +817,29 @@ def test_offload_device_variables_stay_with_one_warning(built):
     assert len(plans) == 1 and len(plans[0]["offload_pinned"]) == 11, plans
     assert "11 variables stay on the compute device" in log
 
+
+
+def test_offload_model_fit_is_bit_identical(built):
+    """Keras model.fit, the model and Adam built on the host: with offload=all the plugin
+    gates the copies of the variables' reads into the step Keras traces, and one epoch trains
+    bit-identically, every variable compared (the model's, BatchNormalization's moving
+    statistics and Adam's slots), to the same fit without the plugin."""
+    result, log = run_worker({"kind": "fit_offload_host", "plugin": True, "options": OFFLOAD})
+    result = result[0]
+    base = baseline("fit_offload_host")
+    assert len(result["losses"]) == STEPS
+    assert result["losses"] == base["losses"], (result["losses"], base["losses"])
+    assert result["weights"] == base["weights"], "variables differ after %d steps" % STEPS
+    # Where the variables live changes nothing either (both are CPU kernels here).
+    assert base["weights"] == baseline("fit_offload_device")["weights"]
+    assert WARNING.findall(log) == [], WARNING.findall(log)
+    copies = [s for s in result["swaps"] if s[2] == "weight_in"]
+    assert copies, "no weight copies in the partition graphs:\n" + log[-3000:]
+    for name, device, role, inputs in copies:
+        assert device == HOST, "%s runs on %s" % (name, device)
+        assert any(i.startswith("^") for i in inputs), "weight copy %s has no gate" % name
+    plans = [p for p in result["plans"] if p["report"] and p["report"].get("offloaded")]
+    assert plans, result["plans"]
+    groups = [g for p in plans for g in p["report"]["offloaded"]]
+    assert all(g["Host"] == HOST for g in groups), groups
+    assert sum(g["Copies"] for g in groups) == len(copies)
