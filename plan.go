@@ -47,7 +47,7 @@ func Plan(m *Model, opts Options) (res *Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	fetch, err := resolveFetch(m, opts.Fetch)
+	fetch, g, err := resolveFetch(m, opts.Fetch)
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +61,7 @@ func Plan(m *Model, opts Options) (res *Result, err error) {
 		}
 		po.Sim.Measured = ms
 	}
-	planned, err := rewrite.RewriteWithPlanner(m.gm, ro, po)
+	planned, err := rewrite.RewriteGraphWithPlanner(m.gm, g, ro, po)
 	if err != nil {
 		return nil, classify(err)
 	}
@@ -79,14 +79,15 @@ func Plan(m *Model, opts Options) (res *Result, err error) {
 }
 
 // resolveFetch returns the step Plan simulates: the fetch given, or, when none is, the
-// training step graphdef.DefaultFetch finds in m.
-func resolveFetch(m *Model, given []string) (graphdef.Fetch, error) {
+// training step graphdef.DefaultFetch finds in m. In that case it also returns the graph it
+// built of m to find it, for the planner to use rather than build it again (nil otherwise).
+func resolveFetch(m *Model, given []string) (graphdef.Fetch, *graphdef.Graph, error) {
 	if len(given) > 0 {
-		return graphdef.UserFetch(nil, given), nil
+		return graphdef.UserFetch(nil, given), nil, nil
 	}
 	g, err := graphdef.NewGraph(m.gm.Graph, m.gm.Source)
 	if err != nil {
-		return graphdef.Fetch{}, classify(err)
+		return graphdef.Fetch{}, nil, classify(err)
 	}
-	return graphdef.DefaultFetch(g), nil
+	return graphdef.DefaultFetch(g), g, nil
 }

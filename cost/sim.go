@@ -1,8 +1,10 @@
 package cost
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -795,11 +797,6 @@ func vsDeviceName(name string) string {
 // its _Sends among themselves.
 func (s *sim) nameRanks() {
 	g := s.g
-	type named struct {
-		name string
-		node int32 // >= 0: a graph node
-		key  xkey
-	}
 	all := make([]named, 0, len(g.Nodes))
 	for _, n := range g.Nodes {
 		all = append(all, named{name: n.Name, node: int32(n.Index)})
@@ -837,18 +834,41 @@ func (s *sim) nameRanks() {
 			}
 		}
 	}
-	sort.SliceStable(all, func(a, b int) bool { return all[a].name < all[b].name })
-	for r, x := range all {
-		if x.node >= 0 {
+	for r, i := range byName(all) {
+		if x := all[i]; x.node >= 0 {
 			s.tie[x.node] = int32(r)
 		} else {
 			s.recvTie[x.key] = int32(r)
 		}
 	}
-	sort.SliceStable(sends, func(a, b int) bool { return sends[a].name < sends[b].name })
-	for r, x := range sends {
-		s.sendTie[x.key] = int32(r)
+	for r, i := range byName(sends) {
+		s.sendTie[sends[i].key] = int32(r)
 	}
+}
+
+// named is an op of the simulated step by its name, for nameRanks: a graph node, or (node
+// -1) a Recv or Send op the runtime adds, by the transfer it serves.
+type named struct {
+	name string
+	node int32 // >= 0: a graph node
+	key  xkey
+}
+
+// byName returns the indices of xs in the order of their names, equal names in the order
+// of xs: the order a stable sort by name gives, found by sorting indices (a million-node
+// graph's entries are not moved).
+func byName(xs []named) []int32 {
+	order := make([]int32, len(xs))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(a, b int32) int {
+		if c := strings.Compare(xs[a].name, xs[b].name); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	return order
 }
 
 func isFeed(op string) bool { return op == "Placeholder" || op == "PlaceholderWithDefault" }

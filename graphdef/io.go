@@ -501,6 +501,10 @@ type graphEncoder struct {
 
 var det = proto.MarshalOptions{Deterministic: true}
 
+// detSized is det for a message whose size det.Size has just computed: it marshals with the
+// sizes that call cached rather than computing them again.
+var detSized = proto.MarshalOptions{Deterministic: true, UseCachedSize: true}
+
 // encoder returns the encoder of m's graph, its size computed and checked against protobuf's
 // limit.
 func (m *Model) encoder() (*graphEncoder, error) {
@@ -554,7 +558,7 @@ func (e *graphEncoder) encode(emit func([]byte) error) error {
 		buf = protowire.AppendVarint(buf, uint64(k))
 		head := len(buf)
 		var err error
-		if buf, err = det.MarshalAppend(buf, n); err != nil {
+		if buf, err = detSized.MarshalAppend(buf, n); err != nil {
 			return fmt.Errorf("node %q: %v", n.GetName(), err)
 		}
 		if len(buf)-head != k {

@@ -52,7 +52,15 @@ func (p *Planned) Unchanged() bool {
 // po.Recompute does not apply to it. The same input and options give the same plan and
 // byte-identical output.
 func RewriteWithPlanner(model *graphdef.Model, opts Options, po PlanOptions) (*Planned, error) {
-	opts, g, err := prepare(model, opts)
+	return RewriteGraphWithPlanner(model, nil, opts, po)
+}
+
+// RewriteGraphWithPlanner is RewriteWithPlanner given g, the graph graphdef.NewGraph builds
+// of model (model.Graph, model.Source), so that a caller that has built it already (to find
+// the step's fetch) does not build it again; a nil g is built here. g must not have been
+// changed since it was built.
+func RewriteGraphWithPlanner(model *graphdef.Model, g *graphdef.Graph, opts Options, po PlanOptions) (*Planned, error) {
+	opts, g, err := prepareGraph(model, g, opts)
 	if err != nil {
 		return nil, err
 	}
