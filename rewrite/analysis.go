@@ -408,7 +408,10 @@ func readerExclusion(u graphdef.Use, swapped graphdef.Tensor, dead []bool) strin
 		if hoistableSumReads(c) {
 			return ReasonFactor
 		}
-		if x := swapped.Node; factorOps[x.Op] && !severalReaders(x, dead) || pushDownChild(c, dead) {
+		if x := swapped.Node; factorOps[x.Op] && !severalReaders(x, dead) {
+			return ReasonProduct
+		}
+		if pushDownChild(c, dead) && !pushDownOrderKept(c, u.Node.Inputs[u.Input], swapped) {
 			return ReasonProduct
 		}
 	case aggregationOps[c.Op]:

@@ -26,10 +26,11 @@ const IDAttr = "_tfswap_id"
 // DoNotRemoveAttr is the attr Grappler honours to keep a node (GrapplerItem::NodesToPreserve).
 const DoNotRemoveAttr = "_grappler_do_not_remove"
 
-// RelayRole is the role of a relay: an Identity on a gradient tuple Identity's device that
-// reads a swap-in and is read by that Identity alone (needsRelay), so that the Identity's
-// input stays on its device and Grappler's dependency optimizer bypasses it as it does in
-// the original, whatever its number of readers.
+// RelayRole is the role of a relay: an Identity on its one reader's device that reads a
+// swap-in (needsRelay). A gradient tuple Identity read through one keeps its input on its
+// device, so Grappler's dependency optimizer bypasses it as it does in the original,
+// whatever its number of readers; a product Grappler's constant push-down may rotate keeps
+// both its inputs on the parent's device, which the rotation requires.
 const RelayRole = "swap_relay"
 
 // Swap describes one swapped tensor in a Result.

@@ -212,7 +212,7 @@ func build(a *Analysis, plan *Plan) (*built, error) {
 					// from a swap-in, the gate would wait for a swap-in it may itself release).
 					continue
 				}
-				if needsRelay(u.Node) {
+				if needsRelay(u.Node, a.valueDead) {
 					relayed = append(relayed, u)
 				} else {
 					redirects = append(redirects, redirect{u.Node.Index, u.Input, in})

@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/tfswap/tfswap/graphdef"
 )
@@ -309,27 +310,137 @@ func (a *Analysis) swapOutSensitive(n *graphdef.Node) string {
 }
 
 // pushDownChild reports whether Grappler's constant push-down may take the product c as the
-// child it rotates: c has a single reader (severalReaders, with the nodes marked in dead not
-// counted), directly or once the Identities and no-op shape ops between are bypassed, and
-// that reader is a product. PrepareConstantPushDown rotates such a pair only when both of
-// c's inputs are on the parent's device (the zoo GPT's GELU gradient: a swap-in, made on the
-// host, read by gradients/fc_0/Gelu/mul_1_grad/Mul_1 stopped a constant from being pushed
-// down past it, and 116 variables differed after 3 steps).
+// child it rotates (ConstantFolding::ConstantPushDown, Mul(C, Mul(X, Y)) -> Mul(X, Mul(C,
+// Y))): c is read by a single live node (liveReaders: once the Identities and no-op shape
+// ops between are bypassed and the value-dead readers in dead pruned; PrepareConstantPushDown
+// refuses an op child with more than one non-control output, and Grappler counts the readers
+// of a node it has not bypassed yet as they are, at least as many), and that reader is a
+// product of two inputs whose other input may be a constant (pushDownParent): without a
+// constant child the parent is left alone. PrepareConstantPushDown rotates such a pair only
+// when both of c's inputs are on the parent's device (the zoo GPT's GELU gradient: a swap-in,
+// made on the host, read by gradients/fc_0/Gelu/mul_1_grad/Mul_1 stopped a constant from
+// being pushed down past it, and 116 variables differed after 3 steps), and it pairs the
+// constant with c's second input once the arithmetic optimizer has sorted c's inputs by name
+// (pushDownOrderKept): such a c reads a swap-in through a relay on its device (needsRelay),
+// and only where the swap-in's name keeps the order.
+//
+// The rotations cascade (pushDownParent): constant folding repeats its sweep until nothing
+// changes, and the child a rotation leaves, Mul(C, Y), is a parent with a constant child in
+// the next sweep. So c is also a child when its reader is a product that is itself such a
+// child, whatever its other input: in the zoo GPT's GELU gradient, Erf_grad/mul_1 reads
+// mul_1_grad/Mul_1 and Erf_grad/mul (no constant), and is read by truediv_grad/RealDiv, a
+// division by a constant that constant folding turns into a product by its reciprocal; the
+// reciprocal is pushed into Erf_grad/mul_1, then into Mul_1. Grappler hands the bridge the
+// graph after its first iteration, where the division is already that product, and a4fee95,
+// which looked one level up only, let Mul_1 read fc_0/Gelu/mul's swap-in there (the second
+// iteration's rotation then paired the constant with another input, and 36 variables
+// differed after 3 steps through the bridge).
 func pushDownChild(c *graphdef.Node, dead []bool) bool {
-	if !factorOps[c.Op] || severalReaders(c, dead) {
+	return pushDownChildDepth(c, dead, pushDownDepth)
+}
+
+// pushDownDepth is how many cascaded rotations above a product pushDownChild follows before
+// it assumes one more may reach it.
+const pushDownDepth = 8
+
+// pushDownChildDepth is pushDownChild following at most depth cascaded rotations.
+func pushDownChildDepth(c *graphdef.Node, dead []bool, depth int) bool {
+	if !factorOps[c.Op] {
 		return false
 	}
-	if readByOp(c, factorOps) {
-		return true
-	}
-	for _, uses := range c.Consumers {
-		for _, u := range uses {
-			if factorOps[u.Node.Op] {
-				return true
-			}
+	r := liveReaders(c, dead)
+	return len(r) == 1 && pushDownParent(r[0], c, dead, depth)
+}
+
+// liveReaders returns effectiveReaders(n) without the nodes marked in dead (valueDead).
+func liveReaders(n *graphdef.Node, dead []bool) []*graphdef.Node {
+	r, _ := effectiveReaders(n)
+	out := r[:0:0]
+	for _, x := range r {
+		if dead == nil || x.Index >= len(dead) || !dead[x.Index] {
+			out = append(out, x)
 		}
 	}
-	return false
+	return out
+}
+
+// pushDownParent reports whether the product p, which reads c, may be the parent of a
+// constant push-down with c as its op child: p has two data inputs (PrepareConstantPushDown
+// requires it) and either the one that is not c, once the Identities and no-op shape ops
+// between are bypassed, may be a constant when constant folding runs (mayBeConstant), or p is
+// itself a child a rotation may pair with a constant (pushDownChildDepth, at most depth
+// levels up; past them it answers true), which makes p a parent with a constant child in the
+// next sweep.
+func pushDownParent(p, c *graphdef.Node, dead []bool, depth int) bool {
+	if !factorOps[p.Op] || len(p.Inputs) != 2 {
+		return false
+	}
+	for _, in := range p.Inputs {
+		if src := throughPassThrough(in).Node; src != c && mayBeConstant(src, 8) {
+			return true
+		}
+	}
+	return depth <= 0 || pushDownChildDepth(p, dead, depth-1)
+}
+
+// mayBeConstant reports whether n may be a constant once Grappler's constant folding has run:
+// a constant, an op whose value it materialises from a known shape (Shape, ShapeN, Size,
+// Rank, ZerosLike, OnesLike), or a stateless op of known kind whose data inputs all may be.
+// It errs towards true: past depth levels of inputs it answers true.
+func mayBeConstant(n *graphdef.Node, depth int) bool {
+	switch {
+	case n.Op == "Const" || n.Op == "HostConst" || shapeReaders[n.Op] || n.Op == "ZerosLike" || n.Op == "OnesLike":
+		return true
+	case len(n.Inputs) == 0 || graphdef.IsStatefulOp(n.Op) || !graphdef.KnownOp(n.Op) || neverSwappedOps[n.Op] && !grapplerIdentity(n):
+		return false
+	case depth <= 0:
+		return true
+	}
+	for _, in := range n.Inputs {
+		if !mayBeConstant(in.Node, depth-1) {
+			return false
+		}
+	}
+	return true
+}
+
+// pushDownOrderKept reports whether the product c keeps the order of its two data inputs, as
+// Grappler names them, when its input s, which carries the tensor swapped, is renamed to a
+// node of the tensor's tfswap scope (swapKey), and whether the other input is renamed too or
+// not. Constant push-down pairs the constant with c's second input, and the arithmetic
+// optimizer sorts a product's inputs by name, in one pass by the names the graph gives them
+// and in the next by those the dependency optimizer leaves (rootName): both orders must be
+// the same in the original, and the swap-in's name must come in the same place against
+// either name of the other input, and against the scope that input would be renamed to.
+func pushDownOrderKept(c *graphdef.Node, s, swapped graphdef.Tensor) bool {
+	if len(c.Inputs) != 2 {
+		return false
+	}
+	o := c.Inputs[0]
+	if o == s {
+		o = c.Inputs[1]
+	}
+	if o == s || throughPassThrough(o) == throughPassThrough(s) {
+		return false
+	}
+	want := strings.Compare(s.InputString(), o.InputString())
+	if want == 0 || strings.Compare(rootName(s), rootName(o)) != want {
+		return false
+	}
+	ks := swapKey(swapped)
+	keys := []string{swapKey(o)}
+	if grapplerIdentity(o.Node) && len(o.Node.Inputs) > o.Port {
+		keys = append(keys, swapKey(o.Node.Inputs[o.Port]))
+	}
+	if tp := throughPassThrough(o); tp != o {
+		keys = append(keys, swapKey(tp))
+	}
+	for _, name := range append([]string{o.InputString(), rootName(o)}, keys...) {
+		if strings.HasPrefix(name, ks) || strings.HasPrefix(ks, name) || strings.Compare(ks, name) != want {
+			return false
+		}
+	}
+	return true
 }
 
 // hoistableSumReads reports whether a sum reading the product c, directly or once the
@@ -531,9 +642,16 @@ func tupleReaders(n *graphdef.Node) []graphdef.Use {
 	return n.Consumers[0]
 }
 
-// needsRelay reports whether the gradient tuple Identity n reads a swap-in through a relay
-// (tupleReaders).
-func needsRelay(n *graphdef.Node) bool { return tupleReader(n) == nil && tupleReaders(n) != nil }
+// needsRelay reports whether the consumer n reads a swap-in through a relay on n's device
+// (RelayRole): a gradient tuple Identity with several readers (tupleReaders), one whose one
+// reader (tupleReader) Grappler's constant push-down may rotate (pushDownChild), or such a
+// product itself. dead marks the graph's value-dead nodes (valueDead).
+func needsRelay(n *graphdef.Node, dead []bool) bool {
+	if r := tupleReader(n); r != nil {
+		return pushDownChild(r.Node, dead)
+	}
+	return tupleReaders(n) != nil || pushDownChild(n, dead)
+}
 
 // standIns returns the nodes whose runs stand for n's when n reads a swap-in: the readers of
 // a gradient tuple Identity (tupleReader, tupleReaders), which the executor runs n just

@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/tfswap/tfswap/graphdef"
@@ -181,5 +182,100 @@ func TestTupleIdentityReadsSwapIn(t *testing.T) {
 	}
 	if !swapped {
 		t.Errorf("LMS did not swap y:0 (swaps %v)", res.Swaps)
+	}
+}
+
+// TestPushDownChildReadsRelay is issue 12's BERT-base case (GELU gradient): a late product c
+// reading a forward activation, whose one live reader is a product with a constant input, is
+// a child Grappler's constant push-down rotates (Mul(C, Mul(X, Y)) -> Mul(X, Mul(C, Y))).
+// The rotation needs both of c's inputs on the parent's device, and pairs the constant with
+// c's input that sorts last by name, so such a c once kept reading the original. It may now
+// read the swap-in through a relay on its device when the swap-in's name sorts where the
+// original did (grad_z reading z_fwd, before tfswap/ either way) and must not when it would
+// not (grad_a reading a_fwd: a_fwd sorts before f5, tfswap/a_fwd_0/ after). A product whose
+// reader has no constant input is no push-down child and reads the swap-in directly
+// (grad_m), and one whose product reader also reads a value-dead product (the gradient of a
+// constant, which Grappler prunes) still counts one reader (grad_z's dead_z). The rotations
+// cascade: a product whose one reader is a product without a constant input, itself read by a
+// division by a constant, is a child too once the constant is pushed into its reader (the zoo
+// GPT's GELU gradient, Mul_1 -> Erf_grad/mul_1 -> truediv_grad/RealDiv, which broke the bridge
+// when only one level was looked at): grad_c reading c_fwd is refused and grad_y reading y_fwd
+// reads a relay, as grad_a and grad_z.
+func TestPushDownChildReadsRelay(t *testing.T) {
+	b := newBuilder()
+	b.op("x", "Placeholder", "", act)
+	b.op("c", "Const", "", []int64{})
+	b.op("z_fwd", "Relu", "", act, "x")
+	b.op("a_fwd", "Relu", "", act, "x")
+	b.op("m_fwd", "Relu", "", act, "x")
+	b.op("c_fwd", "Relu", "", act, "x")
+	b.op("y_fwd", "Relu", "", act, "x")
+	b.op("early", "AddN", "", act, "z_fwd", "a_fwd", "m_fwd", "c_fwd", "y_fwd")
+	prev := "early"
+	for i := 0; i < 6; i++ {
+		prev = b.op("f"+string(rune('0'+i)), "Relu", "", act, prev).Name
+	}
+	b.op("grad_z", "Mul", "", act, prev, "z_fwd")
+	b.op("parent_z", "Mul", "", act, "c", "grad_z")
+	b.op("dead_z", "Mul", "", act, "grad_z", "x")
+	b.op("dead_z_sum", "Sum", "", []int64{}, "dead_z", "c")
+	b.op("dead_z_tuple", "Identity", "", []int64{}, "dead_z_sum", "^f5")
+	b.op("grad_a", "Mul", "", act, prev, "a_fwd")
+	b.op("parent_a", "Mul", "", act, "c", "grad_a")
+	b.op("grad_m", "Mul", "", act, prev, "m_fwd")
+	b.op("parent_m", "Mul", "", act, "x", "grad_m")
+	for _, v := range []string{"c", "y"} {
+		b.op("grad_"+v, "Mul", "", act, prev, v+"_fwd")
+		b.op("mid_"+v, "Mul", "", act, "grad_"+v, "x")
+		b.op("top_"+v, "RealDiv", "", act, "mid_"+v, "c")
+	}
+	b.op("train", "NoOp", "", nil, "^parent_z", "^parent_a", "^parent_m", "^top_c", "^top_y")
+	m := graphdef.NewModel(b.g)
+	opts, g, err := prepare(m, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := Analyze(g, opts)
+	want := map[string]string{"grad_z": "", "grad_a": ReasonProduct, "grad_m": "", "grad_c": ReasonProduct, "grad_y": ""}
+	relay := map[string]bool{"grad_z": true, "grad_a": true, "grad_m": false, "grad_c": true, "grad_y": true}
+	for src, reader := range map[string]string{"z_fwd": "grad_z", "a_fwd": "grad_a", "m_fwd": "grad_m", "c_fwd": "grad_c", "y_fwd": "grad_y"} {
+		for _, u := range (graphdef.Tensor{Node: g.Node(src)}).Consumers() {
+			if u.Node.Name != reader {
+				continue
+			}
+			if got := consumerExclusion(u, a.valueDead); got != want[reader] {
+				t.Errorf("%s reading %s: exclusion %q, want %q", reader, src, got, want[reader])
+			}
+			if a.ConsumerEligible(u) != (want[reader] == "") {
+				t.Errorf("%s reading %s: eligible %v, want %v", reader, src, a.ConsumerEligible(u), want[reader] == "")
+			}
+			if got := needsRelay(u.Node, a.valueDead); got != relay[reader] {
+				t.Errorf("%s: needsRelay %v, want %v", reader, got, relay[reader])
+			}
+		}
+	}
+	res, err := Rewrite(m, Options{MinTensorBytes: -1, SwapoutThreshold: 4, SwapinAhead: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reads := map[string]string{}
+	for _, n := range res.Model.Graph.GetNode() {
+		if strings.HasPrefix(n.GetName(), "grad_") {
+			reads[n.GetName()] = n.GetInput()[1]
+		}
+	}
+	for reader, w := range map[string]string{
+		"grad_z": SwapNodeName(graphdef.Tensor{Node: g.Node("z_fwd")}, "swap_in_0_relay_0"),
+		"grad_a": "a_fwd",
+		"grad_m": SwapNodeName(graphdef.Tensor{Node: g.Node("m_fwd")}, "swap_in_0"),
+		"grad_c": "c_fwd",
+		"grad_y": SwapNodeName(graphdef.Tensor{Node: g.Node("y_fwd")}, "swap_in_0_relay_0"),
+	} {
+		if reads[reader] != w {
+			t.Errorf("%s reads %q, want %q (swaps %v)", reader, reads[reader], w, res.Swaps)
+		}
+	}
+	if err := Verify(g, res, GateHost); err != nil {
+		t.Errorf("Verify: %v", err)
 	}
 }

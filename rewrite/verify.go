@@ -82,6 +82,7 @@ func Verify(orig *graphdef.Graph, res *Result, gate Gate) error {
 	}
 	reach := &reachability{orig: orig}
 	branches := &condBranches{orig: orig}
+	var dead []bool // valueDead(orig), once a relay needs it
 	for _, n := range out.Nodes[len(orig.Nodes):] {
 		role := string(n.Def.GetAttr()[RoleAttr].GetS())
 		if role == "gate" {
@@ -113,8 +114,11 @@ func Verify(orig *graphdef.Graph, res *Result, gate Gate) error {
 			if string(n.Inputs[0].Node.Def.GetAttr()[RoleAttr].GetS()) != "swap_in" || len(n.ControlInputs) != 0 {
 				return fmt.Errorf("relay %q does not read a swap-in alone", n.Name)
 			}
-			if len(n.Consumers[0]) != 1 || n.Consumers[0][0].Node.Index >= len(orig.Nodes) || !needsRelay(orig.Nodes[n.Consumers[0][0].Node.Index]) {
-				return fmt.Errorf("relay %q is not read by one gradient tuple Identity alone", n.Name)
+			if dead == nil {
+				dead = valueDead(orig)
+			}
+			if len(n.Consumers[0]) != 1 || n.Consumers[0][0].Node.Index >= len(orig.Nodes) || !needsRelay(orig.Nodes[n.Consumers[0][0].Node.Index], dead) {
+				return fmt.Errorf("relay %q is not read by one node alone that needs a relay (a gradient tuple Identity, or a product Grappler may rotate)", n.Name)
 			}
 		case "swap_out":
 			if n.Device.Type != "CPU" {
