@@ -348,10 +348,17 @@ type memEv struct {
 }
 
 type simDevice struct {
-	name      string
-	gpu       bool
-	ready     readyHeap
+	name  string
+	gpu   bool
+	ready readyHeap
+	// inline holds the host's ready ops that launch no kernel (a swap's or a weight copy's
+	// Identity, a gate): while the host runs a kernel they start at once beside it, as
+	// TensorFlow's executor runs inexpensive kernels inline instead of queueing them behind
+	// an expensive one (an optimizer update) on the inter-op thread pool. Otherwise they
+	// take their turn in ready order with the other ops.
+	inline    readyHeap
 	busy      bool
+	kernel    bool // busy with an op that is not inline-eligible
 	dirty     bool
 	idleSince int64
 	d2h, h2d  int32 // copy engines of a GPU; -1 on the host
@@ -430,6 +437,8 @@ type sim struct {
 	ready    []int64
 	picked   []pickKey // RecvOps: the input the VirtualScheduler marks executed last so far
 	lastX    []int32   // the transfer that last delivered an input (stall attribution), or -1
+	inlineOK []bool    // host ops that launch no kernel (simDevice.inline); nil with RecvOps
+	inlined  []bool    // ops started beside a host kernel: they leave the device's stream alone
 	start    []int64
 	outOf    []int32 // first index in outBuf of a node's outputs
 	outB     []int32 // per output: its buffer, -1 for none
@@ -610,6 +619,10 @@ func (s *sim) setup() error {
 	s.ready = make([]int64, nn)
 	s.picked = make([]pickKey, nn)
 	s.lastX = make([]int32, nn)
+	s.inlined = make([]bool, nn)
+	if !s.conv.RecvOps {
+		s.inlineOK = make([]bool, nn)
+	}
 	s.start = make([]int64, nn)
 	s.outOf = make([]int32, nn+1)
 	s.wsBuf = make([]int32, nn)
@@ -702,6 +715,9 @@ func (s *sim) setup() error {
 			measSum += float64(m)
 		default:
 			s.dur[n.Index] = OpTime(e, s.p, onHost, tf32)
+		}
+		if s.inlineOK != nil && onHost && e.Kind == KindNoKernel && !isCall && s.dur[n.Index] <= MinOpTime {
+			s.inlineOK[n.Index] = true
 		}
 		if !s.conv.NoWorkspace && !onHost {
 			s.wsz[n.Index] = e.Workspace
@@ -994,7 +1010,12 @@ func (s *sim) push(t int64, kind uint8, id int32) {
 
 func (s *sim) makeReady(node int, t int64) {
 	d := s.devs[s.dev[node]]
-	d.ready.Push(readyItem{ready: t, tie: s.tie[node], node: int32(node)})
+	it := readyItem{ready: t, tie: s.tie[node], node: int32(node)}
+	if s.inlineOK != nil && s.inlineOK[node] {
+		d.inline.Push(it)
+	} else {
+		d.ready.Push(it)
+	}
 	d.dirty = true
 }
 
@@ -1148,9 +1169,12 @@ func (s *sim) startOp(node int, t int64) {
 		s.bufs[b].refs = 1
 		s.wsBuf[node] = b
 	}
-	d.busy = true
 	d.res.Ops++
 	d.res.BusyTime += s.dur[node]
+	if !s.inlined[node] {
+		d.busy = true
+		d.kernel = s.inlineOK == nil || !s.inlineOK[node]
+	}
 	s.push(t+s.dur[node], evOpDone, int32(node))
 }
 
@@ -1186,8 +1210,10 @@ func (s *sim) finishOp(node int, t int64) {
 	n := s.g.Nodes[node]
 	dv := s.dev[node]
 	d := s.devs[dv]
-	d.busy = false
-	d.idleSince = t
+	if !s.inlined[node] {
+		d.busy = false
+		d.idleSince = t
+	}
 	d.dirty = true
 	if t > d.res.End {
 		d.res.End = t
@@ -1404,10 +1430,23 @@ func (s *sim) dispatch(t int64) {
 			continue
 		}
 		d.dirty = false
-		if d.busy || d.ready.Len() == 0 {
+		if d.busy && d.kernel {
+			// Ops that launch no kernel run beside the host's kernel (simDevice.inline).
+			for d.inline.Len() > 0 {
+				node := int(d.inline.Pop().node)
+				s.inlined[node] = true
+				s.startOp(node, t)
+			}
+		}
+		if d.busy || d.ready.Len()+d.inline.Len() == 0 {
 			continue
 		}
-		it := d.ready.Pop()
+		var it readyItem
+		if d.inline.Len() > 0 && (d.ready.Len() == 0 || d.inline.Peek().Less(d.ready.Peek())) {
+			it = d.inline.Pop()
+		} else {
+			it = d.ready.Pop()
+		}
 		if it.node < 0 {
 			// A _Recv (RecvOps).
 			d.res.IdleTime += t - d.idleSince

@@ -429,3 +429,45 @@ func TestSimulateSwapGrapplerConventions(t *testing.T) {
 		t.Errorf("host microsecond peak %d at %d, want 2048 at 2000", cpu.MicrosecondPeakBytes, cpu.MicrosecondPeakTime)
 	}
 }
+
+// TestSimulateHostCopyBesideKernel: a swap-in's host Identity that becomes ready while the
+// host runs a kernel (an optimizer update, here a Neg of 4 KiB taking 8192 ns) starts at
+// once, beside it, as TensorFlow runs inexpensive kernels inline: the copy is not queued
+// behind the update, and the GPU's consumer waits only for the link. Grappler's conventions
+// keep one op at a time on the host.
+func TestSimulateHostCopyBesideKernel(t *testing.T) {
+	b := newBuilder()
+	v := []int64{256}
+	b.op("x", "Placeholder", "", v)
+	b.op("f", "Neg", "", v, "x")
+	b.op("h1", "Neg", "", v, "f")
+	b.op("h2", "Neg", "", v, "h1")
+	b.op("so", "Identity", cpu0, v, "f")
+	// The host's kernel (8 KiB written, 9 KiB moved), ready when so ends (3074).
+	b.op("upd", "Neg", cpu0, []int64{2048}, "so")
+	b.op("si", "Identity", cpu0, v, "so", "^h2")
+	b.op("c", "Mul", "", v, "h2", "si")
+	b.op("train", "NoOp", "", nil, "^c", "^upd")
+	g := b.graph(t)
+	r, err := Simulate(g, unitProfile(), Options{Timeline: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := spans(r)
+	// si is ready when h2 ends (6145) and runs then, while upd still runs; its 1 KiB
+	// arrives at 6146 + 1024 and c starts at 7170, as in TestSimulateSwap.
+	if got["si"] != [2]int64{6145, 6146} || got["c"][0] != 7170 {
+		t.Errorf("si %v, c %v: want si at 6145 beside upd %v and c at 7170", got["si"], got["c"], got["upd"])
+	}
+	if got["upd"][0] >= 6145 || got["upd"][1] <= 6146 {
+		t.Fatalf("upd %v does not run across si's start: the test checks nothing", got["upd"])
+	}
+	// Under Grappler's conventions the host runs one op at a time: si waits for upd.
+	rg, err := Simulate(g, unitProfile(), Options{Timeline: true, Conventions: GrapplerConventions()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sg := spans(rg); sg["si"][0] < sg["upd"][1] {
+		t.Errorf("Grappler conventions: si %v starts before upd %v ends", sg["si"], sg["upd"])
+	}
+}
