@@ -338,7 +338,8 @@ def main():
     if args.from_json:
         with open(args.from_json) as f:
             data = json.load(f)
-        data["compare"] = compare
+        if compare is not None:
+            data["compare"] = compare  # else the saved run's own comparison, if any
         print(markdown(data))
         if args.update_docs:
             write_json(os.path.join(ROOT, "docs", "bench", "ceiling.json"), data)
@@ -496,11 +497,11 @@ The list above shows the result: at a residual block's gradient the microsecond 
 output gradient (`AddN`), the ReLU gradient and its two tuple Identities, the batch-norm gradient's output and
 `x`, and any gate or swap-in there, each of the block's activation size, six to eight such tensors where
 TensorFlow keeps three. That is why the 5x and 6x plans that fit by tfswap's accounting read 22 and 27 GiB by
-the microsecond figure. A gate reads its trigger's output, which this accounting counts as a copy: a gate on a
-gradient adds a block-sized tensor. Held to plans the VirtualCluster accepts, the search finds none from 5x
-on: its lowest plans are over by tfswap's own accounting, 15.41 GiB at 5x (a main-branch input gradient, the
-ReLU gradient and a recomputed batch-norm output of `stage2`, 2.77 GiB each) and 15.13 GiB at 6x, a few hundred
-MiB over the budget. At 6x the peak is `stage2/block1`'s main-branch batch-norm gradient: it reads the ReLU
+the microsecond figure at 73a1048 (the 6x one 24.07 GiB now). A gate reads its trigger's output, which this accounting counts as a copy: a gate on a
+gradient adds a block-sized tensor. Held to plans the VirtualCluster accepts, the search found none from 5x
+on at 73a1048: its lowest plans were over by tfswap's own accounting, 15.41 GiB at 5x (a main-branch input
+gradient, the ReLU gradient and a recomputed batch-norm output of `stage2`, 2.77 GiB each) and 15.13 GiB at 6x,
+a few hundred MiB over the budget. 5x fits now (chains apart, below); 6x does not. At 6x the peak is `stage2/block1`'s main-branch batch-norm gradient: it reads the ReLU
 gradient and the recomputed convolution and allocates its output (3.32 GiB each) while the shortcut branch's
 batch-norm gradient (3.32 GiB), whose input gradient is already made, still waits for its filter gradient
 (the live list above and `tfswap rewrite`'s full no-fit message). The reorder pass finds that edge (the
@@ -510,6 +511,25 @@ where no reader waits), so the no-fit message keeps 15.13 GiB. Tried by hand at 
 (one per projection block), the lowest peak was 15.13 GiB too, in the forward pass at 2.38 s (`stage2/block3`:
 the outputs of `stage2/block2` and `block3` and `block3`'s last convolution live, 3.32 GiB each, none swapped
 out yet).
+
+Recomputation chains apart (the `recompute-apart` pass, since 3af81c5). A recomputation chain that runs
+early used to serve the later reads of every other target it makes: the chain of a block's output, released
+for the next block's gradients, re-makes the block's convolution and batch-norm outputs on the way, and those
+copies stayed on the device until the block's own gradients read them, across the next block's backward pass.
+Where no plan fits, or the best is slower than moving the whole excess over the host link, `auto` now plans the
+recomputations again with every target made by its own chain just before its reads (more compute, shorter
+lifetimes) and keeps the better plan. 5x by all accountings went from no plan (15.41 GiB, 73a1048) and +383.1%
+(65bb28a, swapping alone, 61.7 GiB each way; `--batch-scale 5` of the B0 graph) to +41.1% (the table: 8.1 GiB
+each way, the VirtualCluster's figures 14.52 GiB), and 5x by tfswap's accounting from +379.7% (73a1048) to +41.1%. At 8x
+by all accountings the lowest peak fell from 17.90 to 16.79 GiB (`stage2/block1`: the ReLU gradient, the
+shortcut's batch-norm gradient and a recomputed convolution, 4.43 GiB each); 6x is unchanged (15.13 GiB), and
+so are 6x and 8x by tfswap's accounting, whose swap-only plans the pass does not beat. How far recomputation
+alone gets at 8x (simulated v100-16gb, tfswap's accounting, a throwaway probe of the planner at 65bb28a, not a
+bench figure): every candidate recomputed is 86.2 GiB by 28 chains (0.77 s of compute), and that step, unswapped,
+peaks at 35.33 GiB at +21.6%; with chains apart 32.85 GiB at +41.1%. Swapping on top of the latter reaches the
+15.68 GiB bound of `stage3/block1` above and no lower: the remaining lever is the waiting input gradient held
+off the device at that op (a stall of about 0.37 s each way at 12.8 GB/s), or an accumulator for the two input
+gradients.
 
 What changed at 4x (all accountings: +352.5% before, +136.0% now). The plan that fits by tfswap's accounting
 at +21.4% recomputes a residual block's output through a chain Conv2D, FusedBatchNormV3, AddV2, Relu: two
@@ -535,11 +555,12 @@ The anchor. The adaptive-window paper (`../shared/papers/out-of-core-adaptive-wi
 55% of in-core speed on a V100 16 GB connected to the CPU by two NVLinks (50 GB/s each), swapping everything,
 with its own allocator, under no VirtualCluster accounting. On tfswap's closest profile, `v100-16gb-nvlink`
 (NVLink 2.0 to a POWER9 host, 40.6 GB/s each way), `bench/ceiling.py --device v100-16gb-nvlink` gives NVLINK.
-The target is missed on `v100-16gb`: by all accountings the largest batch is 4x B0 (+136.0%; none at 5x),
-bound by the VirtualCluster's microsecond accounting at the residual blocks' gradients; by tfswap's, 8x B0
+The target is missed on `v100-16gb`: by all accountings the largest batch is 5x B0 (+41.1%; none at 6x,
+lowest 15.13 GiB; none at 8x, lowest 16.79 GiB), bound by the residual blocks' gradients (the VirtualCluster's
+accounting, which forwards no buffer and counts the tuple Identities, and at 6x tfswap's own); by tfswap's, 8x B0
 (+1379.9% at 65bb28a), bound in overhead by the host link (at least 63 GiB of the 8x excess would have to be
-recomputed to meet +82%, and tfswap recomputes only chains whose inputs stay on the device: segment-wise
-recomputation from a swapped checkpoint is not built) and, at about 9x, by `FusedBatchNormGradV3`."""
+recomputed to meet +82%; recomputing every candidate is 86 GiB at +21.6% but leaves the 15.68 GiB bound of
+`stage3/block1`'s input gradients) and, at about 9x, by `FusedBatchNormGradV3`."""
 
 
 def at_commits(data):

@@ -180,6 +180,9 @@ type fastModel struct {
 	engines  int
 	// nextStart is, per node, the start of the next op on its device (its own end when last).
 	nextStart []int64
+	// bounds and sortBuf are fastResult.peak's working lists, reused from call to call
+	// (planning is sequential).
+	bounds, sortBuf []bound
 }
 
 func newFastModel(pr *Problem) *fastModel {
@@ -251,6 +254,7 @@ func (fm *fastModel) xferTime(bytes int64, h2d bool) int64 {
 // fastResult is a plan's predicted memory: the unswapped curves with the plan's edits, and
 // the predicted swap-ins.
 type fastResult struct {
+	fm    *fastModel
 	base  []*loadTree
 	edits [][]edit
 	peaks []int64
@@ -269,9 +273,9 @@ type edit struct {
 	from, to, delta int64
 }
 
-func newFastResult(base []*loadTree) *fastResult {
-	n := len(base)
-	return &fastResult{base: base, edits: make([][]edit, n), peaks: make([]int64, n), peakT: make([]int64, n), done: make([]bool, n)}
+func newFastResult(fm *fastModel) *fastResult {
+	n := len(fm.trees)
+	return &fastResult{fm: fm, base: fm.trees, edits: make([][]edit, n), peaks: make([]int64, n), peakT: make([]int64, n), done: make([]bool, n)}
 }
 
 func (r *fastResult) add(dev int, from, to, delta int64) {
@@ -291,11 +295,13 @@ func (r *fastResult) peak(dev int) (int64, int64) {
 		return r.peaks[dev], r.peakT[dev]
 	}
 	es := r.edits[dev]
-	bs := make([]bound, 0, 2*len(es))
+	bs := r.fm.bounds[:0]
 	for _, e := range es {
 		bs = append(bs, bound{e.from, e.delta}, bound{e.to, -e.delta})
 	}
-	bs = sortBounds(bs)
+	// The sorted list and the other are distinct arrays, kept for the next call.
+	bs, r.fm.sortBuf = sortBoundsWith(bs, r.fm.sortBuf)
+	r.fm.bounds = bs
 	lt := r.base[dev]
 	best, bestT := int64(-1<<62), int64(0)
 	// Each piece between bounds is the points lo..hi-1; a piece starts where the last ended.
@@ -312,7 +318,7 @@ func (r *fastResult) peak(dev int) (int64, int64) {
 	lo := 0
 	for i := 0; i < len(bs); {
 		t := bs[i].t
-		hi := lo + sort.Search(lt.n-lo, func(k int) bool { return lt.t[lo+k] >= t })
+		hi := firstAtOrAfter(lt.t[:lt.n], lo, t)
 		consider(lo, hi, d)
 		for i < len(bs) && bs[i].t == t {
 			d += bs[i].d
@@ -330,9 +336,33 @@ type bound struct {
 	t, d int64
 }
 
+// firstAtOrAfter returns the least k at or after lo with ts[k] >= t (len(ts) when there is
+// none), ts being sorted: a galloping search, by steps that double from lo, then a binary
+// search within the last step. Successive calls for increasing t from the last answer cost
+// the logarithm of the distance moved, not of the whole list.
+func firstAtOrAfter(ts []int64, lo int, t int64) int {
+	n := len(ts)
+	hi, step := lo, 1
+	for hi < n && ts[hi] < t {
+		lo = hi + 1
+		hi += step
+		step *= 2
+	}
+	hi = min(hi, n)
+	return lo + sort.Search(hi-lo, func(k int) bool { return ts[lo+k] >= t })
+}
+
 // sortBounds returns bs ordered by time (the order of equal times is not kept), by a radix
 // sort when the list is long and no time is negative.
 func sortBounds(bs []bound) []bound {
+	out, _ := sortBoundsWith(bs, nil)
+	return out
+}
+
+// sortBoundsWith is sortBounds with buf as the radix sort's working list (grown when too
+// short); it returns the sorted list and the other of the two lists, for reuse. Either may be
+// bs.
+func sortBoundsWith(bs, buf []bound) ([]bound, []bound) {
 	var hi int64
 	neg := false
 	for _, b := range bs {
@@ -341,11 +371,14 @@ func sortBounds(bs []bound) []bound {
 	}
 	if len(bs) < 256 || neg {
 		slices.SortFunc(bs, func(a, b bound) int { return cmp.Compare(a.t, b.t) })
-		return bs
+		return bs, buf
 	}
 	const bits = 11
 	var count [1 << bits]int
-	buf := make([]bound, len(bs))
+	if cap(buf) < len(bs) {
+		buf = make([]bound, len(bs), len(bs)+len(bs)/4)
+	}
+	buf = buf[:len(bs)]
 	for shift := uint(0); shift < 64 && hi>>shift > 0; shift += bits {
 		clear(count[:])
 		for _, b := range bs {
@@ -361,7 +394,7 @@ func sortBounds(bs []bound) []bound {
 		}
 		bs, buf = buf, bs
 	}
-	return bs
+	return bs, buf
 }
 
 // excess returns the largest predicted peak minus budget over the compute devices, and the
@@ -396,6 +429,8 @@ type sweepEv struct {
 	kind uint8
 	id   int32
 	seq  int32
+	// w is, for an op's event, the index of its waits in preparedSweep.opWaits (-1: none).
+	w int32
 }
 
 // sortEvents returns evs ordered by time, then kind, then position in evs (the order the
@@ -576,8 +611,9 @@ type preparedSweep struct {
 	// bufOfSwap is, per plan swap, the index of its buffer (-1 when the sweep ignores it).
 	bufOfSwap []int32
 	// waitsOf are, per node with waits, the swap-outs they wait for (-1: not a swap of the
-	// plan).
+	// plan); opWaits are the same lists, which the ops' events index (sweepEv.w).
 	waitsOf map[int][]int32
+	opWaits [][]int32
 	// scratchBufs, scratchOuts and scratchGrps are run's working copies of bufs, outs and
 	// grps, reused from run to run.
 	scratchBufs []bufState
@@ -590,9 +626,18 @@ func (fm *fastModel) prepare(plan *Plan, throttle []int64) *preparedSweep {
 	pr := fm.pr
 	tm := pr.timing
 	ps := &preparedSweep{fm: fm, plan: plan, throttle: throttle, bufOfSwap: make([]int32, len(plan.Swaps))}
-	var evs []sweepEv
-	byBuf := map[*buffer]int32{}
-	outOf := map[graphdef.Tensor]int32{}
+	// The lists are sized for the plan: three events per swap (its swap-out and its buffer's
+	// two) and three per swap-in, the ops' events appended.
+	groups := 0
+	for i := range plan.Swaps {
+		groups += len(plan.Swaps[i].Groups)
+	}
+	evs := make([]sweepEv, 0, 3*len(plan.Swaps)+3*groups)
+	ps.bufs = make([]bufState, 0, len(plan.Swaps))
+	ps.outs = make([]outState, 0, len(plan.Swaps))
+	ps.grps = make([]grpState, 0, groups)
+	byBuf := make(map[*buffer]int32, len(plan.Swaps))
+	outOf := make(map[graphdef.Tensor]int32, len(plan.Swaps))
 	for i := range plan.Swaps {
 		sw := &plan.Swaps[i]
 		ps.bufOfSwap[i] = -1
@@ -683,8 +728,14 @@ func (fm *fastModel) prepare(plan *Plan, throttle []int64) *preparedSweep {
 	if throttle != nil || len(ps.waitsOf) > 0 {
 		for _, dev := range pr.gpuDevices() {
 			for _, n := range tm.order[dev] {
-				if throttle != nil || ps.waitsOf[n.Index] != nil {
-					evs = append(evs, sweepEv{t: tm.times.Start[n.Index], kind: evOp, id: int32(n.Index)})
+				ws, ok := ps.waitsOf[n.Index]
+				if throttle != nil || ws != nil {
+					w := int32(-1)
+					if ok {
+						w = int32(len(ps.opWaits))
+						ps.opWaits = append(ps.opWaits, ws)
+					}
+					evs = append(evs, sweepEv{t: tm.times.Start[n.Index], kind: evOp, id: int32(n.Index), w: w})
 				}
 			}
 		}
@@ -701,7 +752,7 @@ func (ps *preparedSweep) run(keep []bool) *fastResult {
 	pr := fm.pr
 	tm := pr.timing
 	throttle := ps.throttle
-	res := newFastResult(fm.trees)
+	res := newFastResult(fm)
 	devs := make([]*devState, len(fm.trees))
 	for i, t := range fm.trees {
 		if t != nil {
@@ -825,7 +876,10 @@ func (ps *preparedSweep) run(keep []bool) *fastResult {
 			}
 		case evOp:
 			n := pr.Analysis.Graph.Nodes[ev.id]
-			waits := ps.waitsOf[n.Index]
+			var waits []int32
+			if ev.w >= 0 {
+				waits = ps.opWaits[ev.w]
+			}
 			if throttle == nil && keep != nil {
 				any := false
 				for _, oi := range waits {
@@ -929,7 +983,24 @@ func (ps *preparedSweep) run(keep []bool) *fastResult {
 			}
 		}
 	}
-	// Edit the curves in the unswapped step's time.
+	// Edit the curves in the unswapped step's time: at most one edit per kept buffer and
+	// swap-in, in lists sized for them.
+	count := make([]int, len(devs))
+	for bi := range bufs {
+		if kept(int32(bi)) {
+			count[bufs[bi].b.dev]++
+		}
+	}
+	for gi := range grps {
+		if g := &grps[gi]; kept(outs[g.out].bs) && g.allocReal >= 0 {
+			count[grpBuf(g).b.dev]++
+		}
+	}
+	for d, c := range count {
+		if c > 0 {
+			res.edits[d] = make([]edit, 0, c)
+		}
+	}
 	for bi := range bufs {
 		if !kept(int32(bi)) {
 			continue

@@ -382,3 +382,25 @@ func TestQargAboveTies(t *testing.T) {
 		}
 	}
 }
+
+// TestFirstAtOrAfter: the galloping search fastResult.peak uses answers what a binary search
+// over the whole rest of the list answers, for every start and every time, on lists with
+// repeated times.
+func TestFirstAtOrAfter(t *testing.T) {
+	rng := rand.New(rand.NewSource(7))
+	for n := 0; n < 40; n++ {
+		ts := make([]int64, n)
+		for i := range ts {
+			ts[i] = int64(rng.Intn(12))
+		}
+		slices.Sort(ts)
+		for lo := 0; lo <= n; lo++ {
+			for x := int64(-1); x <= 13; x++ {
+				want := lo + sort.Search(n-lo, func(k int) bool { return ts[lo+k] >= x })
+				if got := firstAtOrAfter(ts, lo, x); got != want {
+					t.Fatalf("%v from %d for %d: %d, want %d", ts, lo, x, got, want)
+				}
+			}
+		}
+	}
+}

@@ -226,7 +226,7 @@ func (pr *Problem) planTighter(planner *Strategy, cur *Evaluation, recompute boo
 			continue
 		}
 		before := pr2.sims
-		rs, err := pr2.planRecomputed(planner, "auto", ev, false)
+		rs, err := pr2.planRecomputed(planner, "auto", ev, false, false)
 		sims += pr2.sims - before
 		if err != nil || rs == nil {
 			// As in the recompute pass, a recomputation that cannot be planned leaves the
@@ -289,9 +289,11 @@ func recomputeMode(m string) (string, error) {
 // linkBoundStep) ranks the levels. The best level is planned in full unless that bound is
 // no shorter than ev0's step, which swapping alone reached. It returns nil when nothing is
 // recomputed. With single, every recomputation chain makes one large output
-// (rcPlanner.single). The outcome's overhead is against pr's unswapped step.
-func (pr *Problem) planRecomputed(planner *Strategy, mode string, ev0 *Evaluation, single bool) (*stage, error) {
+// (rcPlanner.single); with apart, no chain serves another target (rcPlanner.apart). The
+// outcome's overhead is against pr's unswapped step.
+func (pr *Problem) planRecomputed(planner *Strategy, mode string, ev0 *Evaluation, single, apart bool) (*stage, error) {
 	rp := pr.newRCPlanner(single)
+	rp.apart = apart
 	if len(rp.order) == 0 {
 		return nil, nil
 	}

@@ -649,7 +649,7 @@ func TestAutoMonotoneRecompute(t *testing.T) {
 	// Since value-dead readers stopped holding tensors (8e64d51) the sweep on this fixture is
 	// monotone without the recomputed retries too (385819 ns at both budgets), so they are
 	// not exercised here; no other budget or batch of the fixture tried (76-84%, x2) shows the
-	// case. Logged, not failed, until a graph that needs them is found (issue 14 item 3).
+	// case. Logged, not failed: TestAutoMonotoneRecomputeRetries exercises them on ResNet-50.
 	if r := plan(loose); r.Eval.StepTime <= rt.Eval.StepTime {
 		t.Logf("without recomputed retries auto at %d bytes is as fast as at %d (%d, %d): the test does not exercise them",
 			loose, tight, r.Eval.StepTime, rt.Eval.StepTime)

@@ -425,6 +425,12 @@ type rcPlanner struct {
 	// holds four such tensors at its last op by Grappler's accounting, which counts every
 	// output as its own buffer, where TensorFlow forwards the element-wise ops' buffers.
 	single bool
+	// apart makes plan give every selected target its own chain, released by its own
+	// trigger, instead of serving a target from another target's chain that makes it and
+	// runs earlier: such a copy stays on the device from that chain's release to the
+	// target's own reads. The greedy order is the same (marginals already cost each target's
+	// chain on its own); apart spends more compute for shorter lifetimes.
+	apart bool
 	// rec memoises pr.recomputable by node index (0 unknown, 1 yes, 2 no): it depends only
 	// on the problem, and chains are built many times over the same nodes.
 	rec []int8
@@ -731,7 +737,7 @@ func (pr *Problem) newRCPlannerWith(single, cache bool) *rcPlanner {
 // plan returns the recomputations of the first k selected targets (every one for k < 0)
 // in topological order of their targets, each chain released by its target's trigger. A
 // target whose producer another chain runs early enough is served by that chain's copy
-// instead of a chain of its own.
+// instead of a chain of its own, unless rp.apart.
 func (rp *rcPlanner) plan(k int) []*PlannedRecompute {
 	if k < 0 || k > len(rp.order) {
 		k = len(rp.order)
@@ -776,6 +782,9 @@ func (rp *rcPlanner) plan(k int) []*PlannedRecompute {
 	sort.SliceStable(byFirst, func(i, j int) bool { return byFirst[i].rt.first < byFirst[j].rt.first })
 	servedBy := map[*built]*built{}
 	for i, b := range byFirst {
+		if rp.apart {
+			break
+		}
 		for _, o := range byFirst[:i] {
 			if servedBy[o] != nil {
 				continue

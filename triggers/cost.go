@@ -178,7 +178,9 @@ func ByCostMemo(ts []Transfer, memo *Memo, eligible Eligible) ([]Choice, error) 
 // the one predicted to start first. When none does, it returns the earliest eligible such op
 // that ends after the producer, and late is set.
 func ByTime(producer *graphdef.Node, consumers []*graphdef.Node, deadline int64, times *Times, eligible Eligible) (trig *graphdef.Node, late bool, err error) {
-	return byTime(&visits{}, producer, consumers, deadline, times, eligible)
+	v := pooledVisits()
+	defer visitsPool.Put(v)
+	return byTime(v, producer, consumers, deadline, times, eligible)
 }
 
 func byTime(v *visits, producer *graphdef.Node, consumers []*graphdef.Node, deadline int64, times *Times, eligible Eligible) (trig *graphdef.Node, late bool, err error) {

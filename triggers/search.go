@@ -1,6 +1,8 @@
 package triggers
 
 import (
+	"sync"
+
 	"github.com/tfswap/tfswap/graphdef"
 )
 
@@ -22,7 +24,9 @@ const maxVisits = 1 << 16
 // limit on each path (its ancestors cannot have a greater key) and at nodes that do not
 // descend from producer (nor do their ancestors).
 func Latest(producer, first *graphdef.Node, key func(*graphdef.Node) int64, limit int64, eligible Eligible, notAfter func(*graphdef.Node) bool) *graphdef.Node {
-	return latest(&visits{}, newDescent(producer), first, key, limit, eligible, notAfter)
+	v := pooledVisits()
+	defer visitsPool.Put(v)
+	return latest(v, newDescent(producer), first, key, limit, eligible, notAfter)
 }
 
 // visits marks the nodes one search has seen, by node index; a new generation forgets them
@@ -32,7 +36,23 @@ type visits struct {
 	gen   uint32
 }
 
-func (v *visits) reset() { v.gen++ }
+func (v *visits) reset() {
+	v.gen++
+	if v.gen == 0 {
+		// The generations wrapped around: the marks of old searches could match again.
+		clear(v.stamp)
+		v.gen = 1
+	}
+}
+
+// visitsPool keeps the marks of the one-off searches (Latest, EarliestAfter, ByTime) for the
+// next: a search's marks are as long as the graph's largest node index it meets, and
+// allocating them for every search made choosing the triggers of a large graph's plans
+// quadratic in its size.
+var visitsPool = sync.Pool{New: func() any { return &visits{} }}
+
+// pooledVisits returns marks from visitsPool (put them back when done).
+func pooledVisits() *visits { return visitsPool.Get().(*visits) }
 
 // see marks n and reports whether it was already marked in this generation.
 func (v *visits) see(n *graphdef.Node) bool {
@@ -107,7 +127,9 @@ func latest(v *visits, d *descent, first *graphdef.Node, key func(*graphdef.Node
 // finished). Nodes with a key at or below floor, and nodes that do not descend from
 // producer, are not walked through. It is the fallback when no ancestor meets a deadline.
 func EarliestAfter(producer, first *graphdef.Node, key func(*graphdef.Node) int64, floor int64, eligible Eligible, notAfter func(*graphdef.Node) bool) *graphdef.Node {
-	return earliestAfter(&visits{}, newDescent(producer), first, key, floor, eligible, notAfter)
+	v := pooledVisits()
+	defer visitsPool.Put(v)
+	return earliestAfter(v, newDescent(producer), first, key, floor, eligible, notAfter)
 }
 
 func earliestAfter(v *visits, d *descent, first *graphdef.Node, key func(*graphdef.Node) int64, floor int64, eligible Eligible, notAfter func(*graphdef.Node) bool) *graphdef.Node {
