@@ -302,11 +302,33 @@ func build(a *Analysis, plan *Plan) (*built, error) {
 			b.changed = append(b.changed, i)
 		}
 	}
-	// Rebuild the edge lists of the original nodes to point at the copies.
+	// Rebuild the edge lists of the original nodes to point at the copies. Each node's lists
+	// are windows of one array per kind, each window capped at the capacity a list of its
+	// own would have: a million-node graph's lists are a few allocations, not millions.
+	var nIn, nCtlIn, nCtlOut, nPorts, nUses int
+	for i, orig := range g.Nodes {
+		nIn += len(orig.Inputs)
+		if len(orig.ControlInputs) > 0 || len(extraIn[i]) > 0 {
+			nCtlIn += len(orig.ControlInputs) + len(extraIn[i])
+		}
+		if len(orig.ControlOutputs) > 0 || len(extraCtlOut[i]) > 0 {
+			nCtlOut += len(orig.ControlOutputs) + len(extraCtlOut[i])
+		}
+		nPorts += len(orig.Consumers)
+		for _, uses := range orig.Consumers {
+			nUses += len(uses)
+		}
+	}
+	inSlab := make([]graphdef.Tensor, nIn)
+	ctlInSlab := make([]*graphdef.Node, nCtlIn)
+	ctlOutSlab := make([]*graphdef.Node, nCtlOut)
+	portSlab := make([][]graphdef.Use, nPorts)
+	useSlab := make([]graphdef.Use, nUses)
 	for i := 0; i < n0; i++ {
 		c := &copies[i]
 		orig := g.Nodes[i]
-		ins := make([]graphdef.Tensor, len(orig.Inputs))
+		ins := inSlab[:len(orig.Inputs):len(orig.Inputs)]
+		inSlab = inSlab[len(orig.Inputs):]
 		for j, t := range orig.Inputs {
 			if to := redirected(i, j); to != nil {
 				ins[j] = graphdef.Tensor{Node: to, Port: 0}
@@ -317,7 +339,9 @@ func build(a *Analysis, plan *Plan) (*built, error) {
 		}
 		c.Inputs = ins
 		if len(orig.ControlInputs) > 0 || len(extraIn[i]) > 0 {
-			ctl := make([]*graphdef.Node, len(orig.ControlInputs), len(orig.ControlInputs)+len(extraIn[i]))
+			k := len(orig.ControlInputs) + len(extraIn[i])
+			ctl := ctlInSlab[:len(orig.ControlInputs):k]
+			ctlInSlab = ctlInSlab[k:]
 			for j, p := range orig.ControlInputs {
 				ctl[j] = remap(p)
 			}
@@ -328,19 +352,23 @@ func build(a *Analysis, plan *Plan) (*built, error) {
 			c.ControlInputs = ctl
 		}
 		if len(orig.ControlOutputs) > 0 || len(extraCtlOut[i]) > 0 {
-			ctl := make([]*graphdef.Node, 0, len(orig.ControlOutputs)+len(extraCtlOut[i]))
+			k := len(orig.ControlOutputs) + len(extraCtlOut[i])
+			ctl := ctlOutSlab[:0:k]
+			ctlOutSlab = ctlOutSlab[k:]
 			for _, p := range orig.ControlOutputs {
 				ctl = append(ctl, remap(p))
 			}
 			c.ControlOutputs = append(ctl, extraCtlOut[i]...)
 		}
 		if orig.Consumers != nil {
-			cons := make([][]graphdef.Use, len(orig.Consumers))
+			cons := portSlab[:len(orig.Consumers):len(orig.Consumers)]
+			portSlab = portSlab[len(orig.Consumers):]
 			for port, uses := range orig.Consumers {
 				if len(uses) == 0 {
 					continue
 				}
-				l := make([]graphdef.Use, 0, len(uses))
+				l := useSlab[:0:len(uses)]
+				useSlab = useSlab[len(uses):]
 				for _, u := range uses {
 					if redirected(u.Node.Index, u.Input) != nil {
 						continue
