@@ -766,6 +766,25 @@ OFFLOAD = dict(strategy="auto", budget="4MiB", compute_device="/device:CPU:1", d
                batch_size=BATCH, offload="all")
 
 
+def check_offloaded_identically(result, log, host_kind, device_kind, steps):
+    """Checks that a run with variables offloaded trained bit-identically, for steps steps, to
+    host_kind without the plugin, that the baselines of host_kind and device_kind agree (where
+    the variables live changes nothing: both are CPU kernels here), and that every weight copy
+    runs on the host after its gate. Returns the weight copies; fails if there are none."""
+    base = baseline(host_kind)
+    assert len(result["losses"]) == steps
+    assert result["losses"] == base["losses"], (result["losses"], base["losses"])
+    assert result["weights"] == base["weights"], "variables differ after %d steps" % steps
+    assert base["weights"] == baseline(device_kind)["weights"]
+    assert WARNING.findall(log) == [], WARNING.findall(log)
+    copies = [s for s in result["swaps"] if s[2] == "weight_in"]
+    assert copies, "no weight copies in the partition graphs:\n" + log[-3000:]
+    for name, device, role, inputs in copies:
+        assert device == HOST, "%s runs on %s" % (name, device)
+        assert any(i.startswith("^") for i in inputs), "weight copy %s has no gate" % name
+    return copies
+
+
 def test_offload_gates_host_variables_and_is_bit_identical(built):
     """Variables (and Adam's slots) created on the host: with offload=all the plugin gates
     every copy of their reads to CPU:1 (weight_in nodes on CPU:0, each after its trigger in
@@ -774,18 +793,7 @@ def test_offload_gates_host_variables_and_is_bit_identical(built):
     result, log = run_worker({"kind": "offload_host", "plugin": True, "options": OFFLOAD,
                               "probe": True, "probe_role": "weight_in"})
     result = result[0]
-    base = baseline("offload_host")
-    assert len(result["losses"]) == OFFLOAD_STEPS
-    assert result["losses"] == base["losses"], (result["losses"], base["losses"])
-    assert result["weights"] == base["weights"], "variables differ after %d steps" % OFFLOAD_STEPS
-    # Where the variables live changes nothing either (both are CPU kernels here).
-    assert base["weights"] == baseline("offload_device")["weights"]
-    assert WARNING.findall(log) == [], WARNING.findall(log)
-    copies = [s for s in result["swaps"] if s[2] == "weight_in"]
-    assert copies, "no weight copies in the partition graphs:\n" + log[-3000:]
-    for name, device, role, inputs in copies:
-        assert device == HOST, "%s runs on %s" % (name, device)
-        assert any(i.startswith("^") for i in inputs), "weight copy %s has no gate" % name
+    copies = check_offloaded_identically(result, log, "offload_host", "offload_device", OFFLOAD_STEPS)
     # The plan says what it did: every variable group on the host, with its gated copies.
     plans = [p for p in result["plans"] if p["swap_nodes"] > 0]
     assert len(plans) == 1, result["plans"]
@@ -826,18 +834,7 @@ def test_offload_model_fit_is_bit_identical(built):
     statistics and Adam's slots), to the same fit without the plugin."""
     result, log = run_worker({"kind": "fit_offload_host", "plugin": True, "options": OFFLOAD})
     result = result[0]
-    base = baseline("fit_offload_host")
-    assert len(result["losses"]) == STEPS
-    assert result["losses"] == base["losses"], (result["losses"], base["losses"])
-    assert result["weights"] == base["weights"], "variables differ after %d steps" % STEPS
-    # Where the variables live changes nothing either (both are CPU kernels here).
-    assert base["weights"] == baseline("fit_offload_device")["weights"]
-    assert WARNING.findall(log) == [], WARNING.findall(log)
-    copies = [s for s in result["swaps"] if s[2] == "weight_in"]
-    assert copies, "no weight copies in the partition graphs:\n" + log[-3000:]
-    for name, device, role, inputs in copies:
-        assert device == HOST, "%s runs on %s" % (name, device)
-        assert any(i.startswith("^") for i in inputs), "weight copy %s has no gate" % name
+    copies = check_offloaded_identically(result, log, "fit_offload_host", "fit_offload_device", STEPS)
     plans = [p for p in result["plans"] if p["report"] and p["report"].get("offloaded")]
     assert plans, result["plans"]
     groups = [g for p in plans for g in p["report"]["offloaded"]]
