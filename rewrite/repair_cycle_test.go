@@ -1,15 +1,11 @@
 package rewrite
 
 import (
-	"compress/gzip"
 	"errors"
-	"io"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/tfswap/tfswap/cost"
-	"github.com/tfswap/tfswap/graphdef"
 )
 
 // TestPeakRepairClosesNoCycle: peak repair may re-trigger a swap-in only from an op that does
@@ -25,23 +21,7 @@ func TestPeakRepairClosesNoCycle(t *testing.T) {
 	if testing.Short() {
 		t.Skip("plans ResNet-50 at 8x B0 (about 10 s)")
 	}
-	f, err := os.Open("testdata/resnet50_b2.pb.gz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := graphdef.Parse(data, graphdef.FormatPB, "resnet50_b2.pb")
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := loadResNet50B2(t)
 	prof, err := cost.LookupProfile("v100-16gb")
 	if err != nil {
 		t.Fatal(err)
