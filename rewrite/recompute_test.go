@@ -372,32 +372,7 @@ func TestRecomputeForValueDeadReader(t *testing.T) {
 	}
 	// On a chain f1..f8 whose backward reads f_i after the peak, f3 is read late only by a
 	// value-dead product (the unused half of a gradient tuple): its copy is made for it.
-	const n = 8
-	b := newBuilder()
-	b.op("x", "Placeholder", "", big)
-	prev := "x"
-	for i := 1; i <= n; i++ {
-		prev = b.op(fmt.Sprintf("f%d", i), "Relu", "", big, prev).Name
-	}
-	grad := b.op("loss_grad", "Relu", "", big, prev).Name
-	for i := n; i >= 1; i-- {
-		gi := fmt.Sprintf("g%d", i)
-		if i == 3 {
-			b.op("d3", "Mul", "", big, grad, "f3")
-			b.op("deps3", "NoOp", "", nil, "^d3", "^"+grad)
-			b.op("d3_tuple", "Identity", "", big, "d3", "^deps3")
-			grad = b.op(gi, "Relu", "", big, grad, "^deps3").Name
-			continue
-		}
-		grad = b.op(gi, "ReluGrad", "", big, grad, fmt.Sprintf("f%d", i)).Name
-	}
-	b.op("train", "NoOp", "", nil, "^"+grad)
-	gr, err := graphdef.NewGraph(b.g, "chain")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm := graphdef.NewModel(b.g)
-	cm.Source = "chain"
+	gr, cm := deadReaderChain(t)
 	ca := Analyze(gr, Options{})
 	if !ca.valueDead[gr.Node("d3").Index] {
 		t.Fatal("d3 is not value-dead: the test needs the unused half of a gradient tuple")
@@ -430,32 +405,7 @@ func TestRecomputeForValueDeadReader(t *testing.T) {
 // live reader, instead of in the backward pass; without a fetch (Grappler converts nothing)
 // d3 still reads it. It fails with the planner counting every reader.
 func TestBufferEndsAtLastLiveReader(t *testing.T) {
-	const n = 8
-	b := newBuilder()
-	b.op("x", "Placeholder", "", big)
-	prev := "x"
-	for i := 1; i <= n; i++ {
-		prev = b.op(fmt.Sprintf("f%d", i), "Relu", "", big, prev).Name
-	}
-	grad := b.op("loss_grad", "Relu", "", big, prev).Name
-	for i := n; i >= 1; i-- {
-		gi := fmt.Sprintf("g%d", i)
-		if i == 3 {
-			b.op("d3", "Mul", "", big, grad, "f3")
-			b.op("deps3", "NoOp", "", nil, "^d3", "^"+grad)
-			b.op("d3_tuple", "Identity", "", big, "d3", "^deps3")
-			grad = b.op(gi, "Relu", "", big, grad, "^deps3").Name
-			continue
-		}
-		grad = b.op(gi, "ReluGrad", "", big, grad, fmt.Sprintf("f%d", i)).Name
-	}
-	b.op("train", "NoOp", "", nil, "^"+grad)
-	gr, err := graphdef.NewGraph(b.g, "chain")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm := graphdef.NewModel(b.g)
-	cm.Source = "chain"
+	gr, cm := deadReaderChain(t)
 	// The step fetches g1 (as a stateful update reading it would); train alone would leave
 	// every node's value unread.
 	for _, fetch := range [][]string{{"train", "g1"}, nil} {
@@ -558,4 +508,38 @@ func TestValueDeadFollowsGrapplersNoOps(t *testing.T) {
 			}
 		}
 	}
+}
+
+// deadReaderChain builds a chain f1..f8 of Relus and its backward half, in which f3 is read in
+// the backward pass only by d3, a product whose value nothing reads (the unused half of a
+// gradient tuple: d3_tuple waits for it through deps3), and returns its graph and model.
+func deadReaderChain(t *testing.T) (*graphdef.Graph, *graphdef.Model) {
+	t.Helper()
+	const n = 8
+	b := newBuilder()
+	b.op("x", "Placeholder", "", big)
+	prev := "x"
+	for i := 1; i <= n; i++ {
+		prev = b.op(fmt.Sprintf("f%d", i), "Relu", "", big, prev).Name
+	}
+	grad := b.op("loss_grad", "Relu", "", big, prev).Name
+	for i := n; i >= 1; i-- {
+		gi := fmt.Sprintf("g%d", i)
+		if i == 3 {
+			b.op("d3", "Mul", "", big, grad, "f3")
+			b.op("deps3", "NoOp", "", nil, "^d3", "^"+grad)
+			b.op("d3_tuple", "Identity", "", big, "d3", "^deps3")
+			grad = b.op(gi, "Relu", "", big, grad, "^deps3").Name
+			continue
+		}
+		grad = b.op(gi, "ReluGrad", "", big, grad, fmt.Sprintf("f%d", i)).Name
+	}
+	b.op("train", "NoOp", "", nil, "^"+grad)
+	gr, err := graphdef.NewGraph(b.g, "chain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := graphdef.NewModel(b.g)
+	cm.Source = "chain"
+	return gr, cm
 }
