@@ -85,7 +85,8 @@ func noOpConvertible(n *graphdef.Node) bool {
 // into NoOps: noOpConvertible, not fetched, and every data reader of theirs in the step
 // marked too (none at all included). fetch names the fetched nodes; with none known,
 // SafeToConvertToNoOp converts nothing and neither does prunedNodes (it returns nil).
-func prunedNodes(g *graphdef.Graph, incl []bool, fetch []string) []bool {
+// convertible is noOpConvertible or a cache of it.
+func prunedNodes(g *graphdef.Graph, incl []bool, fetch []string, convertible func(*graphdef.Node) bool) []bool {
 	if len(fetch) == 0 {
 		return nil
 	}
@@ -98,7 +99,7 @@ func prunedNodes(g *graphdef.Graph, incl []bool, fetch []string) []bool {
 	any := false
 	for i := len(g.Topo) - 1; i >= 0; i-- {
 		n := g.Topo[i]
-		if !incl[n.Index] || fetched[n.Name] || !noOpConvertible(n) {
+		if !incl[n.Index] || fetched[n.Name] || !convertible(n) {
 			continue
 		}
 		all := true
@@ -128,7 +129,7 @@ func PrunedNodes(g *graphdef.Graph, fetch []string) ([]bool, error) {
 	if err != nil {
 		return nil, err
 	}
-	return prunedNodes(g, incl, fetch), nil
+	return prunedNodes(g, incl, fetch, noOpConvertible), nil
 }
 
 // reads reports whether node c, in the step, reads the tensors of its data inputs: it is

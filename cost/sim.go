@@ -135,6 +135,9 @@ type Options struct {
 	// share one host link, a PCIe switch: each group's transfers queue on common copy
 	// engines (see sharedlink.go).
 	SharedLinks [][]string
+	// Setup, when set, caches the per-node set-up of simulations of one graph and of the
+	// graphs derived from it (see SetupCache); results are the same without it.
+	Setup *SetupCache `json:"-"`
 
 	// callDepth is how deep in function calls a simulation of a body is (calls.go).
 	callDepth int
@@ -423,6 +426,8 @@ type xkey struct {
 type sim struct {
 	g        *graphdef.Graph
 	p        *Profile
+	cache    *SetupCache // Options.Setup, nil in function bodies
+	same     []bool      // the nodes that are copies of the cache's original nodes (sameNodes)
 	opts     Options
 	conv     Conventions
 	shp      *Shapes
@@ -492,6 +497,7 @@ func Simulate(g *graphdef.Graph, p *Profile, opts Options) (*Result, error) {
 	s := &sim{g: g, p: p, opts: opts, conv: opts.Conventions, shp: shp, xmap: map[xkey]int32{}, renames: map[int32][]rename{},
 		chanIdx: map[[2]int32]int32{}, sendTie: map[xkey]int32{}, recvTie: map[xkey]int32{}, bodies: map[string]callCost{}}
 	s.res = &Result{Profile: p, Options: opts, UnknownOps: map[string]int{}, Shapes: shp}
+	s.res.Options.Setup = nil // a result does not keep the cache alive
 	if opts.Timeline {
 		s.tl = &Timeline{}
 	}
@@ -582,6 +588,10 @@ func (s *sim) setup() error {
 	if err != nil {
 		return err
 	}
+	if s.opts.callDepth == 0 {
+		s.cache = s.opts.Setup
+		s.same = s.cache.sameNodes(g, s.p)
+	}
 	if !s.conv.BothBranches {
 		// A conditional runs one branch: the smaller ones are not simulated.
 		size := func(n *graphdef.Node) int64 {
@@ -602,7 +612,11 @@ func (s *sim) setup() error {
 	}
 	s.incl = incl
 	if !s.conv.RunValueDead {
-		s.pruned = prunedNodes(g, incl, s.opts.Fetch)
+		convertible := noOpConvertible
+		if s.same != nil {
+			convertible = func(n *graphdef.Node) bool { return s.cache.noOpConvertible(s.same, n) }
+		}
+		s.pruned = prunedNodes(g, incl, s.opts.Fetch, convertible)
 		s.res.Pruned = s.pruned
 		for _, p := range s.pruned {
 			if p {
@@ -629,12 +643,18 @@ func (s *sim) setup() error {
 	s.resid = make([]int32, nn)
 	// Devices: the default compute device first, then in order of first use.
 	s.deviceIndex(def.String(), def.Type != "CPU")
+	var lastD graphdef.Device
+	lastIdx := int32(-1)
 	for _, n := range g.Nodes {
 		if !incl[n.Index] && !isVariableOp(n.Op) {
 			continue
 		}
 		d := placement(n, def)
-		s.dev[n.Index] = s.deviceIndex(d.String(), d.Type != "CPU")
+		if lastIdx < 0 || d != lastD {
+			// Most nodes run where the one before did: the device's name is looked up once.
+			lastD, lastIdx = d, s.deviceIndex(d.String(), d.Type != "CPU")
+		}
+		s.dev[n.Index] = lastIdx
 	}
 	// Tie-break ranks.
 	if s.conv.TieByName {
@@ -657,6 +677,10 @@ func (s *sim) setup() error {
 		s.outB[i] = -1
 	}
 	tf32 := !s.opts.NoTF32
+	var est []nodeSetup // the cached estimates for this simulation's shapes
+	if s.same != nil {
+		est = s.cache.table(s.conv.GrapplerTimes)
+	}
 	// Nodes measured on another kind of device (Options.ScaleMeasured): their indices and
 	// measured times, and the sums the scale factor is made of.
 	var scaled []int
@@ -681,7 +705,8 @@ func (s *sim) setup() error {
 			continue
 		}
 		onHost := !s.devs[s.dev[n.Index]].gpu
-		e := EstimateOp(n, s.shp)
+		same := s.same != nil && n.Index < len(s.same) && s.same[n.Index]
+		e := s.cache.estimate(est, same, n, s.shp)
 		call, isCall := s.callCostOf(n, onHost)
 		if e.Kind == KindUnknown && !isCall {
 			s.res.UnknownOps[n.Op]++
@@ -696,7 +721,7 @@ func (s *sim) setup() error {
 			// holds while it runs is counted as the call's workspace.
 			s.dur[n.Index] = max(MinOpTime, call.time)
 		case s.conv.GrapplerTimes:
-			t, unmodelled := GrapplerOpTime(n, s.shp, s.p, !onHost)
+			t, unmodelled := s.cache.grapplerTime(est, same, n, s.shp, s.p, !onHost)
 			s.dur[n.Index] = t
 			if unmodelled {
 				if s.res.GrapplerUnmodelled == nil {
@@ -850,7 +875,7 @@ func (s *sim) nameRanks() {
 			}
 		}
 	}
-	for r, i := range byName(all) {
+	for r, i := range s.byName(all) {
 		if x := all[i]; x.node >= 0 {
 			s.tie[x.node] = int32(r)
 		} else {
@@ -860,6 +885,41 @@ func (s *sim) nameRanks() {
 	for r, i := range byName(sends) {
 		s.sendTie[sends[i].key] = int32(r)
 	}
+}
+
+// byName returns byName(all), all beginning with g's nodes: with a SetupCache whose original
+// nodes' names g's first nodes have, the original nodes' order is the cache's and only the
+// rest are sorted, then merged with them.
+func (s *sim) byName(all []named) []int32 {
+	c := s.cache
+	if c == nil || len(all) < len(c.g.Nodes) {
+		return byName(all)
+	}
+	n0 := len(c.g.Nodes)
+	for i, o := range c.g.Nodes {
+		if all[i].node != int32(i) || all[i].name != o.Name {
+			return byName(all)
+		}
+	}
+	base := c.originalByName()
+	rest := byName(all[n0:])
+	order := make([]int32, 0, len(all))
+	i, j := 0, 0
+	for i < len(base) && j < len(rest) {
+		// Equal names keep the order of all: the original node first.
+		if r := int32(n0) + rest[j]; all[r].name < all[base[i]].name {
+			order = append(order, r)
+			j++
+		} else {
+			order = append(order, base[i])
+			i++
+		}
+	}
+	order = append(order, base[i:]...)
+	for ; j < len(rest); j++ {
+		order = append(order, int32(n0)+rest[j])
+	}
+	return order
 }
 
 // named is an op of the simulated step by its name, for nameRanks: a graph node, or (node
