@@ -61,6 +61,14 @@ func NewSetupCache(g *graphdef.Graph, p *Profile) *SetupCache {
 	return &SetupCache{g: g, p: p}
 }
 
+// Serves reports whether c is a cache for simulations with profile p. It serves the graphs
+// derived from its graph, and the graphs derived from those (a graph with recomputations
+// and its plans): whatever graph a simulation runs, only the nodes that are copies of c's
+// graph's nodes at the same index are taken from the cache.
+func (c *SetupCache) Serves(p *Profile) bool {
+	return c != nil && c.p == p
+}
+
 // sameNodes marks the nodes of g that are copies of the cache's original nodes at the same
 // index (the same NodeDef, name, op, device and data inputs); nil when none is or c is nil
 // or built for another profile.

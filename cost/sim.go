@@ -705,8 +705,8 @@ func (s *sim) setup() error {
 			continue
 		}
 		onHost := !s.devs[s.dev[n.Index]].gpu
-		same := s.same != nil && n.Index < len(s.same) && s.same[n.Index]
-		e := s.cache.estimate(est, same, n, s.shp)
+		copied := s.same != nil && n.Index < len(s.same) && s.same[n.Index]
+		e := s.cache.estimate(est, copied, n, s.shp)
 		call, isCall := s.callCostOf(n, onHost)
 		if e.Kind == KindUnknown && !isCall {
 			s.res.UnknownOps[n.Op]++
@@ -721,7 +721,7 @@ func (s *sim) setup() error {
 			// holds while it runs is counted as the call's workspace.
 			s.dur[n.Index] = max(MinOpTime, call.time)
 		case s.conv.GrapplerTimes:
-			t, unmodelled := s.cache.grapplerTime(est, same, n, s.shp, s.p, !onHost)
+			t, unmodelled := s.cache.grapplerTime(est, copied, n, s.shp, s.p, !onHost)
 			s.dur[n.Index] = t
 			if unmodelled {
 				if s.res.GrapplerUnmodelled == nil {
@@ -845,6 +845,13 @@ func (s *sim) nameRanks() {
 	var sends []named
 	if s.conv.RecvOps {
 		seen := map[xkey]bool{}
+		vs := make([]string, len(s.devs)) // vsDeviceName by device, made once
+		vsName := func(d int32) string {
+			if vs[d] == "" {
+				vs[d] = vsDeviceName(s.devs[d].name)
+			}
+			return vs[d]
+		}
 		add := func(p *graphdef.Node, port int, c *graphdef.Node) {
 			if !s.incl[c.Index] || s.dev[c.Index] == s.dev[p.Index] {
 				return
@@ -858,7 +865,7 @@ func (s *sim) nameRanks() {
 			if port < 0 {
 				src = p.Name + "_minus1"
 			}
-			from, to := vsDeviceName(s.devs[s.dev[p.Index]].name), vsDeviceName(s.devs[s.dev[c.Index]].name)
+			from, to := vsName(s.dev[p.Index]), vsName(s.dev[c.Index])
 			all = append(all, named{name: "Recv_" + src + "_on_" + to, node: -1, key: k})
 			sends = append(sends, named{name: "Send_" + src + "_from_" + from + "_to_" + to, node: -1, key: k})
 		}

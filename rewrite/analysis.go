@@ -83,6 +83,9 @@ type Analysis struct {
 	valueDead     []bool
 	excludedOps   map[string]bool
 	preserved     map[string]bool // Options.Preserve, by node name
+	// setup caches the per-node set-up of the simulations of Graph and of its planned
+	// graphs, for every problem planned on the analysis (newProblemWith).
+	setup *cost.SetupCache
 }
 
 // Analyze prepares the analysis of g under opts (whose defaults must be applied).

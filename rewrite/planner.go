@@ -356,6 +356,9 @@ func (pr *Problem) planRecomputed(planner *Strategy, mode string, ev0 *Evaluatio
 		return nil, fmt.Errorf("internal error: the recomputed graph is invalid: %v", err)
 	}
 	a2 := Analyze(g2, pr.Analysis.Opts)
+	// The recomputed graph's first nodes are the original's, mostly with the same NodeDefs:
+	// its simulations share the original's set-up cache.
+	a2.setup = pr.Analysis.setup
 	pr2, err := newProblemWith(best.model, a2, pr.Opts, recomputeGrapplerMargin)
 	if err != nil {
 		return nil, err

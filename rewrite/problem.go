@@ -332,8 +332,12 @@ func newProblemWith(model *graphdef.Model, a *Analysis, po PlanOptions, grappler
 	pr.simOpts = po.Sim
 	pr.simOpts.Timeline = false
 	pr.simOpts.TopLive = -1
-	// The planned graphs' original nodes are set up once for all simulations of the problem.
-	pr.simOpts.Setup = cost.NewSetupCache(a.Graph, po.Profile)
+	// The planned graphs' original nodes are set up once for all simulations of the
+	// problems of one analysis (the tighter re-plans, the screened settings).
+	if !a.setup.Serves(po.Profile) {
+		a.setup = cost.NewSetupCache(a.Graph, po.Profile)
+	}
+	pr.simOpts.Setup = a.setup
 	if pr.simOpts.ComputeDevice == "" && a.computeSpec.Type != "" {
 		// Nodes without a device run on the first compute device (Analysis.Device); the
 		// others are named by the graph's nodes, and all share one type (CheckDevices).
@@ -858,7 +862,7 @@ func relabelCompute(a *Analysis, g *graphdef.Graph) {
 // without Base's timeline.
 func (pr *Problem) release() {
 	pr.timing, pr.buffers, pr.bufOf, pr.fast, pr.seqs, pr.lms, pr.memos, pr.cache = nil, nil, nil, nil, nil, nil, nil, nil
-	pr.simOpts.Setup = nil
+	pr.simOpts.Setup, pr.Analysis.setup = nil, nil
 	pr.best, pr.lowest = nil, nil
 	if pr.Base != nil && pr.Base.Result != nil {
 		r := *pr.Base.Result
