@@ -330,7 +330,14 @@ def main():
     ap.add_argument("--go-log", help="go test -v output of tfrun's zoo bit-identity tests, for the audit")
     ap.add_argument("--bridge-log", help="pytest -rA output of tests/python/test_bridge_zoo.py, for the audit")
     ap.add_argument("--tests-commit", help="the commit the test logs were made at (default: this one)")
+    ap.add_argument("--from-json", metavar="FILE",
+                    help="take the simulated figures from FILE (a docs/bench/zoo.json written earlier) instead of "
+                         "running them again, and add the test logs' results to its audit")
     args = ap.parse_args()
+    if args.from_json:
+        with open(args.from_json) as f:
+            data = json.load(f)
+        return finish(args, data)
     tmpdir = tempfile.mkdtemp(prefix="zoo-bench-")
     TFSWAP = args.tfswap
     if not TFSWAP:
@@ -360,6 +367,12 @@ def main():
         graphs.append(rec)
     p = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
     data = {"device": DEVICE, "graphs": graphs, "commit": p.stdout.strip(), "unknown_batch": 4}
+    return finish(args, data)
+
+
+def finish(args, data):
+    """Adds the test logs' results to data, prints its Markdown and, with --update-docs, writes
+    docs/bench/zoo.json and the zoo section of docs/BENCHMARKS.md."""
     if args.go_log:
         with open(args.go_log) as f:
             data["go_results"] = parse_go_log(f.read())
