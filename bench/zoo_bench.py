@@ -145,6 +145,11 @@ def parse_go_log(text):
     out = {}
     cur = None
     for line in text.splitlines():
+        # The log lines of a subtest follow its "=== RUN" line (streamed) or its "--- " line.
+        m = re.match(r"=== RUN\s+TestZooBitIdenticalUnderGrappler/([^/\s]+)\s*$", line)
+        if m:
+            cur = m.group(1)
+            continue
         m = re.match(r"\s*--- (PASS|FAIL|SKIP): (TestZooBitIdenticalUnderGrappler|TestGPTBitIdenticalUnderGrappler)/([^/\s]+)(?:/(\S+))? ", line)
         if m:
             status, test, a, b = m.groups()

@@ -24,10 +24,16 @@ def test_markdown_rows():
     assert "at abc" in md
 
 
-GO_LOG = """--- PASS: TestGPTBitIdenticalUnderGrappler (133.92s)
+GO_LOG = """=== RUN   TestZooBitIdenticalUnderGrappler/concrete
+    zoo_test.go:121: no plan at 90% of 1302260 bytes (batch x64): not trained
+=== RUN   TestZooBitIdenticalUnderGrappler/concrete/lms
+    zoo_test.go:149: 3 moved; losses [2.56 2.42 2.18]; 20 variables compared, 0 differ
+--- PASS: TestGPTBitIdenticalUnderGrappler (133.92s)
     --- PASS: TestGPTBitIdenticalUnderGrappler/lms (38.52s)
     --- PASS: TestGPTBitIdenticalUnderGrappler/plan90 (30.87s)
 --- FAIL: TestZooBitIdenticalUnderGrappler (500.00s)
+    --- PASS: TestZooBitIdenticalUnderGrappler/concrete (20.00s)
+        --- PASS: TestZooBitIdenticalUnderGrappler/concrete/lms (5.00s)
     --- PASS: TestZooBitIdenticalUnderGrappler/cond_v1 (20.00s)
         zoo_test.go:121: no plan at 70% of 21860006 bytes (batch x64): not trained
         --- PASS: TestZooBitIdenticalUnderGrappler/cond_v1/lms (5.00s)
@@ -53,6 +59,7 @@ def test_parse_test_logs():
     assert go["gpt"] == {"lms": "pass", "plan90": "pass", "skip": True}
     assert go["cond_v1"] == {"lms": "pass", "plan90": "pass", "plan70": "no plan"}
     assert go["rnn_v2"] == {"lms": "fail", "plan90": "no plan", "plan70": "no plan"}
+    assert go["concrete"] == {"lms": "pass", "plan90": "no plan"}
     br = zoo_bench.parse_bridge_log(BRIDGE_LOG)
     assert br["cond_v1"] == {"lms": "passed", "plan": "passed"}
     assert br["rnn_v2"] == {"lms": "xfail"}
