@@ -35,8 +35,8 @@ type Report struct {
 	// first, and OffloadCopies the number of gated copies of their reads to the device.
 	Offloaded     []OffloadedVariable `json:"offloaded,omitempty"`
 	OffloadCopies int                 `json:"offload_copies,omitempty"`
-	// Accumulators are the while loops' stack accumulators the LMS rewrite placed on the
-	// host, in graph order of their stacks: their pushed tensors go to the host every forward
+	// Accumulators are the while loops' stack and TensorList accumulators the LMS rewrite
+	// placed on the host, stacks then lists, each in graph order: their pushed tensors go to the host every forward
 	// iteration and come back when the gradient loop pops them (rewrite.Accumulator).
 	Accumulators []Accumulator `json:"accumulators,omitempty"`
 	// Prediction is what the simulator predicts for the rewritten graph on the device.
@@ -106,8 +106,10 @@ type Skipped struct {
 
 // Accumulator is a while loop's stack accumulator placed on the host.
 type Accumulator struct {
-	// Stack is the accumulator's StackV2 node.
+	// Stack is the accumulator's StackV2 node, or for a TensorList accumulator (List) the
+	// Enter carrying its empty list into the forward loop.
 	Stack string `json:"stack"`
+	List  bool   `json:"list,omitempty"`
 	// Host is the device it was placed on.
 	Host string `json:"host"`
 	// Pushed are the tensors pushed onto it, "producer:port".
@@ -349,7 +351,7 @@ func reportOf(p *rewrite.Planned, t target, explain bool) *Report {
 		rep.Orders = append(rep.Orders, Order{Node: o.Node, After: o.After})
 	}
 	for _, a := range r.Accumulators {
-		rep.Accumulators = append(rep.Accumulators, Accumulator{Stack: a.Stack, Host: a.Host, Pushed: clone(a.Pushed), Bytes: a.Bytes})
+		rep.Accumulators = append(rep.Accumulators, Accumulator{Stack: a.Stack, List: a.List, Host: a.Host, Pushed: clone(a.Pushed), Bytes: a.Bytes})
 	}
 	if p.Offload != nil {
 		copies := map[string]int{}

@@ -114,7 +114,7 @@ func (r *Report) writeSummary(w io.Writer, opts TextOptions) {
 			bytes += a.Bytes
 			pushed += len(a.Pushed)
 		}
-		fmt.Fprintf(w, "  loop stacks:     %d while-loop stack accumulators on %s (%d tensors pushed, %s per iteration, not in the bytes per step)\n",
+		fmt.Fprintf(w, "  loop stacks:     %d while-loop stack or TensorList accumulators on %s (%d tensors pushed, %s per iteration, not in the bytes per step)\n",
 			len(r.Accumulators), r.Accumulators[0].Host, pushed, units.FormatBytes(bytes))
 	}
 	fmt.Fprintf(w, "  bytes per step:  %s device-to-host, %s host-to-device\n", units.FormatBytes(r.BytesOut), units.FormatBytes(r.BytesIn))

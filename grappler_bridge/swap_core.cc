@@ -576,6 +576,25 @@ class Checker {
            StackAccumulator(src, depth + 1);
   }
 
+  // ListAccumulator reports whether the input node n is part of a TensorList accumulator of
+  // a lowered while loop: an EmptyTensorList, or a TensorListPushBack, TensorListPopBack,
+  // Enter, Merge, Switch, Identity, NextIteration or Exit whose input 0 is (through such
+  // nodes) an EmptyTensorList's list (output 0, or either output of a Switch). Input 0 of each leads back to the list's start
+  // (a loop's Merge reads its Enter first), so the walk ends without cycles.
+  bool ListAccumulator(const NodeDef& n, int depth) {
+    if (n.op() == "EmptyTensorList") return true;
+    static const std::set<std::string> carry = {"TensorListPushBack", "TensorListPopBack", "Enter",
+                                                "Merge", "Switch", "Identity", "NextIteration",
+                                                "Exit"};
+    if (!carry.count(n.op()) || depth > 256) return false;
+    std::vector<Tensor> in = DataInputs(n);
+    if (in.empty()) return false;
+    auto it = orig_.find(in[0].node);
+    // Only a Switch gives the list on through its output 1 (into the loop body).
+    return it != orig_.end() && (in[0].port == 0 || it->second->op() == "Switch") &&
+           ListAccumulator(*it->second, depth + 1);
+  }
+
   // SameAttrs returns "" when b has a's attrs, but at most the names in lost, plus at most
   // the names in extra.
   static std::string SameAttrs(const NodeDef& a, const NodeDef& b,
@@ -604,9 +623,10 @@ class Checker {
     const NodeDef& m = *it->second;
     if (m.op() != n.op()) return absl::StrCat("node ", n.name(), " changed its op");
     // tfswap's LMS rewrite places a while loop's stack accumulator on the host (the stack,
-    // the nodes carrying its handle, its push, pop and close ops), dropping their colocation
-    // attr, whose group stays on the compute device.
-    const bool stack = StackAccumulator(n, 0);
+    // the nodes carrying its handle, its push, pop and close ops), and a lowered loop's
+    // TensorList accumulator (the list's loop plumbing, its pushes and pops), dropping their
+    // colocation attr, whose group stays on the compute device.
+    const bool stack = StackAccumulator(n, 0) || ListAccumulator(n, 0);
     if (m.device() != n.device() && !(offload_ && IsCPU(m.device())) &&
         !(stack && IsCPU(m.device()))) {
       return absl::StrCat("node ", n.name(), " changed its device");

@@ -25,29 +25,47 @@ import (
 // while the GPU allocator holds more than 70% of its limit, so it moves nothing on a CPU
 // device and its effect depends on the allocator's state at run time.
 //
-// The lowered v2 while loop (TensorList accumulators) is not handled: there the accumulator
-// is a loop variable (a DT_VARIANT TensorList carried by Enter, Merge, Switch, NextIteration
-// and Exit into the gradient loop), so placing it on the host would move the loop's own
-// control-flow nodes for that variable, which this rewrite leaves alone.
+// A lowered v2 while loop (tf.while_loop with control flow v2, once the session lowered its
+// While to Enter/Merge/Switch/NextIteration/Exit, as Grappler and the bridge see it) keeps
+// those tensors in TensorList accumulators instead: an EmptyTensorList made outside the loop
+// enters the forward loop as a loop variable of its own (a DT_VARIANT carried by Enter, Merge,
+// Switch, Identity and NextIteration), a TensorListPushBack appends the tensor every
+// iteration, the list leaves through an Exit into the gradient loop, where a
+// TensorListPopBack takes the elements back in reverse order. The LMS rewrite places such a
+// list on the host in the same way: the Enter carrying the empty list into the loop and
+// every node carrying that loop variable on through both loops (its own Merge, Switch,
+// NextIteration and Exit, nothing of the other loop variables), its pushes and pops, and the
+// EmptyTensorList when all the lists made from it move; the pushes read their tensor through
+// a StackOutRole Identity on the host, the pops' element readers on the compute device read
+// a StackInRole Identity there. TensorFlow's partitioner splits a frame across devices (the
+// host partition gets its own copy of the loop's control: Enter, Merge, Switch and
+// NextIteration of the loop condition, fed by a Send/Recv pair per iteration), so the loop
+// runs as before with the list's plumbing on the host; a minimal v1 loop with a TensorList
+// loop variable placed so trains to the same bytes (grappler_bridge/README.md, "While
+// loops"). A list read by anything else (TensorListStack, TensorListGetItem, a list that
+// is not an accumulator such as dynamic_rnn's TensorArray) stays where it is.
 
-// StackOutRole is the role of the Identity on the host through which a stack accumulator
-// placed on the host reads the tensor it pushes.
+// StackOutRole is the role of the Identity on the host through which a stack or TensorList
+// accumulator placed on the host reads the tensor it pushes.
 const StackOutRole = "stack_out"
 
 // StackInRole is the role of the Identity on the compute device through which the compute
-// device's readers of a host stack's pop read the popped tensor.
+// device's readers of a host stack's or list's pop read the popped tensor.
 const StackInRole = "stack_in"
 
-// Accumulator describes one while loop stack accumulator a rewrite placed on the host.
+// Accumulator describes one while loop accumulator a rewrite placed on the host.
 type Accumulator struct {
-	// Stack is the StackV2 node; Host the device it was placed on.
+	// Stack is the StackV2 node of a stack accumulator, or the Enter that carries a
+	// TensorList accumulator's empty list into the forward loop; Host the device it was
+	// placed on; List whether it is a TensorList.
 	Stack string
 	Host  string
+	List  bool
 	// Pushed are the tensors pushed ("producer:port") and Bytes the size of one of each
 	// (one loop iteration's), in the order of their pushes.
 	Pushed []string
 	Bytes  int64
-	// Moved are the original nodes placed on the host, in graph order; Added the Identity
+	// Moved are the original nodes placed on the host, in the order found; Added the Identity
 	// nodes added (StackOutRole, StackInRole).
 	Moved []string
 	Added []string
@@ -187,7 +205,184 @@ func placeAccumulators(res *Result, a *Analysis) {
 		}
 		res.Accumulators = append(res.Accumulators, acc)
 	}
+	placeLists(res, a, mutable)
 	if cloned != nil {
 		res.graph = nil // the builder's graph no longer describes res.Model
+	}
+}
+
+// listCarryOps are the ops that carry a TensorList loop variable on, from their input 0 (any
+// input for Merge) to their output 0 (both outputs of Switch).
+var listCarryOps = map[string]bool{"Enter": true, "Merge": true, "Switch": true, "Identity": true, "NextIteration": true, "Exit": true}
+
+// listUseOps are the ops that use a TensorList accumulator through their input 0 and give
+// the list on as their output 0.
+var listUseOps = map[string]bool{"TensorListPushBack": true, "TensorListPopBack": true}
+
+// listAccumulator returns the nodes carrying the TensorList loop variable that enters a
+// loop through enter (an Enter reading an EmptyTensorList), with its pushes and pops, or ok
+// false when that list is not one this rewrite places on the host: the list read by any
+// other op or through any other input (a Merge's value_index included), a node off the
+// compute device, preserved, in a conditional branch or already tfswap's, a Merge joining
+// a value that is not this list's, no push or no pop, or a pushed tensor of unknown size,
+// under the minimum size (Options.MinTensorBytes) or made off the compute device.
+func (a *Analysis) listAccumulator(enter *graphdef.Node) (members, pushes, pops []*graphdef.Node, bytes int64, ok bool) {
+	seen := map[*graphdef.Node]bool{}
+	queue := []*graphdef.Node{enter}
+	for len(queue) > 0 {
+		n := queue[0]
+		queue = queue[1:]
+		if seen[n] {
+			continue
+		}
+		seen[n] = true
+		if !a.OnCompute(n) || a.Preserved(n) || a.InBranch(n) {
+			return nil, nil, nil, 0, false
+		}
+		if _, tf := n.Def.GetAttr()[RoleAttr]; tf {
+			return nil, nil, nil, 0, false
+		}
+		members = append(members, n)
+		switch n.Op {
+		case "TensorListPushBack":
+			pushes = append(pushes, n)
+		case "TensorListPopBack":
+			pops = append(pops, n)
+		}
+		for port, uses := range n.Consumers {
+			if port == 1 && n.Op == "TensorListPopBack" {
+				continue // the popped element: its readers get a StackInRole copy
+			}
+			if port > 0 && n.Op != "Switch" && len(uses) > 0 {
+				return nil, nil, nil, 0, false
+			}
+			for _, u := range uses {
+				switch {
+				case u.Node.Op == "Merge":
+				case listCarryOps[u.Node.Op] || listUseOps[u.Node.Op]:
+					if u.Input != 0 {
+						return nil, nil, nil, 0, false
+					}
+				default:
+					return nil, nil, nil, 0, false
+				}
+				queue = append(queue, u.Node)
+			}
+		}
+	}
+	for _, m := range members {
+		if m.Op != "Merge" {
+			continue
+		}
+		for _, in := range m.Inputs {
+			if !seen[in.Node] {
+				return nil, nil, nil, 0, false
+			}
+		}
+	}
+	if len(pushes) == 0 || len(pops) == 0 {
+		return nil, nil, nil, 0, false
+	}
+	for _, p := range pushes {
+		if len(p.Inputs) != 2 {
+			return nil, nil, nil, 0, false
+		}
+		t := p.Inputs[1]
+		b, known, _ := t.Bytes()
+		if !known || !a.OnCompute(t.Node) || (a.Opts.MinTensorBytes >= 0 && b < a.Opts.MinTensorBytes) || b == 0 {
+			return nil, nil, nil, 0, false
+		}
+		bytes += b
+	}
+	return members, pushes, pops, bytes, true
+}
+
+// placeLists places the TensorList accumulators of a's graph that qualify (listAccumulator)
+// on the host like placeAccumulators places stacks, mutable giving the output NodeDef of an
+// original node to change: per Enter reading an EmptyTensorList, in graph order, the list's
+// nodes move to the host, each push reads its tensor through a StackOutRole Identity there
+// and each pop's element readers on the compute device read a StackInRole Identity; the
+// EmptyTensorList moves too when every reader of it moved, and is left on the device (its
+// empty list sent to the host) otherwise.
+func placeLists(res *Result, a *Analysis, mutable func(int) *npb.NodeDef) {
+	out := res.Model.Graph
+	movedEnters, movedLists := map[*graphdef.Node]bool{}, map[*graphdef.Node]bool{}
+	for _, e := range a.Graph.Nodes {
+		if e.Op != "Enter" || len(e.Inputs) != 1 || e.Inputs[0].Port != 0 || e.Inputs[0].Node.Op != "EmptyTensorList" {
+			continue
+		}
+		members, pushes, pops, bytes, ok := a.listAccumulator(e)
+		if !ok {
+			continue
+		}
+		host := a.Host(e).String()
+		acc := Accumulator{Stack: e.Name, Host: host, List: true, Bytes: bytes}
+		movedEnters[e] = true
+		for _, m := range members {
+			nd := mutable(m.Index)
+			nd.Device = host
+			delete(nd.Attr, "_class")
+			acc.Moved = append(acc.Moved, m.Name)
+		}
+		for _, p := range pushes {
+			t := p.Inputs[1]
+			dt, _ := t.DataType()
+			name := Scope + p.Name + "/" + StackOutRole
+			out.Node = append(out.Node, swapNode(name, StackOutRole, out.Node[p.Index].Input[1], host, dt, t.Node, t.Port, ""))
+			mutable(p.Index).Input[1] = name
+			acc.Pushed = append(acc.Pushed, t.String())
+			acc.Added = append(acc.Added, name)
+		}
+		for _, p := range pops {
+			dev := a.Device(p)
+			var readers []graphdef.Use
+			if len(p.Consumers) > 1 {
+				for _, u := range p.Consumers[1] {
+					if a.Device(u.Node) == dev {
+						readers = append(readers, u)
+					}
+				}
+			}
+			if len(readers) == 0 {
+				continue
+			}
+			elem := graphdef.Tensor{Node: p, Port: 1}
+			dt, _ := elem.DataType()
+			name := Scope + p.Name + "/" + StackInRole
+			out.Node = append(out.Node, swapNode(name, StackInRole, p.Name+":1", dev.String(), dt, p, 1, ""))
+			for _, u := range readers {
+				mutable(u.Node.Index).Input[u.Input] = name
+			}
+			acc.Added = append(acc.Added, name)
+		}
+		res.Accumulators = append(res.Accumulators, acc)
+	}
+	// An EmptyTensorList all of whose readers moved moves with them (into the first list's
+	// Moved): the empty list is then made on the host rather than sent there.
+	for i := range res.Accumulators {
+		acc := &res.Accumulators[i]
+		if !acc.List {
+			continue
+		}
+		l := a.Graph.Node(acc.Stack).Inputs[0].Node
+		if movedLists[l] || !a.OnCompute(l) || a.Preserved(l) || a.InBranch(l) {
+			continue
+		}
+		all := true
+		for port, uses := range l.Consumers {
+			for _, u := range uses {
+				if port != 0 || !movedEnters[u.Node] {
+					all = false
+				}
+			}
+		}
+		if _, tf := l.Def.GetAttr()[RoleAttr]; tf || !all {
+			continue
+		}
+		movedLists[l] = true
+		nd := mutable(l.Index)
+		nd.Device = acc.Host
+		delete(nd.Attr, "_class")
+		acc.Moved = append(acc.Moved, l.Name)
 	}
 }

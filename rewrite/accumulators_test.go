@@ -125,3 +125,152 @@ func TestStackWithOtherHandleReaderStays(t *testing.T) {
 		t.Fatal("no other stack placed on the host")
 	}
 }
+
+// TestLMSPlacesListAccumulatorsOnHost checks the LMS rewrite of the zoo's rnn_v2 training
+// step as the Grappler bridge gets it, its v2 While lowered by the session
+// (testmodels/controlflow/rnn_v2_lowered.pb, testmodels/lowered.py): every TensorList
+// accumulator (an Enter reading an EmptyTensorList) moves to the host with the nodes
+// carrying that loop variable through the forward and the gradient loop and its pushes and
+// pops, and no node of another loop variable (the dynamic_rnn's TensorArrays, DT_VARIANT
+// loop variables too, stay: TensorListStack and TensorListGetItem read them); each push reads its tensor through a
+// StackOutRole Identity on the host, each pop's element readers read a StackInRole Identity
+// of the pop's output 1 on the compute device; the EmptyTensorLists move with them; the
+// output is deterministic and Verify accepts it. At the default 64 KiB minimum (the pushed
+// tensors are a few KiB) nothing moves.
+func TestLMSPlacesListAccumulatorsOnHost(t *testing.T) {
+	m, g := loadTestModel(t, "controlflow", "rnn_v2_lowered", "regenerate with .venv/bin/python testmodels/lowered.py")
+	opts := Options{MinTensorBytes: -1, ComputeDevice: "/device:CPU:1", HostDevice: "/device:CPU:0"}
+	res, err := Rewrite(m, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lists := 0
+	for _, n := range g.Nodes {
+		if n.Op == "Enter" && n.Inputs[0].Node.Op == "EmptyTensorList" {
+			lists++
+		}
+	}
+	if lists == 0 || len(res.Accumulators) != lists {
+		t.Fatalf("%d of the graph's %d TensorList accumulators placed on the host, want all", len(res.Accumulators), lists)
+	}
+	out := map[string]*npb.NodeDef{}
+	for _, nd := range res.Model.Graph.Node {
+		out[nd.Name] = nd
+	}
+	moved := map[string]bool{}
+	for _, acc := range res.Accumulators {
+		if !acc.List || acc.Host != "/device:CPU:0" || acc.Bytes <= 0 || len(acc.Pushed) == 0 {
+			t.Errorf("accumulator %+v", acc)
+		}
+		for _, name := range acc.Moved {
+			if moved[name] {
+				t.Errorf("%s moved by two accumulators", name)
+			}
+			moved[name] = true
+			if nd := out[name]; nd.Device != acc.Host {
+				t.Errorf("%s (%s) is on %q, want the host", name, nd.Op, nd.Device)
+			} else if _, ok := nd.Attr["_class"]; ok {
+				t.Errorf("%s kept its colocation attr", name)
+			}
+		}
+	}
+	for _, n := range g.Nodes {
+		nd := out[n.Name]
+		switch n.Op {
+		case "EmptyTensorList", "TensorListPushBack", "TensorListPopBack":
+			if !moved[n.Name] {
+				t.Errorf("%s (%s) not moved", n.Name, n.Op)
+			}
+		case "Enter", "Merge", "Switch", "NextIteration", "Exit":
+			dt := n.Def.Attr["T"].GetType().String()
+			if moved[n.Name] && dt != "DT_VARIANT" {
+				t.Errorf("%s (%s of %s) moved: not a list's", n.Name, n.Op, dt)
+			}
+		}
+		if !moved[n.Name] && nd.Device != n.Def.Device {
+			t.Errorf("%s (%s) moved to %q, not being a list's", n.Name, n.Op, nd.Device)
+		}
+		if n.Op == "TensorListPushBack" {
+			in := out[nd.Input[1]]
+			if in == nil || string(in.Attr[RoleAttr].GetS()) != StackOutRole || in.Device != "/device:CPU:0" || in.Input[0] != n.Def.Input[1] {
+				t.Errorf("push %s reads %s, want a %s Identity on the host of %s", n.Name, nd.Input[1], StackOutRole, n.Def.Input[1])
+			}
+		}
+		for j, s := range n.Def.Input {
+			if p := g.Node(strings.TrimPrefix(s, "^")); p != nil && p.Op == "TensorListPopBack" && s == p.Name+":1" {
+				in := out[nd.Input[j]]
+				if in == nil || string(in.Attr[RoleAttr].GetS()) != StackInRole || in.Device != "/job:localhost/replica:0/task:0/device:CPU:1" || in.Input[0] != s {
+					t.Errorf("%s reads %s for the pop %s, want a %s Identity on the compute device", n.Name, nd.Input[j], p.Name, StackInRole)
+				}
+			}
+		}
+	}
+	if err := Verify(g, res, GateHost); err != nil {
+		t.Errorf("Verify: %v", err)
+	}
+	again, err := Rewrite(m, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := proto.MarshalOptions{Deterministic: true}.Marshal(res.Model.Graph)
+	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(again.Model.Graph)
+	if !bytes.Equal(a, b) {
+		t.Error("two rewrites differ")
+	}
+	def, err := Rewrite(m, Options{ComputeDevice: "/device:CPU:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(def.Accumulators) != 0 {
+		t.Errorf("the default 64 KiB minimum placed %d lists of small tensors on the host", len(def.Accumulators))
+	}
+}
+
+// TestListWithOtherReaderStays checks that a TensorList accumulator read by an op other than
+// its loop plumbing, pushes and pops (a TensorListLength on its forward Exit) is left on the
+// device, the others still move, and its EmptyTensorList, shared with lists that moved,
+// stays on the device too.
+func TestListWithOtherReaderStays(t *testing.T) {
+	m, g := loadTestModel(t, "controlflow", "rnn_v2_lowered", "regenerate with .venv/bin/python testmodels/lowered.py")
+	m = m.Clone()
+	var enter, exit string
+	for _, n := range g.Nodes {
+		if n.Op == "Enter" && n.Inputs[0].Node.Op == "EmptyTensorList" && len(n.Inputs[0].Node.Consumers[0]) > 1 {
+			enter = n.Name
+			// The list's Exit: Enter -> Merge -> Switch -> Exit.
+			for _, u := range n.Consumers[0][0].Node.Consumers[0] {
+				if u.Node.Op == "Switch" {
+					for _, x := range u.Node.Consumers[0] {
+						if x.Node.Op == "Exit" {
+							exit = x.Node.Name
+						}
+					}
+				}
+			}
+			break
+		}
+	}
+	if enter == "" || exit == "" {
+		t.Fatal("no list with an Exit from a shared EmptyTensorList in the fixture")
+	}
+	list := g.Node(enter).Inputs[0].Node.Name
+	m.Graph.Node = append(m.Graph.Node, &npb.NodeDef{Name: "reads_list", Op: "TensorListLength", Input: []string{exit},
+		Device: g.Node(exit).Def.Device})
+	res, err := Rewrite(m, Options{MinTensorBytes: -1, ComputeDevice: "/device:CPU:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, acc := range res.Accumulators {
+		if acc.Stack == enter {
+			t.Fatalf("%s placed on the host though %s reads its list", enter, "reads_list")
+		}
+		for _, name := range acc.Moved {
+			if name == list {
+				t.Errorf("%s moved though the list of %s, which stays, reads it", list, enter)
+			}
+		}
+	}
+	if len(res.Accumulators) == 0 {
+		t.Fatal("no other list placed on the host")
+	}
+}

@@ -91,8 +91,8 @@ type Result struct {
 	// Orders are the control edges planning added to order ops (the reorder pass): each
 	// Node waits for After.
 	Orders []OrderEdge `json:",omitempty"`
-	// Accumulators are the while loops' stack accumulators the LMS rewrite placed on the
-	// host (placeAccumulators), in graph order of their stacks.
+	// Accumulators are the while loops' stack and TensorList accumulators the LMS rewrite
+	// placed on the host (placeAccumulators), stacks then lists, each in graph order.
 	Accumulators []Accumulator `json:",omitempty"`
 
 	// graph is Model's graph as the builder made it (Apply), for Verify; nil when Model was

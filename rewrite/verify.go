@@ -20,10 +20,10 @@ import (
 // swap-in lies inside a branch of a v1 conditional; control inputs added to original nodes
 // name swap-outs (waits) or original nodes (the ordering edges of res.Orders); a recomputed
 // copy is its original op with inputs carrying the original's and one control input more,
-// from a gate; the nodes of a stack accumulator placed on the host (Result.Accumulators)
-// moved to a host CPU, losing at most their colocation attr, and its push reads its tensor
-// through a StackOutRole Identity on the host, its pop's readers the pop through a
-// StackInRole Identity. It returns the first violation.
+// from a gate; the nodes of a stack or TensorList accumulator placed on the host
+// (Result.Accumulators) moved to a host CPU, losing at most their colocation attr, and its
+// push reads its tensor through a StackOutRole Identity on the host, its pop's readers the
+// popped tensor through a StackInRole Identity. It returns the first violation.
 //
 // A Result made by Apply carries the builder's graph, which Verify checks rather than
 // parsing the GraphDef again (Apply writes the GraphDef from that graph, NodeDef by NodeDef);
@@ -60,7 +60,7 @@ func Verify(orig *graphdef.Graph, res *Result, gate Gate) error {
 			return fmt.Errorf("node %d changed from %s(%s) to %s(%s)", i, on.Name, on.Op, nn.Name, nn.Op)
 		}
 		if nn.Def.GetDevice() != on.Def.GetDevice() {
-			if !moved[on.Name] || nn.Device.Type != "CPU" || !(stackUseOps[on.Op] || stackHandleOps[on.Op] || on.Op == "StackV2") {
+			if !moved[on.Name] || nn.Device.Type != "CPU" || !(stackUseOps[on.Op] || stackHandleOps[on.Op] || on.Op == "StackV2" || listCarryOps[on.Op] || listUseOps[on.Op] || on.Op == "EmptyTensorList") {
 				return fmt.Errorf("node %d changed from %s(%s) on %q to %s(%s) on %q", i, on.Name, on.Op, on.Def.GetDevice(), nn.Name, nn.Op, nn.Def.GetDevice())
 			}
 		}
@@ -140,13 +140,16 @@ func Verify(orig *graphdef.Graph, res *Result, gate Gate) error {
 				return fmt.Errorf("stack copy %q is on %q with %d control inputs, want the host and none", n.Name, n.Def.GetDevice(), len(n.ControlInputs))
 			}
 			for _, u := range n.Consumers[0] {
-				if u.Node.Op != "StackPushV2" || u.Input != 1 || !moved[u.Node.Name] {
+				if (u.Node.Op != "StackPushV2" && u.Node.Op != "TensorListPushBack") || u.Input != 1 || !moved[u.Node.Name] {
 					return fmt.Errorf("stack copy %q is read by %q, not by a push of a stack on the host", n.Name, u.Node.Name)
 				}
 			}
 		case StackInRole:
-			if p := n.Inputs[0].Node; p.Op != "StackPopV2" || !moved[p.Name] || len(n.ControlInputs) != 0 {
-				return fmt.Errorf("stack copy %q does not read the pop of a stack on the host alone", n.Name)
+			in := n.Inputs[0]
+			stackPop := in.Node.Op == "StackPopV2" && in.Port == 0
+			listPop := in.Node.Op == "TensorListPopBack" && in.Port == 1
+			if !(stackPop || listPop) || !moved[in.Node.Name] || len(n.ControlInputs) != 0 {
+				return fmt.Errorf("stack copy %q does not read the pop of a stack or list on the host alone", n.Name)
 			}
 		case RelayRole:
 			if string(n.Inputs[0].Node.Def.GetAttr()[RoleAttr].GetS()) != "swap_in" || len(n.ControlInputs) != 0 {

@@ -40,21 +40,15 @@ SKIPS = {}
 # iteration's pushed tensor is copied to the host and popped back, which the test below
 # checks in the partition graphs (check_stacks_on_host).
 # On rnn_v2 the accumulators are TensorLists: a DT_VARIANT loop variable carried by Enter,
-# Merge, Switch, NextIteration and Exit into the gradient loop, pushed by TensorListPushBack;
-# placing one on the host would move the loop's own control-flow nodes for that variable,
-# which tfswap leaves alone, so the bridge still swaps nothing there. (With the loop's trip
-# count filled in by hand and --swapout-threshold=1 it swaps nothing either; on the
-# unoptimized graph the CLI swaps one tensor, rnn/while:8, the LSTM kernel's variable read
-# passed to the gradient While, which shares the variable's buffer and exists after lowering
-# only as an Exit read by an Enter.)
-RNN_V2_XFAIL = ("the bridge swaps nothing on the lowered v2 while loop: the tensors kept for "
-                "the backward pass live in TensorList accumulators, loop variables that tfswap "
-                "does not move (see the comment above XFAILS)")
+# Merge, Switch, NextIteration and Exit into the gradient loop, pushed by TensorListPushBack
+# and popped by TensorListPopBack. The LMS rewrite places each list's own loop plumbing (that
+# loop variable's Enter..Exit only), its pushes and its pops on the host; TensorFlow's
+# partitioner gives the host partition its own copy of the loop's control, so the pushes
+# run there from tensors received from the compute device (check_stacks_on_host, both kinds).
 
-# Known failures, open, marked strict xfail so that a fix shows up as an unexpected pass.
-XFAILS = {
-    "rnn_v2": RNN_V2_XFAIL,
-}
+# Known failures, open, marked strict xfail so that a fix shows up as an unexpected pass
+# (none at present).
+XFAILS = {}
 
 
 def unknown_batch(name, directory=ZOO):
@@ -117,13 +111,22 @@ def check_bit_identical(name, directory, swap_params, tfswap_binary):  # noqa: F
     return Partitions(md)
 
 
+# The accumulators' push and pop ops, and the port of the pop that gives the tensor back.
+PUSH_OPS = ("StackPushV2", "TensorListPushBack")
+POP_PORTS = {"StackPopV2": 0, "TensorListPopBack": 1}
+
+
 def check_stacks_on_host(path, parts):
-    """Where the graph has v1 stack accumulators (StackPushV2), the LMS rewrite placed them on
-    the host: the step pushes on the host partition a tensor received from the compute
-    device through a stack_out node, and every stack_in node reads a pop on the host."""
+    """Where the graph has loop accumulators (v1 stacks, StackPushV2, or, once the session
+    lowered a v2 While, TensorLists, TensorListPushBack), the LMS rewrite placed them on the
+    host: the step pushes on the host partition a tensor received from the compute device
+    through a stack_out node, and every stack_in node reads a pop on the host."""
     gd = v1.GraphDef()
     gd.ParseFromString(path.read_bytes())
-    if not any(n.op == "StackPushV2" for n in gd.node):
+    ops = {n.op for n in gd.node}
+    for f in gd.library.function:
+        ops.update(n.op for n in f.node_def)
+    if not ops.intersection(PUSH_OPS):
         return
     outs, ins = parts.swap_nodes("stack_out"), parts.swap_nodes("stack_in")
     assert outs and ins, "the graph's stack accumulators were not placed on the host"
@@ -131,12 +134,12 @@ def check_stacks_on_host(path, parts):
         assert n.device.endswith("CPU:0"), "%s runs on %s, not the host" % (n.name, n.device)
         src = parts.origin(n.input[0])
         assert src.device.endswith("CPU:1"), "%s copies %s of %s, not of the compute device" % (n.name, src.name, src.device)
-        pushes = [r for r in parts.readers.get(n.name, []) if r.op == "StackPushV2"]
+        pushes = [r for r in parts.readers.get(n.name, []) if r.op in PUSH_OPS]
         assert pushes and all(p.device.endswith("CPU:0") for p in pushes), "%s feeds no push on the host" % n.name
     for n in ins:
         assert n.device.endswith("CPU:1"), "%s runs on %s" % (n.name, n.device)
         pop = parts.origin(n.input[0])
-        assert pop.op == "StackPopV2" and pop.device.endswith("CPU:0"), "%s reads %s %s on %s" % (n.name, pop.op, pop.name, pop.device)
+        assert pop.op in POP_PORTS and pop.device.endswith("CPU:0"), "%s reads %s %s on %s" % (n.name, pop.op, pop.name, pop.device)
     print("%s: %d pushes and %d pops through the host" % (path.stem, len(outs), len(ins)))
 
 

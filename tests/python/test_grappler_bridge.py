@@ -191,7 +191,13 @@ class Partitions:
         it has a control input from."""
         n = self.node(name)
         for _ in range(16):
-            if not PARTITIONER_NODE.search(n.name):
+            # A lowered while loop's own nodes end in "/_<n>" too (rnn/while/enter/_20); the
+            # partitioner's other nodes are named after the node they carry from (with
+            # "/ctrl" for a control edge's).
+            base = PARTITIONER_NODE.sub("", n.name)
+            base = base[:-len("/ctrl")] if base.endswith("/ctrl") else base
+            added = n.op in SEND_OPS + RECV_OPS or base in self.nodes
+            if not PARTITIONER_NODE.search(n.name) or not added:
                 return n
             if n.op in RECV_OPS:
                 n = self.send[n.attr["tensor_name"].s]
