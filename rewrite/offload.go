@@ -302,6 +302,8 @@ type OffloadResult struct {
 	Copies []WeightCopy
 	// Direct are the reads copied ungated.
 	Direct []DirectRead `json:",omitempty"`
+	// Schedule says how the copies' triggers were chosen.
+	Schedule string `json:",omitempty"`
 }
 
 // Bytes returns the bytes of the variables moved to the host.
@@ -510,6 +512,14 @@ func offloadGroups(model *graphdef.Model, a *Analysis, groups []*VariableGroup, 
 				copies = append(copies, &pending{t: t, dt: dt, k: k, uses: grp, nodes: useNodes(grp), size: size})
 			}
 		}
+	}
+	switch {
+	case timing != nil && timing.window > 0:
+		res.Schedule = "forwards on the host link under a " + units.FormatBytes(timing.window) + " window of copies held, from the unswapped step's times"
+	case timing != nil:
+		res.Schedule = "backwards on the host link from their consumers' times in the unswapped step"
+	default:
+		res.Schedule = "SwapinAhead levels before their consumers"
 	}
 	if timing != nil && timing.window > 0 {
 		due := make([]int64, len(copies))

@@ -354,7 +354,10 @@ func TestOffloadWindowBeatsBackwardSchedule(t *testing.T) {
 	if after.Offload == nil || len(after.Offload.Copies) == 0 || !after.Eval.Fits {
 		t.Fatalf("no fitting plan with copies: fits %v, offload %+v", after.Eval.Fits, after.Offload)
 	}
-	t.Logf("step %d ns with the window schedules, %d ns backwards (in-core %d ns)", after.Eval.StepTime, before.Eval.StepTime, after.Base.StepTime)
+	t.Logf("step %d ns with the window schedules (%s), %d ns backwards (in-core %d ns)", after.Eval.StepTime, after.Offload.Schedule, before.Eval.StepTime, after.Base.StepTime)
+	if !strings.HasPrefix(after.Offload.Schedule, "forwards") || !strings.HasPrefix(before.Offload.Schedule, "backwards") {
+		t.Errorf("schedules %q and %q, want forwards and backwards", after.Offload.Schedule, before.Offload.Schedule)
+	}
 	if after.Eval.StepTime >= before.Eval.StepTime*95/100 {
 		t.Errorf("step %d ns with the window schedules, not 5%% below the backward schedule's %d ns", after.Eval.StepTime, before.Eval.StepTime)
 	}
