@@ -162,6 +162,14 @@ func Apply(model *graphdef.Model, a *Analysis, plan *Plan) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	return applyBuilt(model, a, b), nil
+}
+
+// applyBuilt is Apply given b, the builder's output for the plan (which may be the graph a
+// prediction simulated: the rewrite is written from it, not built again). It takes b's
+// graph over: the changed nodes' Defs become the written ones and its Def the written
+// GraphDef.
+func applyBuilt(model *graphdef.Model, a *Analysis, b *built) *Result {
 	out := model.Clone()
 	nodes := b.graph.Nodes
 	for _, idx := range b.changed {
@@ -186,7 +194,7 @@ func Apply(model *graphdef.Model, a *Analysis, plan *Plan) (*Result, error) {
 		out.Graph.Node = append(out.Graph.Node, n.Def)
 	}
 	b.graph.Def = out.Graph
-	return &Result{Model: out, Swaps: b.swaps, Waits: b.waits, graph: b.graph}, nil
+	return &Result{Model: out, Swaps: b.swaps, Waits: b.waits, graph: b.graph}
 }
 
 // GateNodeName returns the name of the gate node of trigger: "tfswap/<trigger>/gate".
@@ -369,10 +377,19 @@ func Rewrite(model *graphdef.Model, opts Options) (*Result, error) {
 // rewriteLMS is Rewrite on a model prepare has checked, a being the analysis of its graph.
 func rewriteLMS(model *graphdef.Model, a *Analysis) (*Result, error) {
 	plan, skipped := PlanLMS(a)
-	res, err := Apply(model, a, plan)
-	if err != nil {
-		return nil, err
+	return rewriteLMSPlanned(model, a, plan, skipped, nil)
+}
+
+// rewriteLMSPlanned is rewriteLMS given PlanLMS's plan and skipped tensors, and b, the
+// builder's output for plan or nil to build it.
+func rewriteLMSPlanned(model *graphdef.Model, a *Analysis, plan *Plan, skipped []Skipped, b *built) (*Result, error) {
+	if b == nil {
+		var err error
+		if b, err = build(a, plan); err != nil {
+			return nil, err
+		}
 	}
+	res := applyBuilt(model, a, b)
 	res.Skipped = skipped
 	placeAccumulators(res, a)
 	if err := Verify(a.Graph, res, a.Opts.Gate); err != nil {

@@ -288,6 +288,12 @@ type Problem struct {
 	// Grappler's nanosecond accounting when judging fits ("both" on graphs with
 	// recomputations: recomputeGrapplerMargin).
 	grapplerMargin int64
+	// keep asks graphFor to keep the builder's output for the last plan it builds (kept, for
+	// keptPlan), so that a rewrite writing the very plan it predicted builds its graph once
+	// (rewriteFixedLMS). Never set where compute devices are relabelled.
+	keep     bool
+	kept     *built
+	keptPlan *Plan
 }
 
 // newProblem prepares a planning problem: simulates the unswapped graph and indexes its
@@ -829,12 +835,28 @@ func (pr *Problem) graphFor(plan *Plan) (*graphdef.Graph, error) {
 		// The empty plan's graph is the original (the builder would copy it unchanged).
 		return pr.Analysis.Graph, nil
 	}
-	g, err := DeriveGraph(pr.Analysis, plan)
-	if err != nil || !pr.relabel {
-		return g, err
+	b, err := build(pr.Analysis, plan)
+	if err != nil {
+		return nil, err
 	}
-	relabelCompute(pr.Analysis, g)
-	return g, nil
+	if pr.keep && !pr.relabel {
+		pr.kept, pr.keptPlan = b, plan
+	}
+	if pr.relabel {
+		relabelCompute(pr.Analysis, b.graph)
+	}
+	return b.graph, nil
+}
+
+// takeBuilt returns the builder's output for plan when graphFor kept it (keep), and
+// forgets it; nil otherwise.
+func (pr *Problem) takeBuilt(plan *Plan) *built {
+	b := pr.kept
+	if pr.keptPlan != plan {
+		b = nil
+	}
+	pr.kept, pr.keptPlan = nil, nil
+	return b
 }
 
 // relabelCompute shows the compute device of a's nodes as a GPU in g, whose first nodes are

@@ -27,10 +27,11 @@ func (lmsFixedPlanner) Plan(pr *Problem) (*Evaluation, error) {
 // the prediction of that very plan for po's device and budget. opts has its defaults applied
 // and g is model's graph.
 func rewriteFixedLMS(model *graphdef.Model, g *graphdef.Graph, opts Options, po PlanOptions) (*Planned, error) {
-	// The rewrite plans exactly what lmsFixedPlanner evaluates (PlanLMS is deterministic),
-	// on the same graph and analysis (Rewrite's, without indexing the graph again). The
-	// prediction comes first, so that the planning problem's simulations are garbage before
-	// the rewritten graph is built (on large graphs the peak memory is the two together).
+	// The rewrite writes exactly the plan lmsFixedPlanner evaluates (PlanLMS, then predict),
+	// on the same graph and analysis (Rewrite's, without indexing the graph again), and the
+	// graph the prediction simulated is the one written: the builder runs once. The
+	// planning problem's indices and simulations are released before the GraphDef is made
+	// (on large graphs the peak memory is the rewritten graph and either of them).
 	a := Analyze(g, opts)
 	pr, err := newProblem(model, a, po)
 	if err != nil {
@@ -40,12 +41,15 @@ func rewriteFixedLMS(model *graphdef.Model, g *graphdef.Graph, opts Options, po 
 		return nil, err
 	}
 	pr.strategy = lmsFixedStrategy.Name
-	ev, err := lmsFixedStrategy.plan(pr)
+	plan, skipped := PlanLMS(a)
+	pr.keep = true
+	ev, err := pr.predict(plan)
 	if err != nil {
 		return nil, err
 	}
+	b := pr.takeBuilt(plan)
 	pr.release()
-	res, err := rewriteLMS(model, a)
+	res, err := rewriteLMSPlanned(model, a, plan, skipped, b)
 	if err != nil {
 		return nil, err
 	}
