@@ -224,7 +224,7 @@ def op_bound(path):
         for i in nodes[x].input:
             stack.append(i.lstrip("^").partition(":")[0])
     best, best_op = 0, ""
-    for name in keep:
+    for name in sorted(keep):  # sorted: the first of equal ops by name, the same every run
         n = nodes[name]
         if n.op in RESIDENT or n.op in ALIASES or n.op in ("NoOp", "Placeholder"):
             continue

@@ -673,7 +673,8 @@ func (pr *Problem) reportGrappler(ev *Evaluation) error {
 	return nil
 }
 
-// planKey is a canonical string of a plan, for caching evaluations.
+// planKey is a canonical string of a plan, for caching evaluations: its swaps and its
+// waits (two plans with the same swaps but different ops held back are different graphs).
 func planKey(plan *Plan) string {
 	swaps := orderSwaps(plan)
 	var b strings.Builder
@@ -696,6 +697,18 @@ func planKey(plan *Plan) string {
 			b.WriteByte(']')
 		}
 		b.WriteByte(';')
+	}
+	if len(plan.Waits) > 0 {
+		ws := make([]string, len(plan.Waits))
+		for i, w := range plan.Waits {
+			ws[i] = strconv.Itoa(w.Node.Index) + "<" + strconv.Itoa(w.After.Node.Index) + ":" + strconv.Itoa(w.After.Port)
+		}
+		sort.Strings(ws)
+		b.WriteString("|waits")
+		for _, w := range ws {
+			b.WriteByte(' ')
+			b.WriteString(w)
+		}
 	}
 	return b.String()
 }
