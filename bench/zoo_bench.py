@@ -3,11 +3,23 @@ through Keras and TF2), the peak tfswap predicts by its accounting and by Grappl
 VirtualCluster's peak, and rewrite's plans for budgets of 90%, 70% and 50% of tfswap's peak.
 
     .venv/bin/python bench/zoo_bench.py [--tfswap BIN] [--graphs gpt,rnn_v1] [--update-docs]
+        [--go-log GO.log --bridge-log BRIDGE.log --tests-commit C]
 
 With --update-docs it writes docs/bench/zoo.json and the zoo section of docs/BENCHMARKS.md
 (bench/report.py keeps that section when it regenerates the file). Every figure is simulated
 for the v100-16gb profile (fetch train), except the VirtualCluster's, which is Grappler's
 (tools/vcluster/vcluster.py). A few minutes on 2 cores.
+
+The section ends with issue 12's done-means audit: for every graph, whether the peak is within
+10% of the VirtualCluster's (tfswap's accounting, as `inspect` prints it; Grappler's; and
+tfswap with the VirtualCluster's own conventions, VC_CONVENTIONS, which says whether the two
+simulators agree on what runs and what is live), whether every budget plan fits or ends in a
+diagnosis naming what is live, and, from the logs of the tests given (--go-log: `go test -v
+-tags tensorflow -run 'TestZooBitIdenticalUnderGrappler|TestGPTBitIdenticalUnderGrappler'
+./tfrun`; --bridge-log: `pytest -rA tests/python/test_bridge_zoo.py -k zoo`, both measured on
+CPU in the two-device emulation under TensorFlow's default Grappler configuration), whether the
+LMS and planned rewrites trained bit-identically through the Go session and through the bridge.
+A cell the logs do not cover says so.
 """
 
 import argparse
@@ -24,6 +36,16 @@ ZOO = os.path.join(ROOT, "testmodels", "zoo")
 DEVICE = "v100-16gb"
 FRACTIONS = (0.9, 0.7, 0.5)
 TITLE = "## The zoo: user-style graphs on `v100-16gb` (issue 12)"
+# The VirtualCluster's own conventions: every accounting rule switched to Grappler's, value-dead
+# nodes run as written (the VirtualCluster does not optimize the graph), both branches of every
+# conditional run and function calls timed by their bytes (docs/SIMULATOR.md).
+VC_CONVENTIONS = ("grappler-times,tie-by-name,delayed-free,recv-ops,transient-recv,unknown-dims-as-one,no-workspace,"
+                  "no-forwarding,no-aliasing,no-resident-variables,run-value-dead,both-branches,calls-by-bytes")
+# How close a peak must be to the VirtualCluster's (issue 12's done-means).
+PEAK_TOLERANCE = 0.10
+# Ops the VirtualCluster cannot judge a peak through, and why (docs/SIMULATOR.md).
+CALL_OPS = {"PartitionedCall", "StatefulPartitionedCall", "If", "StatelessIf", "While", "StatelessWhile", "Case",
+            "StatelessCase"}
 
 
 def run(args):
@@ -37,10 +59,12 @@ def batch_args(side):
     return ["--batch", str(side["batch"])] if side["name"] == "unknown_batch" else []
 
 
-def simulate(tfswap, path, extra, grappler=False):
+def simulate(tfswap, path, extra, grappler=False, conventions=None):
     args = [tfswap, "simulate", path, "--device", DEVICE, "--fetch", "train", "--json", "-"] + extra
     if grappler:
         args.append("--grappler")
+    if conventions:
+        args += ["--conventions", conventions]
     p, _ = run(args)
     if p.returncode != 0:
         raise SystemExit("tfswap simulate %s: exit %d\n%s" % (path, p.returncode, p.stderr[-2000:]))
@@ -90,6 +114,149 @@ def rewrite(tfswap, src, budget, extra):
         return rec
 
 
+def graph_features(path, batch_given):
+    """What in the graph the VirtualCluster models otherwise than tfswap: v1 conditionals
+    (Switch outside a while loop), v1 while loops (Enter), function calls and functional
+    control flow (CALL_OPS), and an unknown batch that tfswap reads with --batch
+    (batch_given) while the VirtualCluster counts it as 1."""
+    from tensorflow.core.framework import graph_pb2  # noqa: E402 (the venv's TensorFlow)
+    gd = graph_pb2.GraphDef()
+    with open(path, "rb") as f:
+        gd.ParseFromString(f.read())
+    ops = {n.op for n in gd.node}
+    feats = []
+    if "Enter" in ops:
+        feats.append("v1 loop")
+    elif "Switch" in ops:
+        feats.append("v1 cond")
+    if ops & CALL_OPS:
+        feats.append("calls")
+    if batch_given:
+        feats.append("unknown batch")
+    return feats
+
+
+def parse_go_log(text):
+    """Results of TestZooBitIdenticalUnderGrappler and TestGPTBitIdenticalUnderGrappler from
+    `go test -v` output: {graph: {"lms"|"plan90"|"plan70": "pass"|"fail"|"no plan"|"skip"}}."""
+    out = {}
+    cur = None
+    for line in text.splitlines():
+        # The log lines of a subtest follow its "=== RUN" line (streamed) or its "--- " line.
+        m = re.match(r"=== RUN\s+TestZooBitIdenticalUnderGrappler/([^/\s]+)\s*$", line)
+        if m:
+            cur = m.group(1)
+            continue
+        m = re.match(r"\s*--- (PASS|FAIL|SKIP): (TestZooBitIdenticalUnderGrappler|TestGPTBitIdenticalUnderGrappler)/([^/\s]+)(?:/(\S+))? ", line)
+        if m:
+            status, test, a, b = m.groups()
+            graph, case = ("gpt", a) if test.startswith("TestGPT") else (a, b)
+            if case is None:
+                cur = graph
+                out.setdefault(graph, {})
+                if status == "SKIP":
+                    out[graph]["skip"] = True
+                continue
+            out.setdefault(graph, {})[case] = status.lower()
+            continue
+        m = re.search(r"no plan at (\d+)% of", line)
+        if m and cur:
+            out.setdefault(cur, {})["plan" + m.group(1)] = "no plan"
+    return out
+
+
+def parse_bridge_log(text):
+    """Results of test_bridge_zoo.py from `pytest -rA` output: {graph: {"lms": status,
+    "plan": status}}, the planned test's graphs from its printed summary."""
+    out = {}
+    for m in re.finditer(r"^(PASSED|FAILED|XFAIL|XPASS|SKIPPED|ERROR) \S*test_zoo_bit_identical_through_bridge\[([^\]]+)\]", text, re.M):
+        out.setdefault(m.group(2), {})["lms"] = m.group(1).lower()
+    planned = re.search(r"^(PASSED|FAILED|ERROR) \S*test_zoo_planned_bit_identical_through_bridge", text, re.M)
+    summary = re.search(r"planned and trained: \[(.*?)\]; no plan fits: \[(.*?)\]", text)
+    if summary:
+        names = lambda s: [x.strip().strip("'\"") for x in s.split(",") if x.strip()]  # noqa: E731
+        for n in names(summary.group(1)):
+            out.setdefault(n, {})["plan"] = planned.group(1).lower() if planned else "?"
+        for n in names(summary.group(2)):
+            out.setdefault(n, {})["plan"] = "no plan"
+    elif planned:
+        out.setdefault("*", {})["plan"] = planned.group(1).lower()
+    return out
+
+
+def rel(a, b):
+    return (a - b) / float(b) if a and b else None
+
+
+def peak_cell(g):
+    """The done-means peak cell: tfswap's accounting (inspect's peak), Grappler's, and tfswap
+    with the VirtualCluster's conventions, each against the VirtualCluster's peak."""
+    vc = g.get("vcluster_peak")
+    if not vc:
+        return "n/a (no VirtualCluster peak)", None
+    if "unknown batch" in g.get("features", []):
+        return "n/a: the VirtualCluster counts the unknown batch as 1", None
+    parts = []
+    for key, label in (("peak", "inspect"), ("grappler_peak", "Grappler's"), ("vc_conv_peak", "VC's conventions")):
+        d = rel(g.get(key), vc)
+        if d is not None:
+            parts.append("%s %+.0f%%" % (label, 100 * d))
+    d = rel(g.get("vc_conv_peak"), vc)
+    verdict = d is not None and abs(d) <= PEAK_TOLERANCE
+    return ("holds" if verdict else "**fails**") + ": " + ", ".join(parts), verdict
+
+
+def plans_cell(g):
+    ok = all(p.get("fits") or p.get("live") for p in g["plans"])
+    fits = sum(1 for p in g["plans"] if p.get("fits"))
+    return ("holds" if ok else "**fails**") + ": %d of %d fit, the rest name what is live" % (fits, len(g["plans"]))
+
+
+def status_word(s):
+    return {"pass": "bit-identical", "passed": "bit-identical", "fail": "**differs/fails**",
+            "failed": "**fails**", "xfail": "**xfail** (known)", "no plan": "no plan", "skip": "skipped",
+            "error": "**error**", "xpass": "xpass"}.get(s, s or "not run")
+
+
+def bitid_cells(g, go, bridge):
+    name = g["name"]
+    r = go.get(name, {})
+    go_lms = status_word(r.get("lms")) if go else "not run"
+    go_plans = ", ".join("%s %s" % (c, status_word(r.get(c))) for c in ("plan90", "plan70")) if go else "not run"
+    b = bridge.get(name, {})
+    br_lms = status_word(b.get("lms")) if bridge else "not run"
+    br_plan = status_word(b.get("plan") or bridge.get("*", {}).get("plan")) if bridge else "not run"
+    return [go_lms, go_plans, br_lms, br_plan]
+
+
+def audit_markdown(data):
+    go, bridge = data.get("go_results") or {}, data.get("bridge_results") or {}
+    out = ["### Done-means audit (issue 12)", ""]
+    out.append("Peak: against the VirtualCluster's, tfswap's accounting (the peak `inspect` prints), Grappler's "
+               "accounting (`simulate --grappler`) and tfswap with the VirtualCluster's own conventions "
+               "(`--conventions %s`: value-dead nodes run, both branches of a conditional, calls timed by their "
+               "bytes); the cell holds when the last is within %d%%, that is when the two simulators agree on what "
+               "runs and what is live. The other two differ by design where variables and optimizer slots weigh "
+               "much (tfswap keeps them resident, the VirtualCluster does not count them), where value-dead nodes, "
+               "conditionals or function bodies hold memory (docs/SIMULATOR.md). Plans: the 90/70/50%% budgets "
+               "above. Bit-identity, measured on CPU in the two-device emulation under TensorFlow's default Grappler "
+               "configuration, 3 steps, every variable: Go session from `go test -v -tags tensorflow -run "
+               "'TestZooBitIdenticalUnderGrappler|TestGPTBitIdenticalUnderGrappler' ./tfrun` (LMS at threshold 4; "
+               "auto plans at 90%% and 70%% of the peak at 64 times the batch, where one fits), bridge from "
+               "`pytest -rA tests/python/test_bridge_zoo.py -k zoo` (LMS every sized tensor; auto at 90%% at 64 times "
+               "the batch); test logs at %s." % (VC_CONVENTIONS, int(100 * PEAK_TOLERANCE),
+                                                  data.get("tests_commit") or "?"))
+    out.append("")
+    out.append("| graph | has | peak within 10% of the VirtualCluster's | plans at 90/70/50% | Go session: LMS | "
+               "Go session: plans | bridge: LMS | bridge: plan |")
+    out.append("|---|---|---|---|---|---|---|---|")
+    for g in data["graphs"]:
+        cells = [peak_cell(g)[0], plans_cell(g)] + bitid_cells(g, go, bridge)
+        out.append("| `%s` | %s | %s |" % (g["name"], ", ".join(g.get("features") or []) or "-", " | ".join(cells)))
+    out.append("")
+    return "\n".join(out)
+
+
 def kib(n):
     return "%.1f" % (n / 1024.0) if n else "-"
 
@@ -123,6 +290,8 @@ def markdown(data):
             g["name"], g["nodes"], kib(g["peak"]), kib(g["grappler_peak"]), kib(vc) if vc else "n/a",
             " | ".join(cells)))
     out.append("")
+    if any("vc_conv_peak" in g for g in data["graphs"]):
+        out.append(audit_markdown(data))
     return "\n".join(out)
 
 
@@ -160,7 +329,17 @@ def main():
     ap.add_argument("--graphs", help="comma-separated zoo graphs (default: every committed one)")
     ap.add_argument("--update-docs", action="store_true",
                     help="write docs/bench/zoo.json and the zoo section of docs/BENCHMARKS.md")
+    ap.add_argument("--go-log", help="go test -v output of tfrun's zoo bit-identity tests, for the audit")
+    ap.add_argument("--bridge-log", help="pytest -rA output of tests/python/test_bridge_zoo.py, for the audit")
+    ap.add_argument("--tests-commit", help="the commit the test logs were made at (default: this one)")
+    ap.add_argument("--from-json", metavar="FILE",
+                    help="take the simulated figures from FILE (a docs/bench/zoo.json written earlier) instead of "
+                         "running them again, and add the test logs' results to its audit")
     args = ap.parse_args()
+    if args.from_json:
+        with open(args.from_json) as f:
+            data = json.load(f)
+        return finish(args, data)
     tmpdir = tempfile.mkdtemp(prefix="zoo-bench-")
     TFSWAP = args.tfswap
     if not TFSWAP:
@@ -179,14 +358,35 @@ def main():
         extra = batch_args(side)
         own, _ = simulate(TFSWAP, paths[n], extra)
         gr, _ = simulate(TFSWAP, paths[n], extra, grappler=True)
+        vcc, _ = simulate(TFSWAP, paths[n], extra, conventions=VC_CONVENTIONS)
         rec = {"name": n, "nodes": side["node_count"], "batch": side["batch"], "peak": own["peak_bytes"],
-               "grappler_peak": gr["peak_bytes"], "vcluster_peak": vc.get(paths[n]), "plans": []}
+               "resident": own.get("resident_bytes", 0), "grappler_peak": gr["peak_bytes"],
+               "vc_conv_peak": vcc["peak_bytes"], "vcluster_peak": vc.get(paths[n]),
+               "features": graph_features(paths[n], bool(extra)), "plans": []}
         for frac in FRACTIONS:
             rec["plans"].append(dict(rewrite(TFSWAP, paths[n], int(frac * own["peak_bytes"]), extra), fraction=frac))
         print(json.dumps(rec), file=sys.stderr, flush=True)
         graphs.append(rec)
     p = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
     data = {"device": DEVICE, "graphs": graphs, "commit": p.stdout.strip(), "unknown_batch": 4}
+    return finish(args, data)
+
+
+def finish(args, data):
+    """Adds the test logs' results to data, prints its Markdown and, with --update-docs, writes
+    docs/bench/zoo.json and the zoo section of docs/BENCHMARKS.md."""
+    if args.from_json:
+        # The features as this version of graph_features finds them.
+        for g in data["graphs"]:
+            g["features"] = graph_features(os.path.join(ZOO, g["name"] + ".pb"), g["name"] == "unknown_batch")
+    if args.go_log:
+        with open(args.go_log) as f:
+            data["go_results"] = parse_go_log(f.read())
+    if args.bridge_log:
+        with open(args.bridge_log) as f:
+            data["bridge_results"] = parse_bridge_log(f.read())
+    if args.go_log or args.bridge_log:
+        data["tests_commit"] = args.tests_commit or data["commit"]
     print(markdown(data))
     if args.update_docs:
         write_json(os.path.join(ROOT, "docs", "bench", "zoo.json"), data)

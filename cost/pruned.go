@@ -28,6 +28,13 @@ import (
 // least one output, is not Assert, CheckNumerics, _Retval, _Arg, _ParallelConcatUpdate,
 // ControlTrigger or a TPU op, and (an Identity) does not read a variable, a _Recv or a
 // Switch. Constants are not converted (OptimizeNode deletes a constant nothing reads).
+// Nodes carrying _grappler_do_not_remove = true (tfswap's gates, swap and recompute nodes)
+// are among the nodes to preserve (GrapplerItem::NodesToPreserve) and are never converted:
+// they run and read their inputs.
+
+// doNotRemoveAttr is the attr that puts a node among Grappler's nodes to preserve
+// (GrapplerItem::NodesToPreserve); rewrite.DoNotRemoveAttr sets it on tfswap's nodes.
+const doNotRemoveAttr = "_grappler_do_not_remove"
 
 // notNoOpOps are the ops SafeToConvertToNoOp refuses by kind.
 var notNoOpOps = map[string]bool{
@@ -50,13 +57,17 @@ var variableReadOps = map[string]bool{
 }
 
 // noOpConvertible reports whether Grappler's dependency optimizer may turn n into a NoOp once
-// nothing reads its value (SafeToConvertToNoOp, fetch nodes known and n not among them).
+// nothing reads its value (SafeToConvertToNoOp, fetch nodes known and n not among them nor
+// among the nodes to preserve).
 func noOpConvertible(n *graphdef.Node) bool {
 	if notNoOpOps[n.Op] || !graphdef.KnownOp(n.Op) || graphdef.IsStatefulOp(n.Op) || len(n.OutputTypes) == 0 {
 		return false
 	}
 	if strings.Contains(n.Op, "Queue") || strings.Contains(strings.ToLower(n.Op), "inplace") ||
 		strings.HasPrefix(n.Op, "Submodel") {
+		return false
+	}
+	if n.Def.GetAttr()[doNotRemoveAttr].GetB() {
 		return false
 	}
 	for _, key := range []string{"in_place", "inplace"} {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/tfswap/tfswap/graphdef"
+	apb "github.com/wamuir/graft/tensorflow/core/framework/attr_value_go_proto"
 )
 
 // constGradGraph is the gradient of y = s * c for a constant c, as tf.gradients builds it:
@@ -94,5 +95,37 @@ func TestValueDeadReadersRunAsNoOps(t *testing.T) {
 		if all.PrunedNodes != 0 {
 			t.Errorf("grappler=%v: %d nodes pruned without fetches", conv.GrapplerTimes, all.PrunedNodes)
 		}
+	}
+}
+
+// TestPreservedNodesAreNotPruned checks that a node carrying _grappler_do_not_remove, as
+// tfswap's gates, swap and recompute nodes do, is never run as a NoOp, nor are the nodes
+// whose values it reads: Grappler keeps it (GrapplerItem::NodesToPreserve), so it runs and
+// reads its inputs even when nothing reads its value. constGradGraph's Sum_1 so marked keeps
+// itself and Mul_1 running; without the attr both are pruned (TestValueDeadReadersRunAsNoOps).
+func TestPreservedNodesAreNotPruned(t *testing.T) {
+	g := constGradGraph(t)
+	g.Node("Mul_grad/Sum_1").Def.Attr[doNotRemoveAttr] = &apb.AttrValue{Value: &apb.AttrValue_B{B: true}}
+	for _, conv := range []Conventions{{}, GrapplerConventions()} {
+		r, err := Simulate(g, unitProfile(), Options{Fetch: []string{"train"}, Conventions: conv})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.PrunedNodes != 0 {
+			var pruned []string
+			for i, p := range r.Pruned {
+				if p {
+					pruned = append(pruned, g.Nodes[i].Name)
+				}
+			}
+			t.Errorf("grappler=%v: pruned %v, want none (Sum_1 is preserved and reads Mul_1)", conv.GrapplerTimes, pruned)
+		}
+	}
+	p, err := PrunedNodes(g, []string{"train"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p != nil {
+		t.Errorf("PrunedNodes marks nodes of a graph whose only value-dead chain ends in a preserved node")
 	}
 }

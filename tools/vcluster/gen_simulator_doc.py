@@ -188,7 +188,10 @@ def resident_note(rows, gpu):
     for r in rows:
         if r["name"] == "cnn":
             steps = r["orig"]["ablation"]
-            a, b = gpu(steps[-2][1])["peak_bytes"], gpu(steps[-1][1])["peak_bytes"]
+            # The step that switches no-resident-variables back, against the one before it
+            # (not the last step: run-value-dead comes after it).
+            i = [rule for rule, _ in steps].index("no-resident-variables")
+            a, b = gpu(steps[i - 1][1])["peak_bytes"], gpu(steps[i][1])["peak_bytes"]
             return "%s on the cnn fixture, whose Momentum slots double its weights" % pct(b, a)
     return "see the last column"
 
@@ -257,6 +260,12 @@ def write(out, profiles, names, rows, scaled, r50, plot_rel, tfver, gpu, dev, co
       "earliest in the graph's topological order (`graphdef.Graph.Topo`: Kahn's algorithm taking "
       "ready nodes in GraphDef order). The order is therefore deterministic and independent of "
       "timing noise. "
+      "On the host, an op that launches no kernel (a swap's or a weight copy's `Identity`) does not "
+      "wait behind a kernel the host is running (an optimizer update of offloaded variables): it "
+      "starts at once beside it, as TensorFlow's executor runs inexpensive kernels inline instead of "
+      "queueing them on the inter-op thread pool; with the host free it takes its turn in ready "
+      "order. Grappler's conventions (`--fit-accounting` grappler-ns and grappler-us) keep one op at "
+      "a time on the host, as the VirtualScheduler does. "
       "A while loop is executed once per node (one iteration); a conditional runs one branch, and "
       "a function call costs what its body does (next paragraph).")
     d()
@@ -272,12 +281,16 @@ def write(out, profiles, names, rows, scaled, r50, plot_rel, tfver, gpu, dev, co
       "with no data output read, not fetched, free of side effects (not stateful, no ref input, "
       "not a queue, send or in-place op, not a placeholder), not `Merge`, `Switch`, `Enter`, "
       "`Exit`, `NextIteration`, `Assert`, `CheckNumerics`, `ControlTrigger` or a constant, and, "
-      "an `Identity`, not reading a variable, a `_Recv` or a `Switch`; it then revisits the "
-      "node's inputs, so a whole chain goes. tfswap marks, in reverse topological order, every "
-      "such node whose data readers in the step are all marked. The tensorflow-tagged test "
-      "`TestValueDeadNodesDoNotRun` (`tfrun`) checks on the fixtures and the zoo GPT, measured "
-      "on CPU under TensorFlow's default configuration, that none of them is left in the "
-      "partition graphs of a traced step but as a `NoOp`. `--conventions ...,run-value-dead` "
+      "an `Identity`, not reading a variable, a `_Recv` or a `Switch`, and not among the nodes "
+      "to preserve, which include every node carrying `_grappler_do_not_remove` "
+      "(`GrapplerItem::NodesToPreserve`): tfswap's gates, swap and recompute nodes; it then "
+      "revisits the node's inputs, so a whole chain goes. tfswap marks, in reverse topological "
+      "order, every such node whose data readers in the step are all marked. The "
+      "tensorflow-tagged test `TestValueDeadNodesDoNotRun` (`tfrun`) checks on the fixtures and "
+      "the zoo GPT, measured on CPU under TensorFlow's default configuration, that none of them "
+      "is left in the partition graphs of a traced step but as a `NoOp`, and "
+      "`TestGatesRunUnderGrappler` that the gates of a rewrite, which nothing reads but through "
+      "control edges, run as `Identity` ops there and in the simulator. `--conventions ...,run-value-dead` "
       "runs them as written, as the VirtualCluster does with a graph Grappler has not optimized "
       "(and TensorFlow with the dependency optimizer off).")
     d()
