@@ -35,6 +35,8 @@ type Report struct {
 	// first, and OffloadCopies the number of gated copies of their reads to the device.
 	Offloaded     []OffloadedVariable `json:"offloaded,omitempty"`
 	OffloadCopies int                 `json:"offload_copies,omitempty"`
+	// OffloadSchedule says how the copies' triggers were chosen (rewrite.OffloadResult.Schedule).
+	OffloadSchedule string `json:"offload_schedule,omitempty"`
 	// Accumulators are the while loops' stack and TensorList accumulators the LMS rewrite
 	// placed on the host, stacks then lists, each in graph order: their pushed tensors go to the host every forward
 	// iteration and come back when the gradient loop pops them (rewrite.Accumulator).
@@ -359,6 +361,7 @@ func reportOf(p *rewrite.Planned, t target, explain bool) *Report {
 			copies[c.Variable]++
 		}
 		rep.OffloadCopies = len(p.Offload.Copies)
+		rep.OffloadSchedule = p.Offload.Schedule
 		for _, v := range p.Offload.Variables {
 			rep.Offloaded = append(rep.Offloaded, OffloadedVariable{Name: v.Name, Variables: clone(v.Variables), Bytes: v.Bytes, Host: v.Host, Copies: copies[v.Name], Reason: v.Reason})
 		}

@@ -302,6 +302,8 @@ type OffloadResult struct {
 	Copies []WeightCopy
 	// Direct are the reads copied ungated.
 	Direct []DirectRead `json:",omitempty"`
+	// Schedule says how the copies' triggers were chosen.
+	Schedule string `json:",omitempty"`
 }
 
 // Bytes returns the bytes of the variables moved to the host.
@@ -342,17 +344,95 @@ func OffloadVariables(model *graphdef.Model, opts Options, keep func(*VariableGr
 
 // copyTiming lets offloadGroups choose the copies' triggers from a predicted step: the
 // start and end of every original node (an unswapped step's simulation) and the host-to-
-// device link's rate (bytes/s) and per-transfer latency (ns).
+// device link's rate (bytes/s) and per-transfer latency (ns). With a window (bytes) above
+// zero the copies are scheduled forwards instead (windowStarts): each as early as the
+// window allows.
 type copyTiming struct {
 	times   *triggers.Times
 	rate    float64
 	latency int64
+	window  int64
+}
+
+// windowStarts schedules copies forwards on the host-to-device link under a byte window:
+// in order of their due times (due[i], the earliest consumer's predicted start; copies
+// with a negative due are skipped and get -1), each copy starts as soon as the copies
+// before it that are still held (from their start to the end of their last consumer,
+// last[i]) leave room for its size in window, and never before the copy before it (the
+// link's order). A copy larger than the window waits for every earlier copy to end. When
+// the link needs more time than the step (the copies cannot all be timed backwards from
+// their consumers), this keeps the link busy while copies are pending, as far as the window
+// lets them be resident, instead of starting every early copy at once.
+func windowStarts(due, last, size []int64, window int64) []int64 {
+	order := make([]int, 0, len(due))
+	starts := make([]int64, len(due))
+	for i := range due {
+		starts[i] = -1
+		if due[i] >= 0 {
+			order = append(order, i)
+		}
+	}
+	sort.SliceStable(order, func(x, y int) bool { return due[order[x]] < due[order[y]] })
+	// held are the scheduled copies whose last consumer may still run at the latest start.
+	var held []int
+	var t int64
+	for _, i := range order {
+		keep := held[:0]
+		for _, k := range held {
+			if last[k] > t {
+				keep = append(keep, k)
+			}
+		}
+		held = keep
+		sort.SliceStable(held, func(x, y int) bool { return last[held[x]] < last[held[y]] })
+		var total int64
+		for _, k := range held {
+			total = addSat(total, size[k])
+		}
+		room := window - size[i]
+		for j := 0; j < len(held) && total > room; j++ {
+			total -= size[held[j]]
+			t = max(t, last[held[j]])
+		}
+		starts[i] = t
+		held = append(held, i)
+	}
+	return starts
+}
+
+// windowTrigger returns the trigger of a copy that may start no earlier than start (ns into
+// the predicted step): walking back from the earliest consumer as weightTrigger does, the
+// earliest eligible op of the walk that still ends at or after start, or the nearest
+// eligible op when even that one ends before start. It returns nil when the walk meets no
+// eligible op.
+func windowTrigger(consumers []*graphdef.Node, start int64, times *triggers.Times, eligible func(*graphdef.Node) bool) *graphdef.Node {
+	first := consumers[0]
+	for _, c := range consumers[1:] {
+		if c.Level < first.Level || (c.Level == first.Level && c.Index < first.Index) {
+			first = c
+		}
+	}
+	var cand *graphdef.Node
+	for n := criticalBack(first); n != nil; n = criticalBack(n) {
+		if !eligible(n) {
+			continue
+		}
+		if e := times.EndOf(n); e >= 0 && e < start {
+			if cand == nil {
+				cand = n
+			}
+			return cand
+		}
+		cand = n
+	}
+	return cand
 }
 
 // offloadGroups places the groups' nodes on the host and gates the copies of their data
 // outputs to compute-device consumers. reason is recorded on every group. With timing, the
-// copies' triggers are chosen from predicted times (timedTriggers), else SwapinAhead levels
-// before their consumers (weightTrigger).
+// copies' triggers are chosen from predicted times (timedTrigger backwards from their
+// consumers, or windowTrigger forwards under the timing's byte window), else SwapinAhead
+// levels before their consumers (weightTrigger).
 func offloadGroups(model *graphdef.Model, a *Analysis, groups []*VariableGroup, reason string, timing *copyTiming) (*OffloadResult, error) {
 	g := a.Graph
 	out := model.Clone()
@@ -433,7 +513,36 @@ func offloadGroups(model *graphdef.Model, a *Analysis, groups []*VariableGroup, 
 			}
 		}
 	}
-	if timing != nil {
+	switch {
+	case timing != nil && timing.window > 0:
+		res.Schedule = "forwards on the host link under a " + units.FormatBytes(timing.window) + " window of copies held, from the unswapped step's times"
+	case timing != nil:
+		res.Schedule = "backwards on the host link from their consumers' times in the unswapped step"
+	default:
+		res.Schedule = "SwapinAhead levels before their consumers"
+	}
+	if timing != nil && timing.window > 0 {
+		due := make([]int64, len(copies))
+		last := make([]int64, len(copies))
+		sizes := make([]int64, len(copies))
+		for i, c := range copies {
+			due[i], last[i], sizes[i] = -1, -1, c.size
+			for _, n := range c.nodes {
+				if st := timing.times.StartOf(n); st >= 0 && (due[i] < 0 || st < due[i]) {
+					due[i] = st
+				}
+				last[i] = max(last[i], timing.times.EndOf(n))
+			}
+		}
+		starts := windowStarts(due, last, sizes, timing.window)
+		for i, c := range copies {
+			if starts[i] < 0 {
+				c.trig = weightTrigger(c.nodes, a.Opts.SwapinAhead, eligible)
+				continue
+			}
+			c.trig = windowTrigger(c.nodes, starts[i], timing.times, eligible)
+		}
+	} else if timing != nil {
 		order := make([]int, len(copies))
 		due := make([]int64, len(copies))
 		for i, c := range copies {

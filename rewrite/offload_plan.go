@@ -9,10 +9,15 @@ import (
 	"github.com/tfswap/tfswap/internal/units"
 )
 
+// copyWindowDivisors are the byte windows planOffloaded schedules weight copies forwards
+// under, as divisors of the smallest compute device's budget (largest window first).
+var copyWindowDivisors = []int64{4, 8}
+
 // planOffloaded plans model (prepared: g is its graph, opts has its defaults) with variables
 // on the host. The copies of the variables' reads are triggered from the unswapped step's
-// predicted times (scheduled backwards on the host-to-device link from their consumers), or,
-// when no plan of that fits, SwapinAhead levels before their consumers. With OffloadAll every variable group moves; with
+// predicted times (scheduled forwards under byte windows, or backwards on the host-to-device
+// link from their consumers; the best fitting plan of these is kept), or, when no plan of
+// those fits, SwapinAhead levels before their consumers. With OffloadAll every variable group moves; with
 // PlanOptions.OffloadVariables the groups holding a named variable move (none named in g:
 // the plan has no offload); with OffloadAuto the planner first
 // plans with every variable resident and keeps that plan when it fits without slowing the
@@ -106,22 +111,53 @@ func planOffloaded(model *graphdef.Model, g *graphdef.Graph, opts Options, po Pl
 	// that keeps too many weights on the device for the budget, the copies triggered
 	// SwapinAhead levels before their consumers (later, so fewer weights at a time) are
 	// planned instead.
-	timings := []*copyTiming{timing}
+	// Before both, the copies are scheduled forwards under byte windows of a quarter and an
+	// eighth of the smallest compute device's budget (windowStarts): each starts as early as
+	// the bytes of the copies still held leave room, so the link does not idle while copies
+	// are pending. The fitting plans of the timed schedules compete (fitting first, then the
+	// shortest step); the level-based one is planned only when none of them fits.
+	var timings []*copyTiming
 	if timing != nil {
-		timings = append(timings, nil)
+		var budget int64
+		for _, d := range base.Devices {
+			if d.Budget > 0 && (budget == 0 || d.Budget < budget) {
+				budget = d.Budget
+			}
+		}
+		for _, div := range copyWindowDivisors {
+			if budget/div > 0 {
+				w := *timing
+				w.window = budget / div
+				timings = append(timings, &w)
+			}
+		}
 	}
+	timings = append(timings, timing)
 	for _, c := range choices {
 		var p *Planned
 		for _, tm := range timings {
-			p, err = planWithOffload(model, g, a, opts, po, c.sel, c.reason, tm)
-			if err == nil {
-				break
+			q, err := planWithOffload(model, g, a, opts, po, c.sel, c.reason, tm)
+			if err != nil {
+				var nf *NoFitError
+				if !errors.As(err, &nf) {
+					return nil, err
+				}
+				lastErr = err
+				continue
 			}
-			var nf *NoFitError
-			if !errors.As(err, &nf) {
-				return nil, err
+			if p == nil || better(q.Eval, p.Eval) {
+				p = q
 			}
-			lastErr = err
+		}
+		if p == nil && timing != nil {
+			p, err = planWithOffload(model, g, a, opts, po, c.sel, c.reason, nil)
+			if err != nil {
+				var nf *NoFitError
+				if !errors.As(err, &nf) {
+					return nil, err
+				}
+				lastErr = err
+			}
 		}
 		if p == nil {
 			continue

@@ -241,6 +241,24 @@ func TestPlanOffload(t *testing.T) {
 // its consumer c8 is triggered by c3 (ends at 40), the latest op on c8's path that ends in
 // time; one that must start before anything ends gets the earliest eligible op.
 func TestTimedTrigger(t *testing.T) {
+	g, tm := timedChain(t)
+	eligible := func(n *graphdef.Node) bool { return n.Op == "Relu" }
+	c8 := []*graphdef.Node{g.Node("c8")}
+	if got := timedTrigger(c8, 45, tm, eligible); got == nil || got.Name != "c3" {
+		t.Errorf("deadline 45: trigger %v, want c3", got)
+	}
+	if got := timedTrigger(c8, 5, tm, eligible); got == nil || got.Name != "c1" {
+		t.Errorf("deadline 5: trigger %v, want c1 (the earliest eligible op)", got)
+	}
+	if got := weightTrigger(c8, 2, eligible); got == nil || got.Name != "c6" {
+		t.Errorf("ahead 2: trigger %v, want c6", got)
+	}
+}
+
+// timedChain returns the chain x -> c1 -> ... -> c8 and times in which node i runs in
+// [10i, 10i+10).
+func timedChain(t *testing.T) (*graphdef.Graph, *triggers.Times) {
+	t.Helper()
 	var b strings.Builder
 	b.WriteString(`node { name: "x" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } } }` + "\n")
 	prev := "x"
@@ -261,15 +279,86 @@ func TestTimedTrigger(t *testing.T) {
 	for _, n := range g.Nodes {
 		tm.Start[n.Index], tm.End[n.Index] = int64(10*n.Index), int64(10*n.Index+10)
 	}
+	return g, tm
+}
+
+// TestWindowStarts checks the forward schedule of copies under a byte window: copies of 4
+// bytes each, due at 0, 10, 20, 30 and held until 15, 25, 35, 45, under a window of 8 bytes
+// start at 0, 0 (two fit), 15 (when the first ends), 25; a copy larger than the window waits
+// for every held copy; a copy with no predicted consumer is not scheduled.
+func TestWindowStarts(t *testing.T) {
+	due := []int64{0, 10, 20, 30, 40, -1}
+	last := []int64{15, 25, 35, 45, 50, 60}
+	size := []int64{4, 4, 4, 4, 9, 4}
+	got := windowStarts(due, last, size, 8)
+	want := []int64{0, 0, 15, 25, 45, -1}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("starts %v, want %v", got, want)
+		}
+	}
+	// Out of graph order: copies are scheduled in order of their due times.
+	got = windowStarts([]int64{20, 0, 10}, []int64{35, 15, 25}, []int64{4, 4, 4}, 8)
+	if want := []int64{15, 0, 0}; got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
+		t.Errorf("reordered: starts %v, want %v", got, want)
+	}
+}
+
+// TestWindowTrigger checks the trigger of a copy that may start no earlier than a time on
+// the chain of TestTimedTrigger (node i runs in [10i, 10i+10)): from 45, c4 (the earliest op
+// on c8's path still running at 45); from 0, c1; from after c7 ends, c7 (the nearest).
+func TestWindowTrigger(t *testing.T) {
+	g, tm := timedChain(t)
 	eligible := func(n *graphdef.Node) bool { return n.Op == "Relu" }
 	c8 := []*graphdef.Node{g.Node("c8")}
-	if got := timedTrigger(c8, 45, tm, eligible); got == nil || got.Name != "c3" {
-		t.Errorf("deadline 45: trigger %v, want c3", got)
+	for _, c := range []struct {
+		start int64
+		want  string
+	}{{45, "c4"}, {0, "c1"}, {200, "c7"}} {
+		if got := windowTrigger(c8, c.start, tm, eligible); got == nil || got.Name != c.want {
+			t.Errorf("from %d: trigger %v, want %s", c.start, got, c.want)
+		}
 	}
-	if got := timedTrigger(c8, 5, tm, eligible); got == nil || got.Name != "c1" {
-		t.Errorf("deadline 5: trigger %v, want c1 (the earliest eligible op)", got)
+}
+
+// TestOffloadWindowBeatsBackwardSchedule plans gpt-tiny's training step with every variable
+// offloaded at a 2 MiB budget on a V100 whose host-to-device link is 10 times slower: the
+// copies scheduled backwards from their consumers (the only timed schedule before the byte
+// windows) stall the step on copies that start too late; scheduled forwards under a byte
+// window each copy starts as early as the window allows, and the simulated step is at least
+// 5% shorter (1.80 ms against 1.93 ms when written). It fails when planOffloaded stops trying
+// the window schedules.
+func TestOffloadWindowBeatsBackwardSchedule(t *testing.T) {
+	m, err := graphdef.Load("../testmodels/fixtures/large/gpt-tiny.pb", graphdef.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got := weightTrigger(c8, 2, eligible); got == nil || got.Name != "c6" {
-		t.Errorf("ahead 2: trigger %v, want c6", got)
+	prof, err := cost.LookupProfile("v100-16gb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow := *prof
+	slow.H2D /= 10
+	po := PlanOptions{Budget: 2 << 20, Offload: OffloadAll, Profile: &slow, Sim: cost.Options{Fetch: []string{"train"}}}
+	saved := copyWindowDivisors
+	copyWindowDivisors = nil
+	before, err := RewriteWithPlanner(m, Options{}, po)
+	copyWindowDivisors = saved
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := RewriteWithPlanner(m, Options{}, po)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Offload == nil || len(after.Offload.Copies) == 0 || !after.Eval.Fits {
+		t.Fatalf("no fitting plan with copies: fits %v, offload %+v", after.Eval.Fits, after.Offload)
+	}
+	t.Logf("step %d ns with the window schedules (%s), %d ns backwards (in-core %d ns)", after.Eval.StepTime, after.Offload.Schedule, before.Eval.StepTime, after.Base.StepTime)
+	if !strings.HasPrefix(after.Offload.Schedule, "forwards") || !strings.HasPrefix(before.Offload.Schedule, "backwards") {
+		t.Errorf("schedules %q and %q, want forwards and backwards", after.Offload.Schedule, before.Offload.Schedule)
+	}
+	if after.Eval.StepTime >= before.Eval.StepTime*95/100 {
+		t.Errorf("step %d ns with the window schedules, not 5%% below the backward schedule's %d ns", after.Eval.StepTime, before.Eval.StepTime)
 	}
 }
