@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"github.com/tfswap/tfswap/graphdef"
+	gpb "github.com/wamuir/graft/tensorflow/core/framework/graph_go_proto"
 	npb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
 	"google.golang.org/protobuf/proto"
 )
@@ -123,16 +124,9 @@ func (a *Analysis) stackAccumulator(s *graphdef.Node) (members, pushes, pops []*
 	if !walk(s) || len(pushes) == 0 || len(pops) == 0 {
 		return nil, nil, nil, 0, false
 	}
-	for _, p := range pushes {
-		if len(p.Inputs) != 2 {
-			return nil, nil, nil, 0, false
-		}
-		t := p.Inputs[1]
-		b, known, _ := t.Bytes()
-		if !known || !a.OnCompute(t.Node) || (a.Opts.MinTensorBytes >= 0 && b < a.Opts.MinTensorBytes) || b == 0 {
-			return nil, nil, nil, 0, false
-		}
-		bytes += b
+	bytes, ok = a.pushedBytes(pushes)
+	if !ok {
+		return nil, nil, nil, 0, false
 	}
 	return members, pushes, pops, bytes, true
 }
@@ -165,23 +159,8 @@ func placeAccumulators(res *Result, a *Analysis) {
 		if !ok {
 			continue
 		}
-		host := a.Host(s).String()
-		acc := Accumulator{Stack: s.Name, Host: host, Bytes: bytes}
-		for _, m := range members {
-			nd := mutable(m.Index)
-			nd.Device = host
-			delete(nd.Attr, "_class")
-			acc.Moved = append(acc.Moved, m.Name)
-		}
-		for _, p := range pushes {
-			t := p.Inputs[1]
-			dt, _ := t.DataType()
-			name := Scope + p.Name + "/" + StackOutRole
-			out.Node = append(out.Node, swapNode(name, StackOutRole, out.Node[p.Index].Input[1], host, dt, t.Node, t.Port, ""))
-			mutable(p.Index).Input[1] = name
-			acc.Pushed = append(acc.Pushed, t.String())
-			acc.Added = append(acc.Added, name)
-		}
+		acc := Accumulator{Stack: s.Name, Host: a.Host(s).String(), Bytes: bytes}
+		moveAccumulator(out, &acc, members, pushes, mutable)
 		for _, p := range pops {
 			// The pop's readers on its original device read the copy back; others (on
 			// another device) read the host's pop as they would any host tensor.
@@ -195,13 +174,7 @@ func placeAccumulators(res *Result, a *Analysis) {
 			if len(readers) == 0 {
 				continue
 			}
-			dt, _ := (graphdef.Tensor{Node: p, Port: 0}).DataType()
-			name := Scope + p.Name + "/" + StackInRole
-			out.Node = append(out.Node, swapNode(name, StackInRole, p.Name, dev.String(), dt, p, 0, ""))
-			for _, u := range readers {
-				mutable(u.Node.Index).Input[u.Input] = name
-			}
-			acc.Added = append(acc.Added, name)
+			readPopThroughCopy(out, &acc, p, 0, dev.String(), readers, mutable)
 		}
 		res.Accumulators = append(res.Accumulators, acc)
 	}
@@ -283,16 +256,9 @@ func (a *Analysis) listAccumulator(enter *graphdef.Node) (members, pushes, pops 
 	if len(pushes) == 0 || len(pops) == 0 {
 		return nil, nil, nil, 0, false
 	}
-	for _, p := range pushes {
-		if len(p.Inputs) != 2 {
-			return nil, nil, nil, 0, false
-		}
-		t := p.Inputs[1]
-		b, known, _ := t.Bytes()
-		if !known || !a.OnCompute(t.Node) || (a.Opts.MinTensorBytes >= 0 && b < a.Opts.MinTensorBytes) || b == 0 {
-			return nil, nil, nil, 0, false
-		}
-		bytes += b
+	bytes, ok = a.pushedBytes(pushes)
+	if !ok {
+		return nil, nil, nil, 0, false
 	}
 	return members, pushes, pops, bytes, true
 }
@@ -315,24 +281,9 @@ func placeLists(res *Result, a *Analysis, mutable func(int) *npb.NodeDef) {
 		if !ok {
 			continue
 		}
-		host := a.Host(e).String()
-		acc := Accumulator{Stack: e.Name, Host: host, List: true, Bytes: bytes}
+		acc := Accumulator{Stack: e.Name, Host: a.Host(e).String(), List: true, Bytes: bytes}
 		movedEnters[e] = true
-		for _, m := range members {
-			nd := mutable(m.Index)
-			nd.Device = host
-			delete(nd.Attr, "_class")
-			acc.Moved = append(acc.Moved, m.Name)
-		}
-		for _, p := range pushes {
-			t := p.Inputs[1]
-			dt, _ := t.DataType()
-			name := Scope + p.Name + "/" + StackOutRole
-			out.Node = append(out.Node, swapNode(name, StackOutRole, out.Node[p.Index].Input[1], host, dt, t.Node, t.Port, ""))
-			mutable(p.Index).Input[1] = name
-			acc.Pushed = append(acc.Pushed, t.String())
-			acc.Added = append(acc.Added, name)
-		}
+		moveAccumulator(out, &acc, members, pushes, mutable)
 		for _, p := range pops {
 			dev := a.Device(p)
 			var readers []graphdef.Use
@@ -346,14 +297,7 @@ func placeLists(res *Result, a *Analysis, mutable func(int) *npb.NodeDef) {
 			if len(readers) == 0 {
 				continue
 			}
-			elem := graphdef.Tensor{Node: p, Port: 1}
-			dt, _ := elem.DataType()
-			name := Scope + p.Name + "/" + StackInRole
-			out.Node = append(out.Node, swapNode(name, StackInRole, p.Name+":1", dev.String(), dt, p, 1, ""))
-			for _, u := range readers {
-				mutable(u.Node.Index).Input[u.Input] = name
-			}
-			acc.Added = append(acc.Added, name)
+			readPopThroughCopy(out, &acc, p, 1, dev.String(), readers, mutable)
 		}
 		res.Accumulators = append(res.Accumulators, acc)
 	}
@@ -385,4 +329,58 @@ func placeLists(res *Result, a *Analysis, mutable func(int) *npb.NodeDef) {
 		delete(nd.Attr, "_class")
 		acc.Moved = append(acc.Moved, l.Name)
 	}
+}
+
+// pushedBytes returns the bytes pushes (an accumulator's StackPushV2 or TensorListPushBack
+// nodes) push per iteration, or ok false when a push does not have two inputs or a pushed
+// tensor is of unknown size, empty, under the minimum size (Options.MinTensorBytes) or made
+// off the compute device.
+func (a *Analysis) pushedBytes(pushes []*graphdef.Node) (bytes int64, ok bool) {
+	for _, p := range pushes {
+		if len(p.Inputs) != 2 {
+			return 0, false
+		}
+		t := p.Inputs[1]
+		b, known, _ := t.Bytes()
+		if !known || !a.OnCompute(t.Node) || (a.Opts.MinTensorBytes >= 0 && b < a.Opts.MinTensorBytes) || b == 0 {
+			return 0, false
+		}
+		bytes += b
+	}
+	return bytes, true
+}
+
+// moveAccumulator moves an accumulator's members to acc.Host in out (mutable giving the
+// output NodeDef of an original node to change), dropping their colocation attr, and makes
+// each push read its tensor through a StackOutRole Identity on the host, recording both in
+// acc.
+func moveAccumulator(out *gpb.GraphDef, acc *Accumulator, members, pushes []*graphdef.Node, mutable func(int) *npb.NodeDef) {
+	for _, m := range members {
+		nd := mutable(m.Index)
+		nd.Device = acc.Host
+		delete(nd.Attr, "_class")
+		acc.Moved = append(acc.Moved, m.Name)
+	}
+	for _, p := range pushes {
+		t := p.Inputs[1]
+		dt, _ := t.DataType()
+		name := Scope + p.Name + "/" + StackOutRole
+		out.Node = append(out.Node, swapNode(name, StackOutRole, out.Node[p.Index].Input[1], acc.Host, dt, t.Node, t.Port, ""))
+		mutable(p.Index).Input[1] = name
+		acc.Pushed = append(acc.Pushed, t.String())
+		acc.Added = append(acc.Added, name)
+	}
+}
+
+// readPopThroughCopy makes readers (the readers of output port of pop on its own device dev)
+// read it through a StackInRole Identity on dev, recording the Identity in acc.
+func readPopThroughCopy(out *gpb.GraphDef, acc *Accumulator, pop *graphdef.Node, port int, dev string, readers []graphdef.Use, mutable func(int) *npb.NodeDef) {
+	elem := graphdef.Tensor{Node: pop, Port: port}
+	dt, _ := elem.DataType()
+	name := Scope + pop.Name + "/" + StackInRole
+	out.Node = append(out.Node, swapNode(name, StackInRole, elem.InputString(), dev, dt, pop, port, ""))
+	for _, u := range readers {
+		mutable(u.Node.Index).Input[u.Input] = name
+	}
+	acc.Added = append(acc.Added, name)
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tfswap/tfswap/graphdef"
 	npb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
 	"google.golang.org/protobuf/proto"
 )
@@ -78,25 +79,7 @@ func TestLMSPlacesStackAccumulatorsOnHost(t *testing.T) {
 			}
 		}
 	}
-	if err := Verify(g, res, GateHost); err != nil {
-		t.Errorf("Verify: %v", err)
-	}
-	again, err := Rewrite(m, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, _ := proto.MarshalOptions{Deterministic: true}.Marshal(res.Model.Graph)
-	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(again.Model.Graph)
-	if !bytes.Equal(a, b) {
-		t.Error("two rewrites differ")
-	}
-	def, err := Rewrite(m, Options{ComputeDevice: "/device:CPU:1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(def.Accumulators) != 0 {
-		t.Errorf("the default 64 KiB minimum placed %d stacks of small tensors on the host", len(def.Accumulators))
-	}
+	checkAccumulatorsVerifiedAndMinimum(t, g, m, res, opts, "stacks")
 }
 
 // TestStackWithOtherHandleReaderStays checks that a stack whose handle another op reads (an
@@ -205,25 +188,7 @@ func TestLMSPlacesListAccumulatorsOnHost(t *testing.T) {
 			}
 		}
 	}
-	if err := Verify(g, res, GateHost); err != nil {
-		t.Errorf("Verify: %v", err)
-	}
-	again, err := Rewrite(m, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, _ := proto.MarshalOptions{Deterministic: true}.Marshal(res.Model.Graph)
-	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(again.Model.Graph)
-	if !bytes.Equal(a, b) {
-		t.Error("two rewrites differ")
-	}
-	def, err := Rewrite(m, Options{ComputeDevice: "/device:CPU:1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(def.Accumulators) != 0 {
-		t.Errorf("the default 64 KiB minimum placed %d lists of small tensors on the host", len(def.Accumulators))
-	}
+	checkAccumulatorsVerifiedAndMinimum(t, g, m, res, opts, "lists")
 }
 
 // TestListWithOtherReaderStays checks that a TensorList accumulator read by an op other than
@@ -272,5 +237,32 @@ func TestListWithOtherReaderStays(t *testing.T) {
 	}
 	if len(res.Accumulators) == 0 {
 		t.Fatal("no other list placed on the host")
+	}
+}
+
+// checkAccumulatorsVerifiedAndMinimum checks that res, the rewrite of m (graph g) with opts
+// that placed accumulators (what: "stacks" or "lists") on the host, passes Verify, that
+// rewriting again gives the same bytes, and that the default 64 KiB minimum places none of
+// m's small accumulators.
+func checkAccumulatorsVerifiedAndMinimum(t *testing.T, g *graphdef.Graph, m *graphdef.Model, res *Result, opts Options, what string) {
+	t.Helper()
+	if err := Verify(g, res, GateHost); err != nil {
+		t.Errorf("Verify: %v", err)
+	}
+	again, err := Rewrite(m, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := proto.MarshalOptions{Deterministic: true}.Marshal(res.Model.Graph)
+	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(again.Model.Graph)
+	if !bytes.Equal(a, b) {
+		t.Error("two rewrites differ")
+	}
+	def, err := Rewrite(m, Options{ComputeDevice: "/device:CPU:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(def.Accumulators) != 0 {
+		t.Errorf("the default 64 KiB minimum placed %d %s of small tensors on the host", len(def.Accumulators), what)
 	}
 }

@@ -16,25 +16,7 @@ import (
 // graph, with chains limited to one large output and not, and fails unless the cache saved
 // some marginals and the planner selected more than one target somewhere.
 func TestRCPlannerCacheMatchesFresh(t *testing.T) {
-	type graph struct {
-		name string
-		m    *graphdef.Model
-	}
-	var graphs []graph
-	for _, f := range []string{"cnn", "resnet", "mlp", "lstm"} {
-		m, err := graphdef.Load("../testmodels/fixtures/"+f+".pb", graphdef.LoadOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		graphs = append(graphs, graph{f, m})
-	}
-	sm := graphdef.NewModel(synth.Generate(synth.Config{Nodes: 400}))
-	sm.Source = "synth400"
-	graphs = append(graphs, graph{"synth400", sm})
-	v100, err := cost.LookupProfile("v100-16gb")
-	if err != nil {
-		t.Fatal(err)
-	}
+	graphs, v100 := fixturesAndSynth400(t)
 	saved, multi := false, false
 	for _, gr := range graphs {
 		g, err := graphdef.NewGraph(gr.m.Graph, gr.name)
@@ -89,4 +71,33 @@ func planString(rcs []*PlannedRecompute) string {
 		s += fmt.Sprintf("%s %d %v %v %s %d %v\n", rc.Tensor, rc.Bytes, rc.Chain, rc.Uses, rc.Trigger.Name, rc.Cost, rc.Also)
 	}
 	return s
+}
+
+// namedModel is a test graph and the name its analyses use.
+type namedModel struct {
+	name string
+	m    *graphdef.Model
+}
+
+// fixturesAndSynth400 loads the four committed fixtures (cnn, resnet, mlp, lstm) and a
+// synthetic residual graph of 400 nodes, with the v100-16gb profile, for the tests that
+// compare a cached planning path with a fresh one.
+func fixturesAndSynth400(t *testing.T) ([]namedModel, *cost.Profile) {
+	t.Helper()
+	var graphs []namedModel
+	for _, f := range []string{"cnn", "resnet", "mlp", "lstm"} {
+		m, err := graphdef.Load("../testmodels/fixtures/"+f+".pb", graphdef.LoadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		graphs = append(graphs, namedModel{f, m})
+	}
+	sm := graphdef.NewModel(synth.Generate(synth.Config{Nodes: 400}))
+	sm.Source = "synth400"
+	graphs = append(graphs, namedModel{"synth400", sm})
+	v100, err := cost.LookupProfile("v100-16gb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return graphs, v100
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/tfswap/tfswap/cost"
 	"github.com/tfswap/tfswap/graphdef"
-	"github.com/tfswap/tfswap/testmodels/synth"
 )
 
 // TestSetupCacheMatchesFresh: simulating the graphs of the plans a strategy evaluated with
@@ -17,25 +16,7 @@ import (
 // runs auto and vdnn-dyn on the fixtures and on a synthetic residual graph and fails unless
 // the cache supplied estimates and some plans swapped or recomputed.
 func TestSetupCacheMatchesFresh(t *testing.T) {
-	type graph struct {
-		name string
-		m    *graphdef.Model
-	}
-	var graphs []graph
-	for _, f := range []string{"cnn", "resnet", "mlp", "lstm"} {
-		m, err := graphdef.Load("../testmodels/fixtures/"+f+".pb", graphdef.LoadOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		graphs = append(graphs, graph{f, m})
-	}
-	sm := graphdef.NewModel(synth.Generate(synth.Config{Nodes: 400}))
-	sm.Source = "synth400"
-	graphs = append(graphs, graph{"synth400", sm})
-	v100, err := cost.LookupProfile("v100-16gb")
-	if err != nil {
-		t.Fatal(err)
-	}
+	graphs, v100 := fixturesAndSynth400(t)
 	hits, planned := 0, 0
 	for _, gr := range graphs {
 		g, err := graphdef.NewGraph(gr.m.Graph, gr.name)
