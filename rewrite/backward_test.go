@@ -17,11 +17,7 @@ func accumulationChain(n int) *gpb.GraphDef {
 	b := newBuilder()
 	b.op("x", "Placeholder", "", big)
 	b.op("acc", "Neg", "", big, "x")
-	prev := "x"
-	for i := 1; i <= n; i++ {
-		prev = b.op(fmt.Sprintf("f%d", i), "Relu", "", big, prev).Name
-	}
-	grad := b.op("loss_grad", "Relu", "", big, prev).Name
+	grad := b.reluForward(n)
 	for i := n; i >= 1; i-- {
 		grad = b.op(fmt.Sprintf("g%d", i), "ReluGrad", "", big, grad, fmt.Sprintf("f%d", i)).Name
 	}

@@ -445,11 +445,7 @@ func TestValueDeadFollowsGrapplersNoOps(t *testing.T) {
 	const n = 8
 	b := newBuilder()
 	b.op("x", "Placeholder", "", big)
-	prev := "x"
-	for i := 1; i <= n; i++ {
-		prev = b.op(fmt.Sprintf("f%d", i), "Relu", "", big, prev).Name
-	}
-	grad := b.op("loss_grad", "Relu", "", big, prev).Name
+	grad := b.reluForward(n)
 	for i := n; i >= 1; i-- {
 		grad = b.op(fmt.Sprintf("g%d", i), "ReluGrad", "", big, grad, fmt.Sprintf("f%d", i)).Name
 		if i == 3 {
@@ -518,11 +514,7 @@ func deadReaderChain(t *testing.T) (*graphdef.Graph, *graphdef.Model) {
 	const n = 8
 	b := newBuilder()
 	b.op("x", "Placeholder", "", big)
-	prev := "x"
-	for i := 1; i <= n; i++ {
-		prev = b.op(fmt.Sprintf("f%d", i), "Relu", "", big, prev).Name
-	}
-	grad := b.op("loss_grad", "Relu", "", big, prev).Name
+	grad := b.reluForward(n)
 	for i := n; i >= 1; i-- {
 		gi := fmt.Sprintf("g%d", i)
 		if i == 3 {

@@ -320,3 +320,14 @@ func TestOptionErrors(t *testing.T) {
 		}
 	}
 }
+
+// reluForward adds a forward chain of n Relus f1..fn reading the node "x" (already added)
+// and the loss gradient loss_grad reading fn, and returns loss_grad's name: the start of the
+// hand-built training chains whose backward pass the tests then add.
+func (b *builder) reluForward(n int) string {
+	prev := "x"
+	for i := 1; i <= n; i++ {
+		prev = b.op(fmt.Sprintf("f%d", i), "Relu", "", big, prev).Name
+	}
+	return b.op("loss_grad", "Relu", "", big, prev).Name
+}
