@@ -2,7 +2,9 @@ package rewrite
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -174,7 +176,7 @@ func applyBuilt(model *graphdef.Model, a *Analysis, b *built) *Result {
 	nodes := b.graph.Nodes
 	for _, idx := range b.changed {
 		n := nodes[idx]
-		nd := proto.Clone(n.Def).(*npb.NodeDef)
+		nd := copyNodeDef(n.Def, len(n.ControlInputs)-len(a.Graph.Nodes[idx].ControlInputs))
 		// Data inputs come first in a NodeDef (graphdef.NewGraph checks it): input j of the
 		// node is nd.Input[j]. An input that still reads its original tensor keeps its
 		// string as the graph spelled it; one that reads an added node reads a swap-in.
@@ -195,6 +197,25 @@ func applyBuilt(model *graphdef.Model, a *Analysis, b *built) *Result {
 	}
 	b.graph.Def = out.Graph
 	return &Result{Model: out, Swaps: b.swaps, Waits: b.waits, graph: b.graph}
+}
+
+// copyNodeDef returns a copy of nd to change, with its own input list (with room for extra
+// further inputs) and attr map: what proto.Clone returns, without copying the attr values,
+// which Parse shares between nodes already and nothing mutates. The lms-fixed rewrite of a
+// million-node graph changes the inputs of hundreds of thousands of nodes: a deep copy of
+// each one's attrs was most of the written graph's new memory.
+func copyNodeDef(nd *npb.NodeDef, extra int) *npb.NodeDef {
+	if nd.ExperimentalDebugInfo != nil || nd.ExperimentalType != nil {
+		return proto.Clone(nd).(*npb.NodeDef)
+	}
+	c := &npb.NodeDef{Name: nd.Name, Op: nd.Op, Device: nd.Device, Attr: maps.Clone(nd.Attr)}
+	if nd.Input != nil {
+		c.Input = append(make([]string, 0, len(nd.Input)+extra), nd.Input...)
+	}
+	if u := nd.ProtoReflect().GetUnknown(); len(u) > 0 {
+		c.ProtoReflect().SetUnknown(slices.Clone(u))
+	}
+	return c
 }
 
 // GateNodeName returns the name of the gate node of trigger: "tfswap/<trigger>/gate".
