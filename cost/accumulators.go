@@ -219,26 +219,22 @@ func loopBounds(g *graphdef.Graph, values func(graphdef.Tensor) []int64) map[str
 	return b
 }
 
-// whileAccumulators records the outputs of unlowered While w that carry accumulators: loop
-// variable k enters as an accumulator source's empty list and w's body pushes onto its
-// argument k; output k then holds the pushed element's bytes times the iterations.
-func (s *sim) whileAccumulators(w *graphdef.Node, values func(graphdef.Tensor) []int64, a *accumulators) {
-	lib := s.g.Def.GetLibrary()
-	body := w.Def.GetAttr()["body"].GetFunc().GetName()
-	if body == "" || lib == nil {
-		return
+// WhileListPushes returns the pushes of While w's body (lib's function) that accumulate: a
+// TensorListPushBack onto its argument k, loop variable k entering w as an accumulator
+// source's list (an EmptyTensorList or TensorListReserve: while_v2's gradient
+// accumulators), with each push's loop variable and the body's graph; nil when w's body has
+// none or cannot be read.
+func WhileListPushes(lib *fpb.FunctionDefLibrary, w *graphdef.Node) (pushes []*graphdef.Node, vars []int, body *graphdef.Graph) {
+	name := w.Def.GetAttr()["body"].GetFunc().GetName()
+	if name == "" || lib == nil {
+		return nil, nil, nil
 	}
-	bg, err := graphdef.FunctionGraph(lib, body)
+	bg, err := graphdef.FunctionGraph(lib, name)
 	if err != nil {
-		return
-	}
-	shp, err := newShapes(bg, s.opts.BatchScale, s.shp.Batch)
-	if err != nil {
-		return
+		return nil, nil, nil
 	}
 	for _, p := range bg.Nodes {
-		ip, ok := accumulatorPushes[p.Op]
-		if !ok || p.Op != "TensorListPushBack" || len(p.Inputs) <= ip {
+		if p.Op != "TensorListPushBack" || len(p.Inputs) <= accumulatorPushes[p.Op] {
 			continue
 		}
 		arg := p.Inputs[0].Node
@@ -249,11 +245,32 @@ func (s *sim) whileAccumulators(w *graphdef.Node, values func(graphdef.Tensor) [
 		if k >= len(w.Inputs) || k >= numOutputs(w) {
 			continue
 		}
-		src := w.Inputs[k].Node
-		if _, ok := accumulatorSources[src.Op]; !ok {
+		if _, ok := accumulatorSources[w.Inputs[k].Node.Op]; !ok {
 			continue
 		}
-		iters, ok := capacity(src, values)
+		pushes, vars = append(pushes, p), append(vars, k)
+	}
+	if len(pushes) == 0 {
+		return nil, nil, nil
+	}
+	return pushes, vars, bg
+}
+
+// whileAccumulators records the outputs of unlowered While w that carry accumulators
+// (WhileListPushes): output k then holds the pushed element's bytes times the iterations.
+func (s *sim) whileAccumulators(w *graphdef.Node, values func(graphdef.Tensor) []int64, a *accumulators) {
+	lib := s.g.Def.GetLibrary()
+	pushes, vars, bg := WhileListPushes(lib, w)
+	if pushes == nil {
+		return
+	}
+	shp, err := newShapes(bg, s.opts.BatchScale, s.shp.Batch)
+	if err != nil {
+		return
+	}
+	for i, p := range pushes {
+		k := vars[i]
+		iters, ok := capacity(w.Inputs[k].Node, values)
 		if !ok {
 			iters, ok = condBound(lib, w)
 		}
@@ -261,7 +278,7 @@ func (s *sim) whileAccumulators(w *graphdef.Node, values func(graphdef.Tensor) [
 			iters = 1
 			s.res.UnboundedAccumulators++
 		}
-		elem, _ := shp.Bytes(p.Inputs[ip])
+		elem, _ := shp.Bytes(p.Inputs[accumulatorPushes[p.Op]])
 		a.whileOut[[2]int32{int32(w.Index), int32(k)}] += elem * iters
 		s.res.AccumulatorBytes += elem * iters
 		s.res.Accumulators++
