@@ -1,16 +1,17 @@
 package cost_test
 
 import (
+	"path/filepath"
 	"testing"
 
 	"github.com/tfswap/tfswap/cost"
 	"github.com/tfswap/tfswap/graphdef"
 )
 
-// loopGraph loads testmodels/DIR/NAME.pb.
-func loopGraph(t *testing.T, dir, name string) *graphdef.Graph {
+// loadTestGraph loads testmodels/DIR/NAME.pb.
+func loadTestGraph(t testing.TB, dir, name string) *graphdef.Graph {
 	t.Helper()
-	path := "../testmodels/" + dir + "/" + name + ".pb"
+	path := filepath.Join("..", "testmodels", dir, name+".pb")
 	m, err := graphdef.Load(path, graphdef.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +65,7 @@ func TestAccumulatorsHoldEveryIteration(t *testing.T) {
 		{"zoo", "rnn_v1"}, {"controlflow", "rnn_v1"}, {"controlflow", "rnn_v2_lowered"},
 	} {
 		t.Run(c.dir+"/"+c.name, func(t *testing.T) {
-			g := loopGraph(t, c.dir, c.name)
+			g := loadTestGraph(t, c.dir, c.name)
 			r := cfSim(t, g, cost.Conventions{})
 			elem, pushes := pushedBytes(t, g.Nodes)
 			if pushes == 0 {
@@ -133,7 +134,7 @@ func TestAccumulatorsHoldEveryIteration(t *testing.T) {
 func TestWhileAccumulators(t *testing.T) {
 	for _, c := range []struct{ dir, name string }{{"zoo", "rnn_v2"}, {"controlflow", "rnn_v2"}} {
 		t.Run(c.dir+"/"+c.name, func(t *testing.T) {
-			g := loopGraph(t, c.dir, c.name)
+			g := loadTestGraph(t, c.dir, c.name)
 			var elem int64
 			pushes := 0
 			for _, w := range g.Nodes {
