@@ -112,8 +112,10 @@ type Skipped struct {
 // FunctionalLoop is a functional While loop (control flow v2, not lowered) whose body pushes
 // Pushes tensors per iteration onto accumulators left on the device.
 type FunctionalLoop struct {
-	While  string `json:"while"`
-	Pushes int    `json:"pushes"`
+	// While is the loop's node.
+	While string `json:"while"`
+	// Pushes is the number of accumulator pushes of its body, one element each per iteration.
+	Pushes int `json:"pushes"`
 }
 
 // Accumulator is a while loop's stack accumulator placed on the host.
