@@ -9,8 +9,6 @@ import (
 	"github.com/tfswap/tfswap/cost"
 	"github.com/tfswap/tfswap/graphdef"
 	gpb "github.com/wamuir/graft/tensorflow/core/framework/graph_go_proto"
-	npb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
-	"google.golang.org/protobuf/proto"
 )
 
 // branchesGraph is the shape of a projection block's backward pass: d (the incoming
@@ -80,14 +78,14 @@ func TestReorderFreesWaitingBranch(t *testing.T) {
 	}
 }
 
-// TestOrderingEdgesReadersAddedByThePlan plans cond_v1 from testmodels/zoo, placed on a
-// compute device beside a host as the Go session's zoo test places it, at 70% of its
-// unswapped peak at batch x zooPlanScale with the reorder pass's debug output on. No plan
-// fits there; the reorder pass looks at the lowest plan's peak, where a buffer is read by the
-// plan's own swap-out. orderingEdges looked that reader up among the descendants of the
-// planned graph's peak op, which cover only the planned graph's nodes, and panicked (the
-// debug line named it for every reader). The plan must end in a NoFitError, and the debug
-// output must show that a reader the plan added was visited.
+// TestOrderingEdgesReadersAddedByThePlan plans the zoo's GPT (testmodels/zoo/gpt.pb) at 90%
+// of its unswapped peak at batch x zooPlanScale with the reorder pass's debug output on. No
+// plan fits there; the reorder pass looks at the lowest plan's peak, where a buffer is read by
+// a node the plan added (a swap-out on the host). orderingEdges looked every reader up among
+// the descendants of the peak op, which cover only the planned graph's nodes, and panicked
+// (the debug line named the descent for every reader; the check itself for such a reader on
+// the peak's device). The plan must end in a NoFitError, and the debug output must show that
+// a reader the plan added was visited.
 func TestOrderingEdgesReadersAddedByThePlan(t *testing.T) {
 	if testing.Short() {
 		t.Skip("plans a zoo graph")
@@ -96,39 +94,23 @@ func TestOrderingEdgesReadersAddedByThePlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const compute, host = "/device:CPU:1", "/device:CPU:0"
-	m, err := graphdef.Load("../testmodels/zoo/cond_v1.pb", graphdef.LoadOptions{})
+	m, err := graphdef.Load("../testmodels/zoo/gpt.pb", graphdef.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := graphdef.InferShapes(m, graphdef.InferOptions{Batch: 4}); err != nil {
+	if _, err := graphdef.InferShapes(m, graphdef.InferOptions{}); err != nil {
 		t.Fatal(err)
-	}
-	m = m.Clone()
-	for i, nd := range m.Graph.Node {
-		c := proto.Clone(nd).(*npb.NodeDef)
-		c.Device = compute
-		m.Graph.Node[i] = c
 	}
 	g, err := graphdef.NewGraph(m.Graph, m.Source)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sim := cost.Options{Fetch: []string{"train"}, BatchScale: zooPlanScale}
-	base, err := cost.Simulate(g, p, cost.Options{Fetch: sim.Fetch, BatchScale: sim.BatchScale, ComputeDevice: compute})
+	base, err := cost.Simulate(g, p, sim)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var peak int64
-	for _, d := range base.Devices {
-		if d.Name == compute {
-			peak = d.PeakBytes
-		}
-	}
-	if peak == 0 {
-		t.Fatalf("no peak on %s", compute)
-	}
-	budget := peak * 70 / 100
+	peak := base.Compute().PeakBytes
 
 	dbg, err := os.CreateTemp(t.TempDir(), "order")
 	if err != nil {
@@ -138,12 +120,11 @@ func TestOrderingEdgesReadersAddedByThePlan(t *testing.T) {
 	stderr, was := os.Stderr, debugOrder
 	os.Stderr, debugOrder = dbg, true
 	defer func() { os.Stderr, debugOrder = stderr, was }()
-	_, err = RewriteWithPlanner(m, Options{ComputeDevice: compute, HostDevice: host},
-		PlanOptions{Strategy: "auto", Budget: budget, Profile: p, Sim: sim, FitAccounting: "tfswap"})
+	_, err = RewriteWithPlanner(m, Options{}, PlanOptions{Strategy: "auto", Budget: peak * 90 / 100, Profile: p, Sim: sim})
 	os.Stderr, debugOrder = stderr, was
 	var nf *NoFitError
 	if !errors.As(err, &nf) {
-		t.Fatalf("cond_v1 at 70%% of %d bytes: want no fit, got %v", peak, err)
+		t.Fatalf("gpt at 90%% of %d bytes: want no fit, got %v", peak, err)
 	}
 	out, err := os.ReadFile(dbg.Name())
 	if err != nil {
