@@ -87,6 +87,12 @@ type Conventions struct {
 	// known, they run as the NoOps Grappler's dependency optimizer makes of them: they wait
 	// for their inputs, take no time, allocate nothing and hold no tensor (see pruned.go).
 	RunValueDead bool
+	// NoAccumulators: a while loop's stack and TensorList accumulators hold the one element
+	// the simulated iteration pushes, not every iteration's (what the VirtualCluster does,
+	// which runs a loop's body once and knows no accumulators). Otherwise they hold their
+	// element's bytes times the loop's iterations between the forward and the backward loop
+	// (see accumulators.go).
+	NoAccumulators bool
 }
 
 // GrapplerConventions returns the accounting rules of Grappler's VirtualCluster.
@@ -101,7 +107,7 @@ func GrapplerConventions() Conventions {
 	return Conventions{
 		NoResidentVariables: true, NoAliasing: true, NoForwarding: true, NoWorkspace: true,
 		UnknownDimsAsOne: true, TransientRecv: true, RecvOps: true, DelayedFree: true,
-		TieByName: true, GrapplerTimes: true,
+		TieByName: true, GrapplerTimes: true, NoAccumulators: true,
 	}
 }
 
@@ -266,6 +272,12 @@ type Result struct {
 	// CostedCalls counts the function calls (PartitionedCall, If, While, ...) costed from
 	// their bodies in the graph's function library.
 	CostedCalls int
+	// Accumulators counts the while loops' pushes onto stack and TensorList accumulators
+	// whose every iteration's element the simulation holds (see accumulators.go), and
+	// UnboundedAccumulators those among them whose iteration count is not static (counted
+	// as one iteration). AccumulatorBytes is what they hold in all, on every device.
+	Accumulators, UnboundedAccumulators int
+	AccumulatorBytes                    int64
 	// UnknownOps counts the simulated nodes, by op type, that no rule estimates (timed by
 	// their bytes alone) or whose shapes were unknown.
 	UnknownOps map[string]int
@@ -327,9 +339,10 @@ const (
 	kindConstant
 	kindCopy
 	kindWorkspace
+	kindAccumulator
 )
 
-var kindNames = [...]string{"activation", "variable", "constant", "copy", "workspace"}
+var kindNames = [...]string{"activation", "variable", "constant", "copy", "workspace", "accumulator"}
 
 type buffer struct {
 	bytes    int64
@@ -465,6 +478,7 @@ type sim struct {
 	deferred []int32 // releases waiting for DelayedFree
 	tl       *Timeline
 	bodies   map[string]callCost // function bodies costed (calls.go), by function and device
+	acc      *accumulators       // the while loops' accumulators (accumulators.go), nil for none
 }
 
 // Simulate replays one step of g on devices described by p. See docs/SIMULATOR.md for the
@@ -665,12 +679,24 @@ func (s *sim) setup() error {
 		}
 	}
 	// Outputs.
-	total := 0
+	total, simulated := 0, 0
+	outputsOn := make([]int, len(s.devs)) // the simulated nodes' outputs per device
 	for _, n := range g.Nodes {
 		s.outOf[n.Index] = int32(total)
 		total += numOutputs(n)
+		if incl[n.Index] {
+			simulated += numOutputs(n)
+			outputsOn[s.dev[n.Index]] += numOutputs(n)
+		}
 	}
 	s.outOf[nn] = int32(total)
+	// Most buffers hold an output of a simulated node, allocated and released on its device:
+	// the buffer list and each device's memory log are allocated for them once instead of
+	// growing (on a large graph each growth copies tens of megabytes).
+	s.bufs = make([]buffer, 0, simulated)
+	for i, d := range s.devs {
+		d.log = make([]memEv, 0, 2*outputsOn[i])
+	}
 	s.outB = make([]int32, total)
 	s.newB = make([]bool, total)
 	for i := range s.outB {
@@ -793,6 +819,7 @@ func (s *sim) setup() error {
 			s.resid[n.Index] = id
 		}
 	}
+	s.acc = s.findAccumulators()
 	s.makeEngines()
 	for _, n := range g.Nodes {
 		if incl[n.Index] && s.pend[n.Index] == 0 {
@@ -988,6 +1015,11 @@ func (s *sim) tensorBytes(n *graphdef.Node, port int) int64 {
 	if !ok {
 		return 0
 	}
+	if s.acc != nil && len(s.acc.whileOut) > 0 {
+		if b, ok := s.acc.whileOut[[2]int32{int32(n.Index), int32(port)}]; ok {
+			return b
+		}
+	}
 	if graphdef.IsHandle(dt) {
 		return 0
 	}
@@ -1061,7 +1093,7 @@ func (s *sim) nameOf(b buffer) string {
 	}
 	n := s.g.Nodes[b.node]
 	switch b.kind {
-	case kindVariable, kindConstant, kindWorkspace:
+	case kindVariable, kindConstant, kindWorkspace, kindAccumulator:
 		return n.Name
 	}
 	if b.port < 0 {
@@ -1240,6 +1272,9 @@ func (s *sim) startOp(node int, t int64) {
 		s.bufs[b].refs = 1
 		s.wsBuf[node] = b
 	}
+	if s.acc != nil {
+		s.accumulatorPushed(node, t)
+	}
 	d.res.Ops++
 	d.res.BusyTime += s.dur[node]
 	if !s.inlined[node] {
@@ -1327,6 +1362,9 @@ func (s *sim) finishOp(node int, t int64) {
 		}
 	}
 	s.unref(s.wsBuf[node], t)
+	if s.acc != nil {
+		s.accumulatorFinished(node, t)
+	}
 	if isBackEdgeSource(n) {
 		return
 	}
@@ -1723,17 +1761,44 @@ func (s *sim) finish() {
 
 // liveTensors returns the largest buffers of device d that live says were live (at most
 // Options.TopLive of them), named after the output each held then, and how many there were.
+// Only the buffers that can be among those reported are named and sorted: on a graph of a
+// million nodes most of the live buffers are not, and a simulation that reports none
+// (TopLive < 0, as Grappler's accounting is run by planners) only counts them.
 func (s *sim) liveTensors(d *simDevice, live func(id int, b *buffer) bool) ([]LiveTensor, int) {
-	var out []LiveTensor
+	var ids []int32
 	for id := range s.bufs {
-		b := &s.bufs[id]
-		if s.devs[b.dev] != d || !live(id, b) {
-			continue
+		if b := &s.bufs[id]; s.devs[b.dev] == d && live(id, b) {
+			ids = append(ids, int32(id))
 		}
+	}
+	n := len(ids)
+	if s.opts.TopLive < 0 {
+		return nil, n
+	}
+	if k := s.opts.TopLive; k > 0 && n > k {
+		// The first k by size (ties by name) are all at least as large as the k-th largest
+		// buffer; keeping every such buffer, in id order, sorts them as the whole list would.
+		sizes := make([]int64, n)
+		for i, id := range ids {
+			sizes[i] = s.bufs[id].bytes
+		}
+		slices.Sort(sizes)
+		least := sizes[n-k]
+		kept := ids[:0]
+		for _, id := range ids {
+			if s.bufs[id].bytes >= least {
+				kept = append(kept, id)
+			}
+		}
+		ids = kept
+	}
+	out := make([]LiveTensor, 0, len(ids))
+	for _, id := range ids {
+		b := &s.bufs[id]
 		// Name the buffer after the output it held at the peak.
 		at := *b
-		for i := len(s.renames[int32(id)]) - 1; i >= 0; i-- {
-			if rn := s.renames[int32(id)][i]; rn.ev > d.peakEv {
+		for i := len(s.renames[id]) - 1; i >= 0; i-- {
+			if rn := s.renames[id][i]; rn.ev > d.peakEv {
 				at = rn.prev
 			}
 		}
@@ -1749,11 +1814,8 @@ func (s *sim) liveTensors(d *simDevice, live func(id int, b *buffer) bool) ([]Li
 		}
 		return out[a].Name < out[b].Name
 	})
-	n := len(out)
 	if s.opts.TopLive > 0 && len(out) > s.opts.TopLive {
 		out = out[:s.opts.TopLive]
-	} else if s.opts.TopLive < 0 {
-		out = nil
 	}
 	return out, n
 }
@@ -1773,7 +1835,13 @@ func (s *sim) microsecondPeak(d *simDevice, r *DeviceResult) {
 		t     int64
 		delta int64
 	}
-	var evs []ev
+	size := 0 // the events, counted first so that they are allocated once
+	for id := range s.bufs {
+		if b := &s.bufs[id]; s.devs[b.dev] == d && b.bytes != 0 {
+			size += 2
+		}
+	}
+	evs := make([]ev, 0, size)
 	for id := range s.bufs {
 		b := &s.bufs[id]
 		if s.devs[b.dev] != d || b.bytes == 0 {
@@ -1794,7 +1862,9 @@ func (s *sim) microsecondPeak(d *simDevice, r *DeviceResult) {
 	if len(evs) == 0 {
 		return
 	}
-	sort.Slice(evs, func(a, b int) bool { return evs[a].t < evs[b].t })
+	// The order of the events of one microsecond does not matter: the sum is compared only
+	// after the last of them.
+	slices.SortFunc(evs, func(a, b ev) int { return cmp.Compare(a.t, b.t) })
 	var cur, peak, at int64
 	for i, e := range evs {
 		cur += e.delta
