@@ -531,6 +531,26 @@ peaks at 35.33 GiB at +21.6%; with chains apart 32.85 GiB at +41.1%. Swapping on
 off the device at that op (a stall of about 0.37 s each way at 12.8 GB/s), or an accumulator for the two input
 gradients.
 
+The 6x cliff by tfswap's accounting (+1001.7% at 65bb28a with 146 GiB to the host against +41.1% at 5x;
+found with `tfswap rewrite --debug-pass all --pass-time` at 5f6305d, simulated v100-16gb). Without
+recomputation no strategy auto requires fits at 6x: the window plan is the nearest, 0.16 GiB over at 15.13 GiB,
+in the forward pass at 2.38 s (`stage2/block2/out`, `stage2/block3`'s last convolution and its output, 3.32 GiB
+each, with `stage3/block1`'s first convolution: none of them off the device yet), so the plan
+that fits is auto's lowest-memory fallback (every gap of every tensor, 256 swaps). The recompute passes plan
+the recomputed graph with the strategies of the two best fitting plans only, and that set named auto alone:
+none of the required strategies ran on the recomputed graphs, which only auto's greedy and fallbacks planned.
+At 5x the window plan fitted without recomputation, was run again on the graph with every chain recomputed
+apart, and fitted there at +41.1%. Since 5c8aeef the passes run every required strategy again when neither of
+the two best fitting plans is one of theirs. At 6x, on the graph with the chains apart, the window plan still
+misses by 0.16 GiB at the same forward-pass point (+23.3% of that graph's step there), LMS's plan fits, and auto
+improves it to +273.0% (35.0 GiB to the host, 75.7 GiB back, 6.2 s of the 10.0 s step stalled on swap-ins;
+the table). Holding the window plan's forward ops until their swap-outs reach the host (the fast model's
+throttle, which auto applies to its lowest-memory plan) was tried at 5c8aeef and not landed: in three rounds
+of lower targets the simulator's peak stayed at 15.13 GiB or rose to 15.54 GiB. A 6x plan at 5x's cost per
+byte needs `stage2`'s block outputs off the device before `stage3` starts, which the link (0.28 s per
+3.32 GiB) does not do in that stage's forward time without a stall; by all accountings 6x is still bound by
+the backward pass (the list above).
+
 What changed at 4x (all accountings: +352.5% before, +136.0% now). The plan that fits by tfswap's accounting
 at +21.4% recomputes a residual block's output through a chain Conv2D, FusedBatchNormV3, AddV2, Relu: two
 buffers at runtime, four block-sized tensors by the VirtualCluster's accounting (its nanosecond figure above,
@@ -546,7 +566,7 @@ pass and read last in the backward pass: 14.5 GiB take 1.2 s each way over PCIe 
 the forward nor the backward pass of those blocks can hide. By tfswap's accounting 5x fits by swapping alone
 (window, 61.7 GiB each way, +379.7%) and 6x only by swapping far more (146 GiB out and 211 GiB back a step,
 +994.1% at 73a1048 with recomputations, +1028.6% at 062b71d; at 9cf352e, 6x and 8x fit at +1218% and +1298% by
-tfswap's lowest-memory plan); a swap-only plan
+tfswap's lowest-memory plan; at 5c8aeef, 6x fits at +273.0% with 35.0 GiB to the host: the 6x cliff above); a swap-only plan
 cannot be faster than moving the excess both ways (at least +376% at 8x, section "How close to the link's
 limit"), so +82% at 8x needs most of the excess recomputed, including convolutions, which tfswap's
 recomputation takes only from chains whose inputs stay on the device.
