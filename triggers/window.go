@@ -138,7 +138,7 @@ const maxOrderScan = 256
 // cannot decide (no Order, a pair the labels do not decide, or more than maxOrderScan
 // positions looked at): the caller walks instead. Latest's walk looks at every ancestor of
 // first between limit and first, which for a window the size of the step made choosing a
-// plan's triggers quadratic in the graph; the scan usually stops within a few positions.
+// plan's triggers quadratic in the graph; the scan stops at the first position that answers.
 // Unlike the walk, it is not cut off after maxVisits nodes, so on graphs larger than that it
 // finds the latest ancestor where the walk returned the best node seen before the cut.
 func latestInOrder(producer, first *graphdef.Node, seq *Sequence, limit int64, eligible Eligible, notAfter func(*graphdef.Node) bool) (trig *graphdef.Node, found bool) {
