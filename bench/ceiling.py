@@ -501,7 +501,7 @@ the microsecond figure at 73a1048 (the 6x one 24.07 GiB now). A gate reads its t
 gradient adds a block-sized tensor. Held to plans the VirtualCluster accepts, the search found none from 5x
 on at 73a1048: its lowest plans were over by tfswap's own accounting, 15.41 GiB at 5x (a main-branch input
 gradient, the ReLU gradient and a recomputed batch-norm output of `stage2`, 2.77 GiB each) and 15.13 GiB at 6x,
-a few hundred MiB over the budget. 5x fits now (chains apart, below); 6x does not. At 6x the peak is `stage2/block1`'s main-branch batch-norm gradient: it reads the ReLU
+a few hundred MiB over the budget. 5x fitted at 6a32992 (chains apart, below) and has not since 7861305 (below); 6x does not. At 6x the peak is `stage2/block1`'s main-branch batch-norm gradient: it reads the ReLU
 gradient and the recomputed convolution and allocates its output (3.32 GiB each) while the shortcut branch's
 batch-norm gradient (3.32 GiB), whose input gradient is already made, still waits for its filter gradient
 (the live list above and `tfswap rewrite`'s full no-fit message). The reorder pass finds that edge (the
@@ -519,7 +519,7 @@ copies stayed on the device until the block's own gradients read them, across th
 Where no plan fits, or the best is slower than moving the whole excess over the host link, `auto` now plans the
 recomputations again with every target made by its own chain just before its reads (more compute, shorter
 lifetimes) and keeps the better plan. 5x by all accountings went from no plan (15.41 GiB, 73a1048) and +383.1%
-(65bb28a, swapping alone, 61.7 GiB each way; `--batch-scale 5` of the B0 graph) to +41.1% (the table: 8.1 GiB
+(65bb28a, swapping alone, 61.7 GiB each way; `--batch-scale 5` of the B0 graph) to +41.1% (at 6a32992: 8.1 GiB
 each way, the VirtualCluster's figures 14.52 GiB), and 5x by tfswap's accounting from +379.7% (73a1048) to +41.1%. At 8x
 by all accountings the lowest peak fell from 17.90 to 16.79 GiB (`stage2/block1`: the ReLU gradient, the
 shortcut's batch-norm gradient and a recomputed convolution, 4.43 GiB each); 6x is unchanged (15.13 GiB), and
@@ -551,6 +551,17 @@ byte needs `stage2`'s block outputs off the device before `stage3` starts, which
 3.32 GiB) does not do in that stage's forward time without a stall; by all accountings 6x is still bound by
 the backward pass (the list above).
 
+5x by all accountings since 7861305 (no plan, lowest 15.41 GiB by tfswap's accounting, where 6a32992
+planned +41.1%; the table). Found by building tfswap at commits between 6a32992 and 5f6305d that touched
+`rewrite/` or `cost/` and planning 5x with `--fit-accounting all` (simulated v100-16gb): 7861305^ plans
++41.1%, 7861305 finds no plan. That commit runs tfswap's gates as Identities reading their trigger's output
+(Grappler keeps every node marked `_grappler_do_not_remove`, so none is run as a value-dead NoOp), and under
+Grappler's rules each gate's output is a buffer of its own, so gated plans weigh more by the VirtualCluster's
+figures, and the search finds none within the budget by all three. The model is the more faithful one (TensorFlow runs the
+gates, tfrun's TestGatesRunUnderGrappler); the plan of 6a32992 was accepted by a VirtualCluster figure that
+left them out. 5c8aeef leaves 5x alone (its rewrites by both accountings are byte-identical to
+5f6305d's).
+
 What changed at 4x (all accountings: +352.5% before, +136.0% now). The plan that fits by tfswap's accounting
 at +21.4% recomputes a residual block's output through a chain Conv2D, FusedBatchNormV3, AddV2, Relu: two
 buffers at runtime, four block-sized tensors by the VirtualCluster's accounting (its nanosecond figure above,
@@ -575,7 +586,8 @@ The anchor. The adaptive-window paper (`../shared/papers/out-of-core-adaptive-wi
 55% of in-core speed on a V100 16 GB connected to the CPU by two NVLinks (50 GB/s each), swapping everything,
 with its own allocator, under no VirtualCluster accounting. On tfswap's closest profile, `v100-16gb-nvlink`
 (NVLink 2.0 to a POWER9 host, 40.6 GB/s each way), `bench/ceiling.py --device v100-16gb-nvlink` gives NVLINK.
-The target is missed on `v100-16gb`: by all accountings the largest batch is 5x B0 (+41.1%; none at 6x,
+The target is missed on `v100-16gb`: by all accountings the largest batch is 4x B0 (+136.0%; none at 5x since
+7861305, lowest 15.41 GiB; none at 6x,
 lowest 15.13 GiB; none at 8x, lowest 16.79 GiB), bound by the residual blocks' gradients (the VirtualCluster's
 accounting, which forwards no buffer and counts the tuple Identities, and at 6x tfswap's own); by tfswap's, 8x B0
 (+1379.9% at 65bb28a), bound in overhead by the host link (at least 63 GiB of the 8x excess would have to be

@@ -665,12 +665,24 @@ func (s *sim) setup() error {
 		}
 	}
 	// Outputs.
-	total := 0
+	total, simulated := 0, 0
+	outputsOn := make([]int, len(s.devs)) // the simulated nodes' outputs per device
 	for _, n := range g.Nodes {
 		s.outOf[n.Index] = int32(total)
 		total += numOutputs(n)
+		if incl[n.Index] {
+			simulated += numOutputs(n)
+			outputsOn[s.dev[n.Index]] += numOutputs(n)
+		}
 	}
 	s.outOf[nn] = int32(total)
+	// Most buffers hold an output of a simulated node, allocated and released on its device:
+	// the buffer list and each device's memory log are allocated for them once instead of
+	// growing (on a large graph each growth copies tens of megabytes).
+	s.bufs = make([]buffer, 0, simulated)
+	for i, d := range s.devs {
+		d.log = make([]memEv, 0, 2*outputsOn[i])
+	}
 	s.outB = make([]int32, total)
 	s.newB = make([]bool, total)
 	for i := range s.outB {
@@ -1702,17 +1714,44 @@ func (s *sim) finish() {
 
 // liveTensors returns the largest buffers of device d that live says were live (at most
 // Options.TopLive of them), named after the output each held then, and how many there were.
+// Only the buffers that can be among those reported are named and sorted: on a graph of a
+// million nodes most of the live buffers are not, and a simulation that reports none
+// (TopLive < 0, as Grappler's accounting is run by planners) only counts them.
 func (s *sim) liveTensors(d *simDevice, live func(id int, b *buffer) bool) ([]LiveTensor, int) {
-	var out []LiveTensor
+	var ids []int32
 	for id := range s.bufs {
-		b := &s.bufs[id]
-		if s.devs[b.dev] != d || !live(id, b) {
-			continue
+		if b := &s.bufs[id]; s.devs[b.dev] == d && live(id, b) {
+			ids = append(ids, int32(id))
 		}
+	}
+	n := len(ids)
+	if s.opts.TopLive < 0 {
+		return nil, n
+	}
+	if k := s.opts.TopLive; k > 0 && n > k {
+		// The first k by size (ties by name) are all at least as large as the k-th largest
+		// buffer; keeping every such buffer, in id order, sorts them as the whole list would.
+		sizes := make([]int64, n)
+		for i, id := range ids {
+			sizes[i] = s.bufs[id].bytes
+		}
+		slices.Sort(sizes)
+		least := sizes[n-k]
+		kept := ids[:0]
+		for _, id := range ids {
+			if s.bufs[id].bytes >= least {
+				kept = append(kept, id)
+			}
+		}
+		ids = kept
+	}
+	out := make([]LiveTensor, 0, len(ids))
+	for _, id := range ids {
+		b := &s.bufs[id]
 		// Name the buffer after the output it held at the peak.
 		at := *b
-		for i := len(s.renames[int32(id)]) - 1; i >= 0; i-- {
-			if rn := s.renames[int32(id)][i]; rn.ev > d.peakEv {
+		for i := len(s.renames[id]) - 1; i >= 0; i-- {
+			if rn := s.renames[id][i]; rn.ev > d.peakEv {
 				at = rn.prev
 			}
 		}
@@ -1728,11 +1767,8 @@ func (s *sim) liveTensors(d *simDevice, live func(id int, b *buffer) bool) ([]Li
 		}
 		return out[a].Name < out[b].Name
 	})
-	n := len(out)
 	if s.opts.TopLive > 0 && len(out) > s.opts.TopLive {
 		out = out[:s.opts.TopLive]
-	} else if s.opts.TopLive < 0 {
-		out = nil
 	}
 	return out, n
 }
@@ -1752,7 +1788,13 @@ func (s *sim) microsecondPeak(d *simDevice, r *DeviceResult) {
 		t     int64
 		delta int64
 	}
-	var evs []ev
+	size := 0 // the events, counted first so that they are allocated once
+	for id := range s.bufs {
+		if b := &s.bufs[id]; s.devs[b.dev] == d && b.bytes != 0 {
+			size += 2
+		}
+	}
+	evs := make([]ev, 0, size)
 	for id := range s.bufs {
 		b := &s.bufs[id]
 		if s.devs[b.dev] != d || b.bytes == 0 {
@@ -1773,7 +1815,9 @@ func (s *sim) microsecondPeak(d *simDevice, r *DeviceResult) {
 	if len(evs) == 0 {
 		return
 	}
-	sort.Slice(evs, func(a, b int) bool { return evs[a].t < evs[b].t })
+	// The order of the events of one microsecond does not matter: the sum is compared only
+	// after the last of them.
+	slices.SortFunc(evs, func(a, b ev) int { return cmp.Compare(a.t, b.t) })
 	var cur, peak, at int64
 	for i, e := range evs {
 		cur += e.delta
