@@ -26,15 +26,7 @@ func randomDAG(t *testing.T, rng *rand.Rand, n int) *graphdef.Graph {
 		}
 		b.WriteString(` attr { key: "T" value { type: DT_FLOAT } } attr { key: "dtype" value { type: DT_FLOAT } } }` + "\n")
 	}
-	m, err := graphdef.Parse([]byte(b.String()), graphdef.FormatPBTXT, "random")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := graphdef.NewGraph(m.Graph, "random")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return g
+	return parsedGraph(t, b.String(), "random")
 }
 
 // TestLatestInOrderMatchesTheWalk: on random graphs, with a random topological order of a
