@@ -41,6 +41,9 @@ type Report struct {
 	// placed on the host, stacks then lists, each in graph order: their pushed tensors go to the host every forward
 	// iteration and come back when the gradient loop pops them (rewrite.Accumulator).
 	Accumulators []Accumulator `json:"accumulators,omitempty"`
+	// FunctionalLoops are the functional While loops whose accumulators the LMS rewrite left
+	// on the device (rewrite.UnloweredLoopLimit says why).
+	FunctionalLoops []FunctionalLoop `json:"functional_loops,omitempty"`
 	// Prediction is what the simulator predicts for the rewritten graph on the device.
 	Prediction Prediction `json:"plan"`
 	// Shapes says how completely the input graph's tensor sizes were known after shape
@@ -104,6 +107,15 @@ type Skipped struct {
 	Tensor string
 	// Reason says why it was not swapped.
 	Reason string
+}
+
+// FunctionalLoop is a functional While loop (control flow v2, not lowered) whose body pushes
+// Pushes tensors per iteration onto accumulators left on the device.
+type FunctionalLoop struct {
+	// While is the loop's node.
+	While string `json:"while"`
+	// Pushes is the number of accumulator pushes of its body, one element each per iteration.
+	Pushes int `json:"pushes"`
 }
 
 // Accumulator is a while loop's stack accumulator placed on the host.
@@ -351,6 +363,9 @@ func reportOf(p *rewrite.Planned, t target, explain bool) *Report {
 	}
 	for _, o := range r.Orders {
 		rep.Orders = append(rep.Orders, Order{Node: o.Node, After: o.After})
+	}
+	for _, l := range r.FunctionalLoops {
+		rep.FunctionalLoops = append(rep.FunctionalLoops, FunctionalLoop{While: l.While, Pushes: l.Pushes})
 	}
 	for _, a := range r.Accumulators {
 		rep.Accumulators = append(rep.Accumulators, Accumulator{Stack: a.Stack, List: a.List, Host: a.Host, Pushed: clone(a.Pushed), Bytes: a.Bytes})

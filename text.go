@@ -117,6 +117,9 @@ func (r *Report) writeSummary(w io.Writer, opts TextOptions) {
 		fmt.Fprintf(w, "  loop stacks:     %d while-loop stack or TensorList accumulators on %s (%d tensors pushed, %s per iteration, not in the bytes per step)\n",
 			len(r.Accumulators), r.Accumulators[0].Host, pushed, units.FormatBytes(bytes))
 	}
+	for _, l := range r.FunctionalLoops {
+		fmt.Fprintf(w, "  loop stacks:     not moved: the %d accumulator(s) of %s, a functional While loop: %s\n", l.Pushes, l.While, rewrite.UnloweredLoopLimit)
+	}
 	fmt.Fprintf(w, "  bytes per step:  %s device-to-host, %s host-to-device\n", units.FormatBytes(r.BytesOut), units.FormatBytes(r.BytesIn))
 	unsized := 0
 	for _, s := range r.Skipped {

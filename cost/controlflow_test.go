@@ -15,16 +15,7 @@ import (
 // cfGraph loads a graph of testmodels/controlflow (testmodels/controlflow.py).
 func cfGraph(t *testing.T, name string) *graphdef.Graph {
 	t.Helper()
-	path := "../testmodels/controlflow/" + name + ".pb"
-	m, err := graphdef.Load(path, graphdef.LoadOptions{})
-	if err != nil {
-		t.Fatalf("%v (regenerate with .venv/bin/python testmodels/controlflow.py)", err)
-	}
-	g, err := graphdef.NewGraph(m.Graph, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return g
+	return loadTestGraph(t, "controlflow", name)
 }
 
 func cfSim(t *testing.T, g *graphdef.Graph, conv cost.Conventions) *cost.Result {

@@ -145,6 +145,8 @@ func ConventionRules() []ConventionRule {
 			func(c Conventions) bool { return c.BothBranches }, func(c *Conventions, v bool) { c.BothBranches = v }},
 		{"calls-by-bytes", "(not one of Grappler's rules) function calls are timed by their bytes only, not costed from their bodies",
 			func(c Conventions) bool { return c.CallsByBytes }, func(c *Conventions, v bool) { c.CallsByBytes = v }},
+		{"no-accumulators", "a while loop's stack and TensorList accumulators hold one iteration's element, not every iteration's",
+			func(c Conventions) bool { return c.NoAccumulators }, func(c *Conventions, v bool) { c.NoAccumulators = v }},
 		{"run-value-dead", "(what the VirtualCluster does, not part of grappler) nodes whose value nothing reads run as written instead of as the NoOps Grappler's dependency optimizer makes of them",
 			func(c Conventions) bool { return c.RunValueDead }, func(c *Conventions, v bool) { c.RunValueDead = v }},
 	}

@@ -87,6 +87,12 @@ type Conventions struct {
 	// known, they run as the NoOps Grappler's dependency optimizer makes of them: they wait
 	// for their inputs, take no time, allocate nothing and hold no tensor (see pruned.go).
 	RunValueDead bool
+	// NoAccumulators: a while loop's stack and TensorList accumulators hold the one element
+	// the simulated iteration pushes, not every iteration's (what the VirtualCluster does,
+	// which runs a loop's body once and knows no accumulators). Otherwise they hold their
+	// element's bytes times the loop's iterations between the forward and the backward loop
+	// (see accumulators.go).
+	NoAccumulators bool
 }
 
 // GrapplerConventions returns the accounting rules of Grappler's VirtualCluster.
@@ -101,7 +107,7 @@ func GrapplerConventions() Conventions {
 	return Conventions{
 		NoResidentVariables: true, NoAliasing: true, NoForwarding: true, NoWorkspace: true,
 		UnknownDimsAsOne: true, TransientRecv: true, RecvOps: true, DelayedFree: true,
-		TieByName: true, GrapplerTimes: true,
+		TieByName: true, GrapplerTimes: true, NoAccumulators: true,
 	}
 }
 
@@ -266,6 +272,12 @@ type Result struct {
 	// CostedCalls counts the function calls (PartitionedCall, If, While, ...) costed from
 	// their bodies in the graph's function library.
 	CostedCalls int
+	// Accumulators counts the while loops' pushes onto stack and TensorList accumulators
+	// whose every iteration's element the simulation holds (see accumulators.go), and
+	// UnboundedAccumulators those among them whose iteration count is not static (counted
+	// as one iteration). AccumulatorBytes is what they hold in all, on every device.
+	Accumulators, UnboundedAccumulators int
+	AccumulatorBytes                    int64
 	// UnknownOps counts the simulated nodes, by op type, that no rule estimates (timed by
 	// their bytes alone) or whose shapes were unknown.
 	UnknownOps map[string]int
@@ -327,9 +339,10 @@ const (
 	kindConstant
 	kindCopy
 	kindWorkspace
+	kindAccumulator
 )
 
-var kindNames = [...]string{"activation", "variable", "constant", "copy", "workspace"}
+var kindNames = [...]string{"activation", "variable", "constant", "copy", "workspace", "accumulator"}
 
 type buffer struct {
 	bytes    int64
@@ -465,6 +478,7 @@ type sim struct {
 	deferred []int32 // releases waiting for DelayedFree
 	tl       *Timeline
 	bodies   map[string]callCost // function bodies costed (calls.go), by function and device
+	acc      *accumulators       // the while loops' accumulators (accumulators.go), nil for none
 }
 
 // Simulate replays one step of g on devices described by p. See docs/SIMULATOR.md for the
@@ -805,6 +819,7 @@ func (s *sim) setup() error {
 			s.resid[n.Index] = id
 		}
 	}
+	s.acc = s.findAccumulators()
 	s.makeEngines()
 	for _, n := range g.Nodes {
 		if incl[n.Index] && s.pend[n.Index] == 0 {
@@ -1000,6 +1015,11 @@ func (s *sim) tensorBytes(n *graphdef.Node, port int) int64 {
 	if !ok {
 		return 0
 	}
+	if s.acc != nil && len(s.acc.whileOut) > 0 {
+		if b, ok := s.acc.whileOut[[2]int32{int32(n.Index), int32(port)}]; ok {
+			return b
+		}
+	}
 	if graphdef.IsHandle(dt) {
 		return 0
 	}
@@ -1073,7 +1093,7 @@ func (s *sim) nameOf(b buffer) string {
 	}
 	n := s.g.Nodes[b.node]
 	switch b.kind {
-	case kindVariable, kindConstant, kindWorkspace:
+	case kindVariable, kindConstant, kindWorkspace, kindAccumulator:
 		return n.Name
 	}
 	if b.port < 0 {
@@ -1248,6 +1268,9 @@ func (s *sim) startOp(node int, t int64) {
 		s.bufs[b].refs = 1
 		s.wsBuf[node] = b
 	}
+	if s.acc != nil {
+		s.accumulatorPushed(node, t)
+	}
 	d.res.Ops++
 	d.res.BusyTime += s.dur[node]
 	if !s.inlined[node] {
@@ -1318,6 +1341,9 @@ func (s *sim) finishOp(node int, t int64) {
 		}
 	}
 	s.unref(s.wsBuf[node], t)
+	if s.acc != nil {
+		s.accumulatorFinished(node, t)
+	}
 	if isBackEdgeSource(n) {
 		return
 	}

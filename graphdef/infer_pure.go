@@ -30,8 +30,32 @@ type pureInfer struct {
 // an unknown leading dimension of placeholders. It returns the shapes by node name (nil
 // for an unknown rank, -1 for unknown dimensions).
 func InferShapesPure(g *Graph, batch int64) map[string][][]int64 {
-	p := &pureInfer{g: g, batch: batch, shape: make([][][]int64, len(g.Nodes)), value: make([][][]int64, len(g.Nodes))}
 	out := make(map[string][][]int64, len(g.Nodes))
+	runPure(g, batch, func(n *Node, shapes [][]int64) { out[n.Name] = shapes })
+	return out
+}
+
+// IntValues returns the values the pure shape inference knows of g's small integer tensors
+// (constants, Shape outputs and the arithmetic and slicing done on them, up to maxValueElems
+// elements), read with the shapes g records: a function giving a tensor's values, or nil
+// where they are not known statically.
+func IntValues(g *Graph) func(Tensor) []int64 {
+	p := runPure(g, 0, nil)
+	return func(t Tensor) []int64 {
+		if t.Node == nil || t.Node.Index >= len(p.value) {
+			return nil
+		}
+		if v := p.value[t.Node.Index]; t.Port < len(v) {
+			return v[t.Port]
+		}
+		return nil
+	}
+}
+
+// runPure infers g's shapes and small integer values in topological order, calling done
+// (when set) with each node's output shapes once they are final.
+func runPure(g *Graph, batch int64, done func(n *Node, shapes [][]int64)) *pureInfer {
+	p := &pureInfer{g: g, batch: batch, shape: make([][][]int64, len(g.Nodes)), value: make([][][]int64, len(g.Nodes))}
 	for _, n := range g.Topo {
 		nout := len(n.OutputTypes)
 		p.shape[n.Index] = make([][]int64, nout)
@@ -50,9 +74,11 @@ func InferShapesPure(g *Graph, batch int64) map[string][][]int64 {
 				p.shape[n.Index][i] = []int64{int64(len(v))}
 			}
 		}
-		out[n.Name] = p.shape[n.Index]
+		if done != nil {
+			done(n, p.shape[n.Index])
+		}
 	}
-	return out
+	return p
 }
 
 // batched replaces an unknown leading dimension with the batch.

@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"github.com/tfswap/tfswap/cost"
 	"github.com/tfswap/tfswap/graphdef"
 	gpb "github.com/wamuir/graft/tensorflow/core/framework/graph_go_proto"
 	npb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
@@ -45,6 +46,37 @@ import (
 // loop variable placed so trains to the same bytes (grappler_bridge/README.md, "While
 // loops"). A list read by anything else (TensorListStack, TensorListGetItem, a list that
 // is not an accumulator such as dynamic_rnn's TensorArray) stays where it is.
+
+// FunctionalLoop is a functional While loop (While, StatelessWhile: control flow v2 as the
+// graph is written, before TensorFlow lowers it) whose body pushes onto accumulators
+// (cost.WhileListPushes), which the rewrite leaves on the device (UnloweredLoopLimit).
+type FunctionalLoop struct {
+	// While is the loop's node; Pushes the number of accumulator pushes of its body, one
+	// element each per iteration.
+	While  string
+	Pushes int
+}
+
+// UnloweredLoopLimit says why the rewrite leaves a functional While's accumulators where they
+// are. Lowering the loop (inlining its cond and body as frames of Enter, Merge, Switch,
+// NextIteration and Exit nodes, as Grappler's LowerFunctionalOpsPass does) would write a
+// graph other than the one TensorFlow lowers itself, which Grappler then optimizes
+// differently; the Grappler bridge sees the loop lowered and moves its accumulators there.
+const UnloweredLoopLimit = "tfswap does not lower functional While loops; TensorFlow lowers them when the graph runs, where the Grappler bridge (grappler_bridge) places their accumulators on the host"
+
+// functionalLoops returns g's functional While loops with accumulators, in graph order.
+func functionalLoops(g *graphdef.Graph) []FunctionalLoop {
+	var out []FunctionalLoop
+	for _, n := range g.Nodes {
+		if n.Op != "While" && n.Op != "StatelessWhile" {
+			continue
+		}
+		if pushes, _, _ := cost.WhileListPushes(g.Def.GetLibrary(), n); len(pushes) > 0 {
+			out = append(out, FunctionalLoop{While: n.Name, Pushes: len(pushes)})
+		}
+	}
+	return out
+}
 
 // StackOutRole is the role of the Identity on the host through which a stack or TensorList
 // accumulator placed on the host reads the tensor it pushes.

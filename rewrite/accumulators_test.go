@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"bytes"
+	"maps"
 	"strings"
 	"testing"
 
@@ -264,5 +265,54 @@ func checkAccumulatorsVerifiedAndMinimum(t *testing.T, g *graphdef.Graph, m *gra
 	}
 	if len(def.Accumulators) != 0 {
 		t.Errorf("the default 64 KiB minimum placed %d %s of small tensors on the host", len(def.Accumulators), what)
+	}
+}
+
+// TestLMSNamesFunctionalLoopsLeft checks that the LMS rewrite names the functional While
+// loops whose accumulators it leaves on the device, with their pushes (the body's
+// TensorListPushBacks onto a loop variable that enters as an EmptyTensorList, counted here
+// from the function library), on the zoo's rnn_v2 and the controlflow rnn_v2; the graphs
+// whose loops are lowered (rnn_v1, rnn_v2 as the bridge sees it) have none.
+func TestLMSNamesFunctionalLoopsLeft(t *testing.T) {
+	for _, c := range []struct {
+		dir, name  string
+		functional bool
+	}{{"zoo", "rnn_v2", true}, {"controlflow", "rnn_v2", true}, {"zoo", "rnn_v1", false}, {"controlflow", "rnn_v2_lowered", false}} {
+		t.Run(c.dir+"/"+c.name, func(t *testing.T) {
+			m, g := loadTestModel(t, c.dir, c.name, "")
+			res, err := Rewrite(m, Options{MinTensorBytes: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]int{}
+			for _, w := range g.Nodes {
+				if w.Op != "While" && w.Op != "StatelessWhile" {
+					continue
+				}
+				body, err := graphdef.FunctionGraph(g.Def.GetLibrary(), w.Def.GetAttr()["body"].GetFunc().GetName())
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, p := range body.Nodes {
+					if p.Op != "TensorListPushBack" || p.Inputs[0].Node.Op != "_Arg" {
+						continue
+					}
+					k := p.Inputs[0].Node.Def.GetAttr()["index"].GetI()
+					if w.Inputs[k].Node.Op == "EmptyTensorList" {
+						want[w.Name]++
+					}
+				}
+			}
+			if c.functional != (len(want) > 0) {
+				t.Fatalf("the graph's functional loops with accumulators: %v", want)
+			}
+			got := map[string]int{}
+			for _, l := range res.FunctionalLoops {
+				got[l.While] = l.Pushes
+			}
+			if !maps.Equal(got, want) {
+				t.Errorf("functional loops named %v, want %v", got, want)
+			}
+		})
 	}
 }

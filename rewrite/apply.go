@@ -94,6 +94,9 @@ type Result struct {
 	// Accumulators are the while loops' stack and TensorList accumulators the LMS rewrite
 	// placed on the host (placeAccumulators), stacks then lists, each in graph order.
 	Accumulators []Accumulator `json:",omitempty"`
+	// FunctionalLoops are the functional While loops whose accumulators the LMS rewrite left
+	// where they are (UnloweredLoopLimit), in graph order.
+	FunctionalLoops []FunctionalLoop `json:",omitempty"`
 
 	// graph is Model's graph as the builder made it (Apply), for Verify; nil when Model was
 	// built otherwise.
@@ -392,6 +395,7 @@ func rewriteLMSPlanned(model *graphdef.Model, a *Analysis, plan *Plan, skipped [
 	res := applyBuilt(model, a, b)
 	res.Skipped = skipped
 	placeAccumulators(res, a)
+	res.FunctionalLoops = functionalLoops(a.Graph)
 	if err := Verify(a.Graph, res, a.Opts.Gate); err != nil {
 		return nil, fmt.Errorf("internal error: the rewrite breaks an invariant: %v", err)
 	}

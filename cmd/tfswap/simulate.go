@@ -394,6 +394,12 @@ func printSimulation(w io.Writer, in string, p *cost.Profile, opts cost.Options,
 		if r.CostedCalls > 0 {
 			fmt.Fprintf(w, "  %s: %d function call(s) costed from their bodies (--conventions calls-by-bytes times them by their bytes)\n", label, r.CostedCalls)
 		}
+		if r.Accumulators > 0 {
+			fmt.Fprintf(w, "  %s: %d while loop accumulator push(es) hold every iteration's element from the forward loop to the backward one (--conventions no-accumulators holds one)\n", label, r.Accumulators)
+			if r.UnboundedAccumulators > 0 {
+				fmt.Fprintf(w, "  %s: %d of them in a loop whose iteration count is not static: counted as one iteration\n", label, r.UnboundedAccumulators)
+			}
+		}
 		if r.UnsizedTensors > 0 {
 			how := "counted as 0 bytes"
 			if opts.Conventions.UnknownDimsAsOne {

@@ -267,7 +267,30 @@ def write(out, profiles, names, rows, scaled, r50, plot_rel, tfver, gpu, dev, co
       "order. Grappler's conventions (`--fit-accounting` grappler-ns and grappler-us) keep one op at "
       "a time on the host, as the VirtualScheduler does. "
       "A while loop is executed once per node (one iteration); a conditional runs one branch, and "
-      "a function call costs what its body does (next paragraph).")
+      "a function call costs what its body does (next paragraph). "
+      "A loop's gradient accumulators hold every iteration's element (`cost/accumulators.go`): "
+      "a v1 loop's stack (`StackPushV2`) or a lowered v2 loop's TensorList "
+      "(`TensorListPushBack` onto a list made by `EmptyTensorList` or `TensorListReserve` "
+      "outside the loop) allocates, when its push runs, the pushed tensor's bytes times the "
+      "loop's iteration count on the push's device, and frees it when the accumulator's last "
+      "pop in the step ends; every pop waits for the accumulator's pushes (the executor's loops"
+      " order them so: a pop of an empty stack fails). An unlowered `While`/`StatelessWhile` "
+      "whose body pushes onto a loop variable entering as such a list outputs that list holding"
+      " those bytes, freed after its last reader (the gradient `While`). The accumulated bytes "
+      "grow over the forward loop and shrink over the backward one; the simulator holds their "
+      "total over both loops, what is live where the two meet. The iteration count is the "
+      "list's static capacity (`EmptyTensorList`'s `max_num_elements`, which `while_v2` sets to"
+      " the loop's `maximum_iterations`; `TensorListReserve`'s `num_elements`), else the "
+      "smallest static bound a `Less`/`LessEqual` of the loop's condition (the v1 frame, the "
+      "`While`'s cond function) compares with, an iteration variable counting up from 0 by 1 "
+      "assumed; where neither is static an accumulator counts one element and `simulate` says "
+      "how many did. `--conventions no-accumulators` holds one element per push, as the "
+      "VirtualCluster does (it is one of `GrapplerConventions`' rules): it knows no "
+      "accumulators, so on the zoo's rnn graphs tfswap's peak moves away from the "
+      "VirtualCluster's where the accumulators are live at the peak (`rnn_v2`: 586.3 KiB "
+      "without, 673.5 KiB with, the VirtualCluster 327.1 KiB in the zoo table of "
+      "docs/BENCHMARKS.md; `rnn_v1`'s peak, in the optimizer's updates after the loops, does "
+      "not move: 505.5 KiB; simulated v100-16gb, zoo batch, at this change).")
     d()
     d("**Value-dead nodes.** When the fetches are known (`--fetch`, or the training step tfswap "
       "finds), a node whose value nothing in the step reads runs as the `NoOp` Grappler's "
@@ -746,6 +769,11 @@ def write(out, profiles, names, rows, scaled, r50, plot_rel, tfver, gpu, dev, co
       "before a real step Grappler's dependency optimizer turns it into a `NoOp`. This rule is "
       "not part of `--grappler` (tfswap judges plans by what will run); the agreement above is "
       "with it on.")
+    d("12. **no-accumulators.** The VirtualScheduler runs a while loop's body once and knows no"
+      " stacks or TensorLists: a push's output is one element, freed after its readers, and a "
+      "gradient loop's pop may run before the forward loop's push. tfswap holds every "
+      "iteration's element in the accumulator from the push until its last pop, and a pop waits"
+      " for the pushes (see *Ready order*). No graph of the table below has a loop.")
     d()
     d("Switching the rules back one at a time, starting from Grappler's (the first column, equal to "
       "VirtualCluster's nanosecond figure above) and ending at tfswap's, shows what each contributes "
