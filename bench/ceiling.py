@@ -476,7 +476,9 @@ graph) it is a no-fit verdict; at 65bb28a (the table above) the lowest plan any 
 accountings peaks at 17.90 GiB by tfswap's own, at `stage2/block1`'s main-branch batch-norm gradient: its
 output and the ReLU gradient it reads (4.43 GiB each) with two swapped-in copies of the block's size (8.85 GiB;
 the no-fit message), 4 x 4.43 + 0.19 = 17.90 GiB. The plans that reach lower by tfswap's accounting (the
-`tfswap` row, 13.47 GiB) read 17.71 and 26.56 GiB by the VirtualCluster's nanosecond and microsecond figures.
+`tfswap` row, 13.47 GiB) read 17.71 and 30.98 GiB by the VirtualCluster's nanosecond and microsecond figures
+(26.56 GiB at eb7b499, with the same overhead and host traffic; the rewrite is byte-identical at 5f6305d and
+5c8aeef; what raised the microsecond figure between eb7b499 and 5f6305d was not traced).
 
 A bound at 8x (simulated v100-16gb, tfswap's accounting; worked out from `tfswap simulate` and the no-fit
 message at 0f1299b): 15.68 GiB is a bound, not a search failure, for every plan that keeps those tensors on the device. Take

@@ -75,7 +75,8 @@ var noKernelOps = map[string]bool{
 }
 
 // aliasOps produce an output that shares its input's buffer (no allocation): output port i
-// aliases data input aliasInput[op](i).
+// aliases data input aliasInput[op](i). A Merge shares the buffer of the input that arrives,
+// known only while simulating (sim.mergedInput).
 var aliasOps = map[string]bool{
 	"Identity": true, "IdentityN": true, "StopGradient": true, "PreventGradient": true,
 	"Reshape": true, "Squeeze": true, "ExpandDims": true, "EnsureShape": true,

@@ -47,8 +47,11 @@ var batchContracting = map[string]bool{
 //   - the batch size B is dimension 0 of the first Placeholder (in graph order) of rank 1 or
 //     more whose dimension 0 is known; every Placeholder whose dimension 0 equals B carries
 //     the batch;
-//   - any other tensor carries the batch when its producer has a data input that carries it,
-//     its rank is 1 or more and its dimension 0 is a known positive multiple of B, and its
+//   - any other tensor carries the batch when its producer has a data input that carries it
+//     (or makes a tensor of a shape its input gives, Fill, BroadcastTo or a random op, and
+//     that input is the Shape or ShapeN of a tensor that carries it, read directly or through
+//     Identity, Switch, Merge and the like), its rank is 1 or more and its dimension 0 is a
+//     known positive multiple of B, and its
 //     producer does not sum over the batch: not a filter or bias gradient
 //     (Conv2DBackpropFilter, DepthwiseConv2dNativeBackpropFilter, BiasAddGrad, ...), not a
 //     shape op, not a MatMul with transpose_a (a weight gradient), and not one of
@@ -110,7 +113,22 @@ func (s *Shapes) scale(scale int) error {
 		return fmt.Errorf("cannot scale the batch: no Placeholder has a known dimension 0")
 	}
 	carries := make([][]bool, len(g.Nodes))
+	shapeOf := make([]bool, len(g.Nodes)) // every data output's value is a batch tensor's shape
 	for _, n := range g.Topo {
+		switch {
+		case n.Op == "Shape" || n.Op == "ShapeN":
+			for _, t := range n.Inputs {
+				if cc := carries[t.Node.Index]; t.Port < len(cc) && cc[t.Port] {
+					shapeOf[n.Index] = true
+				}
+			}
+		case aliasOps[n.Op] || n.Op == "Merge":
+			for _, t := range n.Inputs {
+				if shapeOf[t.Node.Index] {
+					shapeOf[n.Index] = true
+				}
+			}
+		}
 		if n.OutputShapes == nil {
 			continue
 		}
@@ -123,8 +141,12 @@ func (s *Shapes) scale(scale int) error {
 			}
 		} else if !batchContracting[n.Op] && !(n.Op == "MatMul" && attrBool(n, "transpose_a")) {
 			in := false
-			for _, t := range n.Inputs {
+			for i, t := range n.Inputs {
 				if cc := carries[t.Node.Index]; t.Port < len(cc) && cc[t.Port] {
+					in = true
+					break
+				}
+				if i == shapeInput(n.Op) && shapeOf[t.Node.Index] {
 					in = true
 					break
 				}
@@ -212,6 +234,25 @@ func (s *Shapes) checkTotal() error {
 		}
 	}
 	return nil
+}
+
+// shapeInputOps are the ops that make a tensor of the shape one input's value gives (the
+// zeros of a conditional's untaken gradient, array_ops.zeros(shape); dropout's
+// random_uniform(shape(x))), with that input's index.
+var shapeInputOps = map[string]int{
+	"Fill": 0, "BroadcastTo": 1, "Empty": 0,
+	"RandomUniform": 0, "RandomStandardNormal": 0, "TruncatedNormal": 0, "RandomUniformInt": 0,
+	"StatelessRandomUniformV2": 0, "StatelessRandomNormalV2": 0, "StatelessTruncatedNormalV2": 0,
+	"StatelessRandomUniform": 0, "StatelessRandomNormal": 0, "StatelessTruncatedNormal": 0,
+}
+
+// shapeInput returns the index of the input of op that gives its output's shape
+// (shapeInputOps), or -1.
+func shapeInput(op string) int {
+	if i, ok := shapeInputOps[op]; ok {
+		return i
+	}
+	return -1
 }
 
 func isFusedBatchNorm(op string) bool {

@@ -1233,7 +1233,11 @@ func (s *sim) startOp(node int, t int64) {
 		}
 		size := s.tensorBytes(n, port)
 		if !s.conv.NoAliasing {
-			if i := aliasInput(n.Op, port); i >= 0 && i < len(n.Inputs) {
+			i := aliasInput(n.Op, port)
+			if port == 0 && (n.Op == "Merge" || n.Op == "RefMerge") {
+				i = s.mergedInput(n)
+			}
+			if i >= 0 && i < len(n.Inputs) {
 				if b := s.inputBuf(n, i); b >= 0 && s.bufs[b].dev == dv {
 					s.outB[off+int32(port)] = b
 					s.bufs[b].refs += u
@@ -1278,6 +1282,23 @@ func (s *sim) startOp(node int, t int64) {
 		d.kernel = s.inlineOK == nil || !s.inlineOK[node]
 	}
 	s.push(t+s.dur[node], evOpDone, int32(node))
+}
+
+// mergedInput returns the data input whose tensor the Merge n forwards as its output: the
+// first input the step runs that has reached n's device (MergeOp::Compute sets output 0 to
+// its one live input, a buffer shared, not copied). An input from a branch not taken never
+// arrives and holds no buffer; with BothBranches every input arrives and the first is kept.
+// It returns -1 when no input has a buffer.
+func (s *sim) mergedInput(n *graphdef.Node) int {
+	for i, in := range n.Inputs {
+		if !s.incl[in.Node.Index] {
+			continue
+		}
+		if s.inputBuf(n, i) >= 0 {
+			return i
+		}
+	}
+	return -1
 }
 
 // forwardable returns an input buffer n may write its output into: on n's device, not

@@ -142,9 +142,12 @@ func orderingEdges(g, base *graphdef.Graph, res *cost.Result, dev int, peakT, sl
 					}
 					continue
 				}
-				if s.Device != dev || desc[r.Index] || !keep(r) || !ready(r) {
+				// keep before desc: a node the plan added (a swap node, a gate) lies past the
+				// end of desc, which covers base's nodes only.
+				if s.Device != dev || !keep(r) || desc[r.Index] || !ready(r) {
 					if debugOrder {
-						fmt.Fprintf(os.Stderr, "    reader %s: same device %v, descends from the peak op %v, kept %v, ready %v\n", r.Name, s.Device == dev, desc[r.Index], keep(r), ready(r))
+						kept := keep(r)
+						fmt.Fprintf(os.Stderr, "    reader %s: same device %v, kept %v, descends from the peak op %v, ready %v\n", r.Name, s.Device == dev, kept, kept && desc[r.Index], ready(r))
 					}
 					ok = false
 					return

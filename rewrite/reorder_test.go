@@ -1,6 +1,8 @@
 package rewrite
 
 import (
+	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -73,5 +75,62 @@ func TestReorderFreesWaitingBranch(t *testing.T) {
 	}
 	if p := r.Compute().PeakBytes; p > budget {
 		t.Errorf("rewritten peak %d over the budget %d", p, budget)
+	}
+}
+
+// TestOrderingEdgesReadersAddedByThePlan plans the zoo's GPT (testmodels/zoo/gpt.pb) at 90%
+// of its unswapped peak at batch x zooPlanScale with the reorder pass's debug output on. No
+// plan fits there; the reorder pass looks at the lowest plan's peak, where a buffer is read by
+// a node the plan added (a swap-out on the host). orderingEdges looked every reader up among
+// the descendants of the peak op, which cover only the planned graph's nodes, and panicked
+// (the debug line named the descent for every reader; the check itself for such a reader on
+// the peak's device). The plan must end in a NoFitError, and the debug output must show that
+// a reader the plan added was visited.
+func TestOrderingEdgesReadersAddedByThePlan(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plans a zoo graph")
+	}
+	p, err := cost.LookupProfile(DefaultDevice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := graphdef.Load("../testmodels/zoo/gpt.pb", graphdef.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := graphdef.InferShapes(m, graphdef.InferOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	g, err := graphdef.NewGraph(m.Graph, m.Source)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim := cost.Options{Fetch: []string{"train"}, BatchScale: zooPlanScale}
+	base, err := cost.Simulate(g, p, sim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	peak := base.Compute().PeakBytes
+
+	dbg, err := os.CreateTemp(t.TempDir(), "order")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dbg.Close()
+	stderr, was := os.Stderr, debugOrder
+	os.Stderr, debugOrder = dbg, true
+	defer func() { os.Stderr, debugOrder = stderr, was }()
+	_, err = RewriteWithPlanner(m, Options{}, PlanOptions{Strategy: "auto", Budget: peak * 90 / 100, Profile: p, Sim: sim})
+	os.Stderr, debugOrder = stderr, was
+	var nf *NoFitError
+	if !errors.As(err, &nf) {
+		t.Fatalf("gpt at 90%% of %d bytes: want no fit, got %v", peak, err)
+	}
+	out, err := os.ReadFile(dbg.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), "reader "+Scope) {
+		t.Errorf("the reorder pass visited no reader the plan added; debug output:\n%s", out)
 	}
 }

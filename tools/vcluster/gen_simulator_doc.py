@@ -387,7 +387,9 @@ def write(out, profiles, names, rows, scaled, r50, plot_rel, tfver, gpu, dev, co
       "variable's buffer, as TensorFlow does outside copy-on-read mode.")
     d("- *Aliases:* `Identity`, `IdentityN`, `StopGradient`, `PreventGradient`, `Reshape`, `Squeeze`, "
       "`ExpandDims`, `EnsureShape`, `CheckNumerics`, `Bitcast` (and `Enter`/`Exit`/`Switch`/`NextIteration`) "
-      "share their input's buffer when it is on their device.")
+      "share their input's buffer when it is on their device; a `Merge` shares the buffer of its "
+      "input that arrives (`MergeOp::Compute` sets its output to that input), the first one when "
+      "both branches run.")
     d("- *Forwarding:* an elementwise op (unary and binary arithmetic, activations and their "
       "gradients, `BiasAdd`, `AddN`) writes its output into an input buffer of the same size and "
       "dtype when it is that buffer's only remaining reader (TensorFlow's "
@@ -415,7 +417,10 @@ def write(out, profiles, names, rows, scaled, r50, plot_rel, tfver, gpu, dev, co
     d("**Batch scaling** (`--batch-scale k`). The batch size B is dimension 0 of the first "
       "`Placeholder` (in graph order) whose dimension 0 is known; every `Placeholder` with dimension 0 "
       "equal to B carries the batch. Another tensor carries it when its producer has a data input "
-      "that carries it, its dimension 0 is a known multiple of B, and the producer does not sum over "
+      "that carries it (or makes a tensor of the shape an input gives, `Fill`, `BroadcastTo` or a "
+      "random op, and that input is the `Shape` or `ShapeN` of a tensor that carries it, directly or "
+      "through `Identity`, `Switch`, `Merge` and the like: the zero gradients of a v1 conditional, "
+      "dropout's mask), its dimension 0 is a known multiple of B, and the producer does not sum over "
       "the batch: not a filter or bias gradient (`Conv2DBackpropFilter`, "
       "`DepthwiseConv2dNativeBackpropFilter`, `BiasAddGrad`), not a `MatMul` with `transpose_a` (a "
       "weight gradient), not a shape op, and not one of `FusedBatchNorm*`'s per-channel outputs. "
