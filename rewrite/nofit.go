@@ -32,6 +32,9 @@ type NoFitError struct {
 	Weights, Slots, Constants int64
 	Workspace, Activations    int64
 	Copies                    int64
+	// Accumulators are the bytes while loops' stack and TensorList accumulators hold then
+	// (every iteration's element; cost's accumulators), which no planned strategy moves.
+	Accumulators int64
 	// Largest are the largest activations live at that moment.
 	Largest []cost.LiveTensor
 	// Advice says what would have to change.
@@ -92,6 +95,9 @@ func (e *NoFitError) Error() string {
 	}
 	fmt.Fprintf(&w, "  live at that moment: weights %s, optimizer slots %s, constants %s, kernel workspace %s, activations %s, swapped-in copies %s\n",
 		b(e.Weights), b(e.Slots), b(e.Constants), b(e.Workspace), b(e.Activations), b(e.Copies))
+	if e.Accumulators > 0 {
+		fmt.Fprintf(&w, "  and while loops' accumulators %s (every iteration's pushed tensors, kept for the backward loop)\n", b(e.Accumulators))
+	}
 	if len(e.Largest) > 0 {
 		w.WriteString("  largest activations live then:\n")
 		for _, l := range e.Largest {
@@ -201,6 +207,8 @@ func (pr *Problem) noFit(strategy string, ev *Evaluation) error {
 						e.Workspace += l.Bytes
 					case "copy":
 						e.Copies += l.Bytes
+					case "accumulator":
+						e.Accumulators += l.Bytes
 					default:
 						e.Activations += l.Bytes
 						acts = append(acts, l)
@@ -242,6 +250,9 @@ func (pr *Problem) noFit(strategy string, ev *Evaluation) error {
 	} else if peak > fixed {
 		f := float64(e.Budget-fixed) / float64(peak-fixed)
 		e.Advice = append(e.Advice, fmt.Sprintf("less activation memory: activations and workspace scale with the batch, so a batch of about %.0f%% of this one would fit (the weights and optimizer slots, %s, do not shrink)", 100*f, b(fixed)))
+	}
+	if e.Accumulators > 0 {
+		e.Advice = append(e.Advice, fmt.Sprintf("or the while loops' accumulators (%s at that moment) on the host: planned strategies do not move them; the fixed-threshold LMS rewrite (--strategy lms-fixed, --min-bytes below the pushed tensors' size) places a v1 loop's stacks there, and the Grappler bridge a lowered v2 loop's TensorLists", b(e.Accumulators)))
 	}
 	if pr.Analysis.Opts.MinTensorBytes > 0 || len(pr.Analysis.Opts.ExcludeOps) > 0 || len(pr.Analysis.Opts.ExcludeScopes) > 0 {
 		e.Advice = append(e.Advice, "or fewer restrictions on what may be swapped (--min-bytes, --exclude-op, --exclude-scope) if tensors live at the peak were excluded")

@@ -211,6 +211,30 @@ func TestNoFit(t *testing.T) {
 	}
 }
 
+// TestNoFitNamesAccumulators checks that a no-fit diagnosis on the control-flow rnn_v1 (a v1
+// loop's stacks hold every iteration's pushed tensors at the peak) counts the accumulators
+// apart from the activations and says how to move them, and that one on a graph without
+// loops (planChain) counts none.
+func TestNoFitNamesAccumulators(t *testing.T) {
+	m, _ := loadTestModel(t, "controlflow", "rnn_v1", "regenerate with .venv/bin/python testmodels/controlflow.py")
+	p, err := cost.LookupProfile(DefaultDevice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = RewriteWithPlanner(m, Options{}, PlanOptions{Budget: 1 << 10, Profile: p, Sim: cost.Options{Fetch: []string{"train"}}, FitAccounting: "tfswap"})
+	var nf *NoFitError
+	if !errors.As(err, &nf) {
+		t.Fatalf("got %v, want a NoFitError", err)
+	}
+	if nf.Accumulators <= 0 || !strings.Contains(err.Error(), "while loops' accumulators") {
+		t.Errorf("accumulators %d B, message:\n%s", nf.Accumulators, err)
+	}
+	_, err = planModel(t, planChain(4, ""), "auto", 3<<20)
+	if !errors.As(err, &nf) || nf.Accumulators != 0 || strings.Contains(err.Error(), "accumulators") {
+		t.Errorf("a graph without loops: %v", err)
+	}
+}
+
 // TestPlanningDeterministic: the same input and options give byte-identical output.
 func TestPlanningDeterministic(t *testing.T) {
 	m, err := graphdef.Load("../testmodels/fixtures/resnet.pb", graphdef.LoadOptions{})
