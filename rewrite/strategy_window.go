@@ -66,6 +66,7 @@ func (pr *Problem) sequence(dev int) *triggers.Sequence {
 		}
 		s.Cum[p+1] = s.Cum[p] + bytes
 	}
+	s.UseOrder(g, order)
 	pr.seqs[dev] = s
 	return s
 }

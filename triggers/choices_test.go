@@ -8,6 +8,20 @@ import (
 	"github.com/tfswap/tfswap/graphdef"
 )
 
+// parsedGraph parses text as a GraphDef in text format named name and indexes it.
+func parsedGraph(t *testing.T, text, name string) *graphdef.Graph {
+	t.Helper()
+	m, err := graphdef.Parse([]byte(text), graphdef.FormatPBTXT, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := graphdef.NewGraph(m.Graph, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
 // chain builds x -> c1 -> ... -> cn as a graph; ops named in convs are Conv2D (for ByLayer).
 func chain(t *testing.T, n int, convs ...string) *graphdef.Graph {
 	t.Helper()
@@ -27,15 +41,7 @@ func chain(t *testing.T, n int, convs ...string) *graphdef.Graph {
 		fmt.Fprintf(&b, `node { name: %q op: %q input: %q attr { key: "T" value { type: DT_FLOAT } } }`+"\n", name, op, prev)
 		prev = name
 	}
-	m, err := graphdef.Parse([]byte(b.String()), graphdef.FormatPBTXT, "chain")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := graphdef.NewGraph(m.Graph, "chain")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return g
+	return parsedGraph(t, b.String(), "chain")
 }
 
 // chainTimes gives node i of the chain (x = 0, c1 = 1, ...) the span [10i, 10i+10).

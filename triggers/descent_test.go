@@ -34,15 +34,7 @@ func siblingGraph(t *testing.T) *graphdef.Graph {
 	node("d2", "Relu", "d1")
 	node("d3", "Relu", "d2")
 	node("c", "AddN", "p", "d3", "s6")
-	m, err := graphdef.Parse([]byte(b.String()), graphdef.FormatPBTXT, "siblings")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := graphdef.NewGraph(m.Graph, "siblings")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return g
+	return parsedGraph(t, b.String(), "siblings")
 }
 
 // TestTriggersDescendFromTheProducer: every way of choosing a trigger returns an op that

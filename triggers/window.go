@@ -17,6 +17,48 @@ type Sequence struct {
 	// Cum[p] is the number of bytes touched (inputs read and outputs written) by the ops at
 	// positions before p; len(Cum) is the number of positions plus one.
 	Cum []int64
+	// Order is the node at each position, when known (nil otherwise): with it, ByWindow finds
+	// its trigger by scanning positions down from the window's start (latestInOrder) instead
+	// of walking the consumer's ancestry.
+	Order []*graphdef.Node
+}
+
+// UseOrder sets s.Order to order, the node at each of s.Pos's positions, when the positions
+// increase along every path of g between two nodes of the order (while loops' back edges not
+// followed), as latestInOrder's scan requires; it reports whether it did. A simulated order
+// by start time may break this where an op runs before one of its ancestors (a v1
+// conditional's Merge fed by the branch not taken).
+func (s *Sequence) UseOrder(g *graphdef.Graph, order []*graphdef.Node) bool {
+	s.Order = nil
+	for p, n := range order {
+		if s.PosOf(n) != int64(p) {
+			return false
+		}
+	}
+	anc := make([]int64, len(g.Nodes)) // the latest position among each node's ancestors
+	for i := range anc {
+		anc[i] = -1
+	}
+	for _, n := range g.Topo {
+		a := int64(-1)
+		see := func(m *graphdef.Node) {
+			if !isBackEdge(m) && m.Index < len(anc) {
+				a = max(a, anc[m.Index], s.PosOf(m))
+			}
+		}
+		for _, in := range n.Inputs {
+			see(in.Node)
+		}
+		for _, c := range n.ControlInputs {
+			see(c)
+		}
+		if p := s.PosOf(n); p >= 0 && a >= p {
+			return false
+		}
+		anc[n.Index] = a
+	}
+	s.Order = order
+	return true
 }
 
 // PosOf returns n's position, or -1.
@@ -67,7 +109,10 @@ func ByWindow(producer *graphdef.Node, consumers []*graphdef.Node, window int64,
 	pos = seq.WindowStart(j, window)
 	notAfter := beforeAll(consumers)
 	prodPos := seq.PosOf(producer)
-	trig = Latest(producer, first, seq.PosOf, int64(pos)-1, eligible, notAfter)
+	trig, found := latestInOrder(producer, first, seq, int64(pos)-1, eligible, notAfter)
+	if !found {
+		trig = Latest(producer, first, seq.PosOf, int64(pos)-1, eligible, notAfter)
+	}
 	if trig != nil && seq.PosOf(trig) > prodPos {
 		return trig, pos, nil
 	}
@@ -78,4 +123,45 @@ func ByWindow(producer *graphdef.Node, consumers []*graphdef.Node, window int64,
 		return trig, pos, nil
 	}
 	return nil, pos, fmt.Errorf("no eligible op on the ancestry of %q after producer %q", first.Name, producer.Name)
+}
+
+// maxOrderScan bounds latestInOrder's scan: the positions it looks at before it leaves the
+// search to Latest's walk.
+const maxOrderScan = 256
+
+// latestInOrder returns what Latest(producer, first, seq.PosOf, limit, eligible, notAfter)
+// returns, found by scanning seq's positions down from limit: the first node there that
+// descends from producer (producer excluded), is an ancestor of first by the graph's
+// reachability labels, is eligible and passes notAfter is the answer, since positions are
+// distinct and increase from an ancestor to its descendant (an ancestor of first that Latest's
+// walk does not reach lies behind a node the scan meets first). found is false when the scan
+// cannot decide (no Order, a pair the labels do not decide, or more than maxOrderScan
+// positions looked at): the caller walks instead. Latest's walk looks at every ancestor of
+// first between limit and first, which for a window the size of the step made choosing a
+// plan's triggers quadratic in the graph; the scan stops at the first position that answers.
+// Unlike the walk, it is not cut off after maxVisits nodes, so on graphs larger than that it
+// finds the latest ancestor where the walk returned the best node seen before the cut.
+func latestInOrder(producer, first *graphdef.Node, seq *Sequence, limit int64, eligible Eligible, notAfter func(*graphdef.Node) bool) (trig *graphdef.Node, found bool) {
+	if seq.Order == nil {
+		return nil, false
+	}
+	d := newDescent(producer)
+	scanned := 0
+	for p := min(limit, int64(len(seq.Order))-1); p >= 0; p-- {
+		if scanned++; scanned > maxOrderScan {
+			return nil, false
+		}
+		n := seq.Order[p]
+		if n == first || n == producer || isBackEdge(n) || !d.of(n) {
+			continue
+		}
+		reach, known := n.Reaches(first)
+		if !known {
+			return nil, false
+		}
+		if reach && (eligible == nil || eligible(n)) && (notAfter == nil || !notAfter(n)) {
+			return n, true
+		}
+	}
+	return nil, true
 }
