@@ -40,7 +40,7 @@ TITLE = "## The zoo: user-style graphs on `v100-16gb` (issue 12)"
 # nodes run as written (the VirtualCluster does not optimize the graph), both branches of every
 # conditional run and function calls timed by their bytes (docs/SIMULATOR.md).
 VC_CONVENTIONS = ("grappler-times,tie-by-name,delayed-free,recv-ops,transient-recv,unknown-dims-as-one,no-workspace,"
-                  "no-forwarding,no-aliasing,no-resident-variables,run-value-dead,both-branches,calls-by-bytes")
+                  "no-forwarding,no-aliasing,no-resident-variables,run-value-dead,both-branches,calls-by-bytes,no-accumulators")
 # How close a peak must be to the VirtualCluster's (issue 12's done-means).
 PEAK_TOLERANCE = 0.10
 # Ops the VirtualCluster cannot judge a peak through, and why (docs/SIMULATOR.md).
