@@ -6,20 +6,14 @@ import (
 
 	"github.com/tfswap/tfswap/cost"
 	"github.com/tfswap/tfswap/graphdef"
+	"github.com/tfswap/tfswap/internal/testgraph"
 )
 
 // loadTestGraph loads testmodels/DIR/NAME.pb.
 func loadTestGraph(t testing.TB, dir, name string) *graphdef.Graph {
 	t.Helper()
 	path := filepath.Join("..", "testmodels", dir, name+".pb")
-	m, err := graphdef.Load(path, graphdef.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := graphdef.NewGraph(m.Graph, path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, g := testgraph.Load(t, path)
 	return g
 }
 

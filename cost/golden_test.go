@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/tfswap/tfswap/graphdef"
+	"github.com/tfswap/tfswap/internal/testgraph"
 )
 
 var update = flag.Bool("update", false, "rewrite the .golden files")
@@ -20,14 +21,7 @@ var update = flag.Bool("update", false, "rewrite the .golden files")
 func loadFixture(t testing.TB, name string) *graphdef.Graph {
 	t.Helper()
 	path := filepath.Join("..", "testmodels", "fixtures", name+".pb")
-	m, err := graphdef.Load(path, graphdef.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := graphdef.NewGraph(m.Graph, path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, g := testgraph.Load(t, path)
 	return g
 }
 

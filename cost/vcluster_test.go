@@ -14,6 +14,7 @@ import (
 
 	"github.com/tfswap/tfswap/cost"
 	"github.com/tfswap/tfswap/graphdef"
+	"github.com/tfswap/tfswap/internal/testgraph"
 	"github.com/tfswap/tfswap/rewrite"
 )
 
@@ -162,14 +163,7 @@ func TestVirtualClusterAgreement(t *testing.T) {
 	}
 	for i, path := range graphs {
 		got := vc.Graphs[i]
-		m, err := graphdef.Load(path, graphdef.LoadOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		g, err := graphdef.NewGraph(m.Graph, path)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, g := testgraph.Load(t, path)
 		// The VirtualCluster runs the graph as written: value-dead nodes too, which Grappler's
 		// dependency optimizer would turn into NoOps before a real run (Conventions.RunValueDead).
 		vc := cost.GrapplerConventions()

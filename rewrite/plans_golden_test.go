@@ -11,6 +11,7 @@ import (
 
 	"github.com/tfswap/tfswap/cost"
 	"github.com/tfswap/tfswap/graphdef"
+	"github.com/tfswap/tfswap/internal/testgraph"
 )
 
 // describePlan renders a planned rewrite as golden text: the prediction, the swaps with their
@@ -130,14 +131,7 @@ func planGoldens(t *testing.T, acc string) {
 	}
 	for _, fx := range planFixtures {
 		path := filepath.Join("../testmodels/fixtures", fx.name+".pb")
-		m, err := graphdef.Load(path, graphdef.LoadOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		g, err := graphdef.NewGraph(m.Graph, path)
-		if err != nil {
-			t.Fatal(err)
-		}
+		m, g := testgraph.Load(t, path)
 		sim := cost.Options{Fetch: []string{"train"}, BatchScale: fx.scale}
 		base, err := cost.Simulate(g, p, sim)
 		if err != nil {

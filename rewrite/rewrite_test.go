@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/tfswap/tfswap/graphdef"
+	"github.com/tfswap/tfswap/internal/testgraph"
 	apb "github.com/wamuir/graft/tensorflow/core/framework/attr_value_go_proto"
 	gpb "github.com/wamuir/graft/tensorflow/core/framework/graph_go_proto"
 	npb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
@@ -263,14 +264,7 @@ func TestFixturesRewrite(t *testing.T) {
 	for _, name := range []string{"mlp", "cnn", "resnet", "lstm"} {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join("../testmodels/fixtures", name+".pb")
-			m, err := graphdef.Load(path, graphdef.LoadOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			g, err := graphdef.NewGraph(m.Graph, path)
-			if err != nil {
-				t.Fatal(err)
-			}
+			m, g := testgraph.Load(t, path)
 			res, err := Rewrite(m, Options{})
 			if err != nil {
 				t.Fatal(err)
