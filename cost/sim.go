@@ -93,6 +93,16 @@ type Conventions struct {
 	// element's bytes times the loop's iterations between the forward and the backward loop
 	// (see accumulators.go).
 	NoAccumulators bool
+	// MergeReruns: a while loop's Merge runs again when its NextIteration ends, on its device
+	// in the ready order, without delivering its outputs again; until that second run ends it
+	// holds the tensors it reads (the loop's Enter and the NextIteration) and its own outputs
+	// (what Grappler's VirtualScheduler does: it runs a Merge whenever one of its inputs
+	// becomes ready, skips its outputs the second time, and its trace records the Merge once
+	// from its first start to its last end, which GraphMemory reads as the span of the Merge's
+	// inputs and outputs). Otherwise a loop's Merge runs once, on its Enter, and releases the
+	// Enter's tensor when it ends. Not one of Grappler's accounting rules: how the
+	// VirtualScheduler schedules a v1 loop, which runs its body once.
+	MergeReruns bool
 }
 
 // GrapplerConventions returns the accounting rules of Grappler's VirtualCluster.
@@ -479,6 +489,10 @@ type sim struct {
 	tl       *Timeline
 	bodies   map[string]callCost // function bodies costed (calls.go), by function and device
 	acc      *accumulators       // the while loops' accumulators (accumulators.go), nil for none
+
+	// loopMerge marks the loop Merges that run again when their NextIteration ends
+	// (MergeReruns); ranOnce those of them whose first run has ended.
+	loopMerge, ranOnce []bool
 }
 
 // Simulate replays one step of g on devices described by p. See docs/SIMULATOR.md for the
@@ -548,6 +562,24 @@ func fanin(g *graphdef.Graph, fetch []string) ([]bool, error) {
 
 func isBackEdgeSource(n *graphdef.Node) bool {
 	return n.Op == "NextIteration" || n.Op == "RefNextIteration"
+}
+
+// findLoopMerges marks the Merges that run again when a NextIteration of the step ends
+// (Conventions.MergeReruns): those that read a simulated NextIteration on their own device.
+// A Merge run as a NoOp holds nothing and is not marked.
+func (s *sim) findLoopMerges() {
+	nn := len(s.g.Nodes)
+	s.loopMerge, s.ranOnce = make([]bool, nn), make([]bool, nn)
+	for _, n := range s.g.Nodes {
+		if !s.incl[n.Index] || (n.Op != "Merge" && n.Op != "RefMerge") || !s.reads(n.Index) {
+			continue
+		}
+		for _, in := range n.Inputs {
+			if isBackEdgeSource(in.Node) && s.incl[in.Node.Index] && s.dev[in.Node.Index] == s.dev[n.Index] {
+				s.loopMerge[n.Index] = true
+			}
+		}
+	}
 }
 
 func (s *sim) deviceIndex(name string, gpu bool) int32 {
@@ -820,6 +852,9 @@ func (s *sim) setup() error {
 		}
 	}
 	s.acc = s.findAccumulators()
+	if s.conv.MergeReruns {
+		s.findLoopMerges()
+	}
 	s.makeEngines()
 	for _, n := range g.Nodes {
 		if incl[n.Index] && s.pend[n.Index] == 0 {
@@ -1220,6 +1255,12 @@ func (s *sim) startOp(node int, t int64) {
 	dv := s.dev[node]
 	d := s.devs[dv]
 	s.start[node] = t
+	if s.loopMerge != nil && s.ranOnce[node] {
+		// A loop Merge's second run (MergeReruns): its outputs exist already.
+		s.occupy(d, node)
+		s.push(t+s.dur[node], evOpDone, int32(node))
+		return
+	}
 	off := s.outOf[node]
 	nOut := numOutputs(n)
 	if s.pruned != nil && s.pruned[node] {
@@ -1275,13 +1316,19 @@ func (s *sim) startOp(node int, t int64) {
 	if s.acc != nil {
 		s.accumulatorPushed(node, t)
 	}
+	s.occupy(d, node)
+	s.push(t+s.dur[node], evOpDone, int32(node))
+}
+
+// occupy counts node's run on device d and, unless it runs inline beside a host kernel,
+// makes the device busy with it.
+func (s *sim) occupy(d *simDevice, node int) {
 	d.res.Ops++
 	d.res.BusyTime += s.dur[node]
 	if !s.inlined[node] {
 		d.busy = true
 		d.kernel = s.inlineOK == nil || !s.inlineOK[node]
 	}
-	s.push(t+s.dur[node], evOpDone, int32(node))
 }
 
 // mergedInput returns the data input whose tensor the Merge n forwards as its output: the
@@ -1344,28 +1391,31 @@ func (s *sim) finishOp(node int, t int64) {
 	if s.tl != nil {
 		s.tl.Ops = append(s.tl.Ops, OpSpan{Node: n, Device: int(dv), Start: s.start[node], End: t})
 	}
-	// Release the inputs (a NoOp holds none).
-	for i, in := range n.Inputs {
-		if isBackEdgeSource(in.Node) || !s.reads(node) {
-			continue
-		}
-		if s.dev[in.Node.Index] != dv && s.conv.TransientRecv {
-			s.unref(s.outB[s.outOf[in.Node.Index]+int32(in.Port)], t)
-			continue
-		}
-		s.unref(s.inputBuf(n, i), t)
-	}
-	off := s.outOf[node]
-	for port := 0; port < numOutputs(n); port++ {
-		if s.newB[off+int32(port)] {
-			s.unref(s.outB[off+int32(port)], t)
-		}
+	rerun := s.loopMerge != nil && s.loopMerge[node]
+	switch {
+	case rerun && s.ranOnce[node]:
+		// The second run of a loop Merge ends (MergeReruns): it releases what it read, the
+		// NextIteration's tensor too, and its outputs; it delivers nothing.
+		s.releaseRead(n, t, true)
+		return
+	case rerun:
+		// The first run keeps what it read and its outputs until the second ends.
+		s.ranOnce[node] = true
+	default:
+		s.releaseRead(n, t, false)
 	}
 	s.unref(s.wsBuf[node], t)
 	if s.acc != nil {
 		s.accumulatorFinished(node, t)
 	}
 	if isBackEdgeSource(n) {
+		if s.loopMerge != nil {
+			for _, u := range n.Consumers[0] {
+				if c := u.Node.Index; s.loopMerge[c] && s.ranOnce[c] && s.dev[c] == dv {
+					s.makeReady(c, t)
+				}
+			}
+		}
 		return
 	}
 	// Deliver the outputs.
@@ -1399,6 +1449,28 @@ func (s *sim) finishOp(node int, t int64) {
 		}
 		x := s.transfer(node, -1, s.dev[c.Index], t)
 		s.xfers[x].waiters = append(s.xfers[x].waiters, int32(c.Index))
+	}
+}
+
+// releaseRead drops the references n holds when it ends: to the tensors it reads (a NoOp holds
+// none; a NextIteration's only with backEdges) and to the outputs it allocated.
+func (s *sim) releaseRead(n *graphdef.Node, t int64, backEdges bool) {
+	node, dv := n.Index, s.dev[n.Index]
+	for i, in := range n.Inputs {
+		if isBackEdgeSource(in.Node) && !backEdges || !s.reads(node) {
+			continue
+		}
+		if s.dev[in.Node.Index] != dv && s.conv.TransientRecv {
+			s.unref(s.outB[s.outOf[in.Node.Index]+int32(in.Port)], t)
+			continue
+		}
+		s.unref(s.inputBuf(n, i), t)
+	}
+	off := s.outOf[node]
+	for port := 0; port < numOutputs(n); port++ {
+		if s.newB[off+int32(port)] {
+			s.unref(s.outB[off+int32(port)], t)
+		}
 	}
 }
 
