@@ -76,9 +76,10 @@ func TestShapeMadeTensorsCarryTheBatch(t *testing.T) {
 // TestLoopMergeReruns: under MergeReruns a while loop's Merge runs again when its
 // NextIteration ends, as Grappler's VirtualScheduler runs it, and holds the loop Enter's
 // tensor and its own output until then; both are then released, the NextIteration's tensor
-// too. A one-op loop body over a 16 KiB tensor: the second run starts when the NextIteration
-// ends, the peak holds the Enter's tensor and the Merge's output beside the body's (without
-// the rule both are freed before the body runs), and nothing is left at the end of the step.
+// too. A one-op loop body over a 16 KiB tensor: the Merge's span ends after the
+// NextIteration's, the peak holds the Enter's tensor and the Merge's output beside the
+// body's (without the rule both are freed before the body runs), and nothing is left at the
+// end of the step.
 func TestLoopMergeReruns(t *testing.T) {
 	b := newBuilder()
 	const dev = "/device:GPU:0"
@@ -117,8 +118,9 @@ func TestLoopMergeReruns(t *testing.T) {
 			ni = o
 		}
 	}
-	if len(merges) != 2 || merges[1].Start < ni.End {
-		t.Fatalf("merge-reruns: the Merge ran %d time(s) (%v), the NextIteration %d-%d ns: want a second run when it ends", len(merges), merges, ni.Start, ni.End)
+	// The trace gives the Merge one span, from its first run's start to its second's end.
+	if len(merges) != 1 || merges[0].Start >= ni.Start || merges[0].End <= ni.End {
+		t.Fatalf("merge-reruns: the Merge's spans %v, the NextIteration's %d-%d ns: want one span from before it to after it", merges, ni.Start, ni.End)
 	}
 	const tensor = 64 * 64 * 4
 	pw, pwo := with.Compute().PeakBytes, without.Compute().PeakBytes
