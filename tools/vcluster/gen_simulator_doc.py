@@ -793,6 +793,18 @@ def write(out, profiles, names, rows, scaled, r50, plot_rel, tfver, gpu, dev, co
       "gradient loop's pop may run before the forward loop's push. tfswap holds every "
       "iteration's element in the accumulator from the push until its last pop, and a pop waits"
       " for the pushes (see *Ready order*). No graph of the table below has a loop.")
+    d("13. **merge-reruns.** The VirtualScheduler runs a `Merge` whenever one of its inputs "
+      "becomes ready: a while loop's `Merge` runs on its `Enter`, then again when the loop's "
+      "`NextIteration` ends, without scheduling its outputs the second time, and its trace "
+      "gives both runs one span, from the first start to the second end "
+      "(`SchedulerState::MarkNodeExecuted`, a \"previously executed merge\"). `GraphMemory` reads "
+      "that span: the `Enter`'s tensor, the `NextIteration`'s and the `Merge`'s outputs stay "
+      "live until the body has run, the loop-invariant gradient accumulators "
+      "(`Enter_grad/b_acc_1`, a weight's size) among them. tfswap's loop `Merge` runs once and "
+      "frees the `Enter`'s tensor when it ends, as TensorFlow's executor does (the `Enter` and "
+      "the `Merge` forward one buffer); `--conventions merge-reruns` runs it again. It is not "
+      "part of `--grappler`; on the zoo's `rnn_v1` it is what the two simulators disagreed on "
+      "(`TestLoopVirtualCluster`). No graph of the table below has a loop.")
     d()
     d("Switching the rules back one at a time, starting from Grappler's (the first column, equal to "
       "VirtualCluster's nanosecond figure above) and ending at tfswap's, shows what each contributes "
