@@ -158,10 +158,12 @@ var TighterBudgets = []int64{950, 900}
 // (95%), +12.6% at 3.23 GiB, all with recomputations.
 var TighterRecompute = true
 
-// TighterLinkBound says whether planTighter skips a tighter budget whose plans cannot beat the
-// best plan so far by their link bounds (swapBound, and the screened level's bound when
-// recomputing), instead of planning it to find out. Tests turn it off to compare.
-var TighterLinkBound = true
+// LinkBoundSkip says whether auto skips a planning whose plans cannot beat the best plan so
+// far by their link bounds (linkBoundStep), instead of running it to find out: a tighter
+// budget (planTighter: swapBound, and the screened level's bound when recomputing) and the
+// recomputed retries with chains of one output or apart (planRecomputedToBeat). Tests turn
+// it off to compare.
+var LinkBoundSkip = true
 
 // planTighter plans with planner for each of TighterBudgets and returns, as a stage judged by
 // pr's budgets, the best plan found that fits and beats cur, the problem that planned it (for
@@ -171,7 +173,7 @@ var TighterLinkBound = true
 // on the graph with recomputations as the recompute pass plans it (pr.planRecomputed), whose
 // plan is then judged again on that graph by pr's budgets. A tighter budget is not planned
 // when cur fits and its link bounds show that neither plan could beat cur
-// (TighterLinkBound). It returns a nil stage when the
+// (LinkBoundSkip). It returns a nil stage when the
 // unswapped step fits, when cur fits without overhead, or when no tighter plan beats it.
 // model and a are pr's graph and analysis, for the swap-only stages.
 func (pr *Problem) planTighter(planner *Strategy, cur *Evaluation, recompute bool, model *graphdef.Model, a *Analysis) (*stage, *Problem, int, error) {
@@ -208,7 +210,7 @@ func (pr *Problem) planTighter(planner *Strategy, cur *Evaluation, recompute boo
 		// swap-only plan (bounded on the unswapped step) nor the recomputed one (bounded on
 		// the level planRecomputed would plan) can beat cur, the budget is not planned.
 		var screened *rcLevel
-		if TighterLinkBound && cur != nil && cur.Fits && pr2.swapBound() > cur.StepTime {
+		if LinkBoundSkip && cur != nil && cur.Fits && pr2.swapBound() > cur.StepTime {
 			if !recompute {
 				sims += pr2.sims
 				continue
@@ -331,6 +333,21 @@ func (pr *Problem) planRecomputed(planner *Strategy, mode string, ev0 *Evaluatio
 	best, err := pr.screenRecomputes(mode, single, apart)
 	if err != nil || best == nil {
 		return nil, err
+	}
+	return pr.planRecomputeLevel(planner, mode, ev0, best)
+}
+
+// planRecomputedToBeat is planRecomputed for a pass that keeps its outcome only when it
+// beats cur: when cur fits and the screened level's link bound is longer than cur's step (no
+// plan on that graph is faster than its bound), it returns nil without planning the level
+// (LinkBoundSkip).
+func (pr *Problem) planRecomputedToBeat(planner *Strategy, mode string, ev0, cur *Evaluation, single, apart bool) (*stage, error) {
+	best, err := pr.screenRecomputes(mode, single, apart)
+	if err != nil || best == nil {
+		return nil, err
+	}
+	if LinkBoundSkip && mode == "auto" && cur != nil && cur.Fits && best.est > cur.StepTime {
+		return nil, nil
 	}
 	return pr.planRecomputeLevel(planner, mode, ev0, best)
 }

@@ -7,18 +7,19 @@ import (
 	"github.com/tfswap/tfswap/cost"
 )
 
-// TestTighterLinkBoundKeepsPlans: skipping the tighter budgets whose plans cannot beat the
-// best plan so far by their link bounds (TighterLinkBound) leaves auto's plan as it was: on
-// the fixtures and a synthetic residual graph (the training step, fetch "train") at 80%, 60%
-// and 50% of the unswapped peak on v100-16gb, the plans with and without the skip have the
-// same swaps, waits, recomputations, strategy and step, or both fail to fit. The test fails unless the skip saved simulations somewhere (it would
-// then test nothing).
-func TestTighterLinkBoundKeepsPlans(t *testing.T) {
+// TestLinkBoundSkipKeepsPlans: skipping the plannings (tighter budgets, recomputed retries)
+// whose plans cannot beat the best plan so far by their link bounds (LinkBoundSkip) leaves
+// auto's plan as it was: on the fixtures and a synthetic residual graph (the training step,
+// fetch "train") at 80%, 60% and 50% of the unswapped peak on v100-16gb, the plans with and
+// without the skip have the same swaps, waits, recomputations, strategy and step, or both
+// fail to fit. The test fails unless the skip saved simulations somewhere (it would then test
+// nothing).
+func TestLinkBoundSkipKeepsPlans(t *testing.T) {
 	if testing.Short() {
-		t.Skip("plans five graphs at two budgets twice")
+		t.Skip("plans five graphs at three budgets twice")
 	}
 	graphs, v100 := fixturesAndSynth400(t)
-	defer func(saved bool) { TighterLinkBound = saved }(TighterLinkBound)
+	defer func(saved bool) { LinkBoundSkip = saved }(LinkBoundSkip)
 	saved := false
 	for _, gr := range graphs {
 		sim := cost.Options{Fetch: []string{"train"}}
@@ -29,7 +30,7 @@ func TestTighterLinkBoundKeepsPlans(t *testing.T) {
 		peak := base.Base.Devices[0].Peak
 		for _, pct := range []int64{80, 60, 50} {
 			plan := func(skip bool) (*Planned, error) {
-				TighterLinkBound = skip
+				LinkBoundSkip = skip
 				res, err := RewriteWithPlanner(gr.m, Options{}, PlanOptions{Profile: v100, Budget: peak * pct / 100, Sim: sim})
 				var nf *NoFitError
 				if err != nil && !errors.As(err, &nf) {
