@@ -144,9 +144,9 @@ func TestFunctionCallsFromBodies(t *testing.T) {
 // VirtualCluster where it can judge. The VirtualCluster times a function call by its bytes
 // and runs both sides of a v1 conditional, so tfswap is compared with it under Grappler's
 // conventions plus calls-by-bytes: the graphs with calls (fn_call, stateful_call, if_cnn)
-// and the conditional's twin must match its nanosecond and microsecond peaks to the byte.
-// On cond_cnn the VirtualScheduler's handling of Switch and Merge is not reproduced; the
-// figures are logged.
+// and the conditional's twin must match its nanosecond and microsecond peaks to the byte;
+// cond_cnn, whose Merges run as the VirtualScheduler runs them (once per input, see
+// TestBothBranchesMergeRunsPerInput), within 10% (issue 12's tolerance), not to the byte.
 func TestControlFlowVirtualCluster(t *testing.T) {
 	py := venvPython(t)
 	if py == "" {
@@ -187,6 +187,11 @@ func TestControlFlowVirtualCluster(t *testing.T) {
 		d := r.Compute()
 		t.Logf("%-14s VirtualCluster ns %9d us %9d; tfswap (Grappler's rules, calls by bytes, both branches) ns %9d us %9d", n, want.PeakBytes, want.PeakBytesUS, d.PeakBytes, d.MicrosecondPeakBytes)
 		if n == "cond_cnn" {
+			for _, p := range [][2]int64{{d.PeakBytes, want.PeakBytes}, {d.MicrosecondPeakBytes, want.PeakBytesUS}} {
+				if absDiff(p[0], p[1]) > 0.10 {
+					t.Errorf("%s: peak %d, VirtualCluster %d (%+.1f%%, over 10%%)", n, p[0], p[1], 100*relDiff(p[0], p[1]))
+				}
+			}
 			continue
 		}
 		if d.PeakBytes != want.PeakBytes || d.MicrosecondPeakBytes != want.PeakBytesUS {
@@ -222,5 +227,80 @@ func TestFunctionBodiesScaleWithBatch(t *testing.T) {
 	}
 	if d := absDiff(call.Compute().PeakBytes, twin.Compute().PeakBytes); d > 0.10 {
 		t.Errorf("fn_call's peak at x8 (%d) is %.1f%% off the inline model's (%d)", call.Compute().PeakBytes, 100*d, twin.Compute().PeakBytes)
+	}
+}
+
+// TestBothBranchesMergeRunsPerInput: with both branches of a v1 conditional run (the
+// both-branches convention, with Grappler's accounting as the VirtualCluster has it), a
+// conditional's Merge runs as Grappler's VirtualScheduler runs it: as soon as its first input
+// arrives, handing its output to its consumers then, and again when each later input arrives,
+// holding its inputs (the paired zero gradient of one side beside the gradient of the other)
+// until its last run ends. On cond_cnn's gradient Merges, whose zero-gradient inputs arrive
+// long before the gradients, the Merge starts before its last input's producer has ended,
+// some consumer starts before that too, and the Merge ends after every input's producer.
+func TestBothBranchesMergeRunsPerInput(t *testing.T) {
+	g := cfGraph(t, "cond_cnn")
+	conv := cost.GrapplerConventions()
+	conv.BothBranches, conv.RunValueDead = true, true
+	r := cfSim(t, g, conv)
+	spans := map[string]cost.OpSpan{}
+	for _, op := range r.Timeline.Ops {
+		if _, dup := spans[op.Node.Name]; dup {
+			t.Errorf("%s: more than one span in the timeline", op.Node.Name)
+		}
+		spans[op.Node.Name] = op
+	}
+	early := 0
+	for _, n := range g.Nodes {
+		m, ok := spans[n.Name]
+		if n.Op != "Merge" || !ok || len(n.Inputs) < 2 {
+			continue
+		}
+		var first, last int64 = math.MaxInt64, 0
+		for _, in := range n.Inputs {
+			p, ok := spans[in.Node.Name]
+			if !ok {
+				t.Fatalf("%s: input %s did not run with both branches", n.Name, in.Node.Name)
+			}
+			first, last = min(first, p.End), max(last, p.End)
+		}
+		if m.Start < first {
+			t.Errorf("%s started at %d ns, before its first input arrived at %d ns", n.Name, m.Start, first)
+		}
+		if m.End < last {
+			t.Errorf("%s ended at %d ns, before its last input arrived at %d ns", n.Name, m.End, last)
+		}
+		if m.Start >= last {
+			continue // its inputs arrived together
+		}
+		early++
+		consumerEarly := false
+		for _, uses := range n.Consumers {
+			for _, u := range uses {
+				if c, ok := spans[u.Node.Name]; ok && c.Start < last {
+					consumerEarly = true
+				}
+			}
+		}
+		if !consumerEarly {
+			t.Errorf("%s: no consumer started before its last input arrived at %d ns (the first run hands the output on)", n.Name, last)
+		}
+	}
+	if early == 0 {
+		t.Fatal("no Merge of cond_cnn ran before its last input arrived: the VirtualScheduler's Merge rule is not applied")
+	}
+	// Without both-branches a conditional runs one side: each Merge runs once its one input
+	// in the step has arrived.
+	one := cfSim(t, g, cost.GrapplerConventions())
+	ends := map[string]int64{}
+	for _, op := range one.Timeline.Ops {
+		ends[op.Node.Name] = op.End
+	}
+	for _, op := range one.Timeline.Ops {
+		for _, in := range op.Node.Inputs {
+			if e, ok := ends[in.Node.Name]; ok && op.Node.Op == "Merge" && op.Start < e {
+				t.Errorf("one branch taken: %s started at %d ns, before its input %s ended at %d ns", op.Node.Name, op.Start, in.Node.Name, e)
+			}
+		}
 	}
 }

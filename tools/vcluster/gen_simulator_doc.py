@@ -339,10 +339,17 @@ def write(out, profiles, names, rows, scaled, r50, plot_rel, tfver, gpu, dev, co
       "runs both sides of a v1 conditional and times a call by its bytes. With the two switches "
       "on, tfswap under Grappler's rules reproduces the VirtualCluster's nanosecond and "
       "microsecond peaks to the byte on the graphs of `testmodels/controlflow` that call "
-      "functions (`fn_call`, `stateful_call`, `if_cnn`) and on `cond_cnn_twin`; on the v1 "
-      "conditional itself the VirtualScheduler's handling of `Switch` and `Merge` is not "
-      "reproduced (`cond_cnn`: 25,896,097 bytes by the VirtualCluster, 22,748,957 by tfswap; "
-      "`TestControlFlowVirtualCluster`).")
+      "functions (`fn_call`, `stateful_call`, `if_cnn`) and on `cond_cnn_twin`. With both "
+      "branches run, a conditional's `Merge` runs as the VirtualScheduler runs it: as soon as one "
+      "input arrives, handing its output to its consumers, and again each time another input "
+      "arrives (`SchedulerState::GetOutputNodes` makes a `Merge` ready on every input, "
+      "`MarkNodeExecuted` runs it again without scheduling its outputs); the trace gives it one "
+      "span, from its first run's start to its last run's end, so that GraphMemory keeps its output "
+      "and every input, the paired zero gradient of one side beside the gradient of the other, "
+      "live until its last input has arrived (`vsMerge` in `cost/sim.go`), which the runtime never "
+      "does. On the v1 conditional `cond_cnn` that brings tfswap within 1% of the VirtualCluster, "
+      "not to the byte (`TestControlFlowVirtualCluster`: 25,896,097 bytes by the VirtualCluster, "
+      "26,043,545 by tfswap, 22,748,957 when the `Merge` waited for both inputs).")
     d()
     d("On the graphs of `testmodels/controlflow` (`testmodels/controlflow.py`, batch 8; simulated "
       "on `v100-16gb`, `--fetch train`, tfswap's accounting; the figures `TestCondAlternatives` "
