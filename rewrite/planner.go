@@ -210,7 +210,7 @@ func (pr *Problem) planTighter(planner *Strategy, cur *Evaluation, recompute boo
 		// swap-only plan (bounded on the unswapped step) nor the recomputed one (bounded on
 		// the level planRecomputed would plan) can beat cur, the budget is not planned.
 		var screened *rcLevel
-		if LinkBoundSkip && cur != nil && cur.Fits && pr2.swapBound() > cur.StepTime {
+		if pr2.linkBoundSkips(cur) && pr2.swapBound() > cur.StepTime {
 			if !recompute {
 				sims += pr2.sims
 				continue
@@ -273,6 +273,14 @@ func (pr *Problem) planTighter(planner *Strategy, cur *Evaluation, recompute boo
 		keep(js, rs.pr)
 	}
 	return best, bestPr, sims, nil
+}
+
+// linkBoundSkips reports whether a planning of pr may be skipped by its link bound when its
+// plan is kept only if it beats cur: LinkBoundSkip is set, cur fits, and the step has one
+// compute device (linkBoundStep takes the peak's time of the device with the largest peak and
+// the largest excess of any device, which bound the step only when they are one device's).
+func (pr *Problem) linkBoundSkips(cur *Evaluation) bool {
+	return LinkBoundSkip && cur != nil && cur.Fits && len(pr.Base.Devices) == 1
 }
 
 // swapBound is the shortest step a swap-only plan of pr can reach: the link bound
@@ -346,7 +354,7 @@ func (pr *Problem) planRecomputedToBeat(planner *Strategy, mode string, ev0, cur
 	if err != nil || best == nil {
 		return nil, err
 	}
-	if LinkBoundSkip && mode == "auto" && cur != nil && cur.Fits && best.est > cur.StepTime {
+	if mode == "auto" && pr.linkBoundSkips(cur) && best.est > cur.StepTime {
 		return nil, nil
 	}
 	return pr.planRecomputeLevel(planner, mode, ev0, best)
