@@ -87,3 +87,19 @@ def test_audit_rows():
     assert "| `gpt` | - | holds: inspect +6%, Grappler's -18%, VC's conventions +0% | **fails**: 1 of 3 fit" in md
     assert "| `unknown_batch` | unknown batch | n/a: the VirtualCluster counts the unknown batch as 1 |" in md
     assert "test logs at def" in md
+
+
+def test_audit_v1_cond_evidence():
+    """For a graph with a v1 conditional the audit says what the VirtualCluster cannot judge and
+    lists the tensors live at its peak that the JSON kept; without them it says nothing."""
+    g = dict(name="cond_v1", nodes=1, peak=400 << 10, grappler_peak=580 << 10, vc_conv_peak=903 << 10,
+             vcluster_peak=902 << 10, features=["v1 cond"], plans=[],
+             vcluster_live=["a/Switch:1 64.0", "a_1/Switch:0 64.0"])
+    md = zoo_bench.audit_markdown({"commit": "abc", "graphs": [g]})
+    assert "What the VirtualCluster cannot judge on `cond_v1`" in md
+    assert "Its peak (902.0 KiB) is not a peak a step has" in md
+    assert "are `a/Switch:1` 64.0, `a_1/Switch:0` 64.0, tensors of both sides" in md
+    assert ("the VC's conventions figure (903.0 KiB); tfswap's own accounting (`inspect`, 400.0 KiB) and "
+            "Grappler's (580.0 KiB) run the larger branch only.") in md
+    del g["vcluster_live"]
+    assert "cannot judge on" not in zoo_bench.audit_markdown({"commit": "abc", "graphs": [g]})

@@ -339,10 +339,17 @@ def write(out, profiles, names, rows, scaled, r50, plot_rel, tfver, gpu, dev, co
       "runs both sides of a v1 conditional and times a call by its bytes. With the two switches "
       "on, tfswap under Grappler's rules reproduces the VirtualCluster's nanosecond and "
       "microsecond peaks to the byte on the graphs of `testmodels/controlflow` that call "
-      "functions (`fn_call`, `stateful_call`, `if_cnn`) and on `cond_cnn_twin`; on the v1 "
-      "conditional itself the VirtualScheduler's handling of `Switch` and `Merge` is not "
-      "reproduced (`cond_cnn`: 25,896,097 bytes by the VirtualCluster, 22,748,957 by tfswap; "
-      "`TestControlFlowVirtualCluster`).")
+      "functions (`fn_call`, `stateful_call`, `if_cnn`) and on `cond_cnn_twin`. With both "
+      "branches run, a conditional's `Merge` runs as the VirtualScheduler runs it: as soon as one "
+      "input arrives, handing its output to its consumers, and again each time another input "
+      "arrives (`SchedulerState::GetOutputNodes` makes a `Merge` ready on every input, "
+      "`MarkNodeExecuted` runs it again without scheduling its outputs); the trace gives it one "
+      "span, from its first run's start to its last run's end, so that GraphMemory keeps its output "
+      "and every input, the paired zero gradient of one side beside the gradient of the other, "
+      "live until its last input has arrived (`vsMerge` in `cost/sim.go`), which the runtime never "
+      "does. On the v1 conditional `cond_cnn` that brings tfswap within 1% of the VirtualCluster, "
+      "not to the byte (`TestControlFlowVirtualCluster`: 25,896,097 bytes by the VirtualCluster, "
+      "26,043,545 by tfswap, 22,748,957 when the `Merge` waited for both inputs).")
     d()
     d("On the graphs of `testmodels/controlflow` (`testmodels/controlflow.py`, batch 8; simulated "
       "on `v100-16gb`, `--fetch train`, tfswap's accounting; the figures `TestCondAlternatives` "
@@ -779,6 +786,18 @@ def write(out, profiles, names, rows, scaled, r50, plot_rel, tfver, gpu, dev, co
       "gradient loop's pop may run before the forward loop's push. tfswap holds every "
       "iteration's element in the accumulator from the push until its last pop, and a pop waits"
       " for the pushes (see *Ready order*). No graph of the table below has a loop.")
+    d("13. **merge-reruns.** The VirtualScheduler runs a `Merge` whenever one of its inputs "
+      "becomes ready: a while loop's `Merge` runs on its `Enter`, then again when the loop's "
+      "`NextIteration` ends, without scheduling its outputs the second time, and its trace "
+      "gives both runs one span, from the first start to the second end "
+      "(`SchedulerState::MarkNodeExecuted`, a \"previously executed merge\"). `GraphMemory` reads "
+      "that span: the `Enter`'s tensor, the `NextIteration`'s and the `Merge`'s outputs stay "
+      "live until the body has run, the loop-invariant gradient accumulators "
+      "(`Enter_grad/b_acc_1`, a weight's size) among them. tfswap's loop `Merge` runs once and "
+      "frees the `Enter`'s tensor when it ends, as TensorFlow's executor does (the `Enter` and "
+      "the `Merge` forward one buffer); `--conventions merge-reruns` runs it again. It is not "
+      "part of `--grappler`; on the zoo's `rnn_v1` it is what the two simulators disagreed on "
+      "(`TestLoopVirtualCluster`). No graph of the table below has a loop.")
     d()
     d("Switching the rules back one at a time, starting from Grappler's (the first column, equal to "
       "VirtualCluster's nanosecond figure above) and ending at tfswap's, shows what each contributes "
