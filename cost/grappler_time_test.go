@@ -97,6 +97,40 @@ func TestGrapplerShapesTranspose(t *testing.T) {
 	}
 }
 
+// TestGrapplerShapesZeroGradientOfVariable: the zero gradient a v1 conditional builds for a
+// resource variable, Fill(VariableShape(v)), gets a dimension Grappler calls unknown (it
+// knows the value of a Shape, not of a VariableShape), and so does the gradient Merge of that
+// zero gradient and the other side's, whose dimensions differ in value; a Merge of two
+// inputs of the same known shape keeps it, as does a Fill of a Shape.
+func TestGrapplerShapesZeroGradientOfVariable(t *testing.T) {
+	b := newBuilder()
+	b.variable("v", "", []int64{16})
+	b.node("vs", "VariableShape", "", [][]int64{{1}}, map[string]*apb.AttrValue{"out_type": tAttr(int32T)}, "v")
+	b.node("zero", "Const", "", [][]int64{{}}, nil)
+	b.op("zeros", "Fill", "", []int64{16}, "vs", "zero")
+	b.op("grad", "Neg", "", []int64{16}, "v/read")
+	b.node("merge", "Merge", "", [][]int64{{16}, {}}, map[string]*apb.AttrValue{"N": iAttr(2)}, "zeros", "grad")
+	b.op("x", "Placeholder", "", []int64{4, 8})
+	b.node("xs", "Shape", "", [][]int64{{2}}, map[string]*apb.AttrValue{"out_type": tAttr(int32T)}, "x")
+	b.op("xzeros", "Fill", "", []int64{4, 8}, "xs", "zero")
+	b.op("xgrad", "Neg", "", []int64{4, 8}, "x")
+	b.node("xmerge", "Merge", "", [][]int64{{4, 8}, {}}, map[string]*apb.AttrValue{"N": iAttr(2)}, "xzeros", "xgrad")
+	g := b.graph(t)
+	s, err := NewShapes(g, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := GrapplerShapes(g, s)
+	for _, c := range []struct {
+		node string
+		want []int64
+	}{{"zeros", []int64{-1}}, {"merge", []int64{-1}}, {"grad", []int64{16}}, {"xzeros", []int64{4, 8}}, {"xmerge", []int64{4, 8}}} {
+		if got := gs.Out(g.Node(c.node), 0); !equalInts(got, c.want) {
+			t.Errorf("%s: %v, want %v", c.node, got, c.want)
+		}
+	}
+}
+
 func equalInts(a, b []int64) bool {
 	if len(a) != len(b) {
 		return false

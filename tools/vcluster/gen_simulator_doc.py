@@ -349,7 +349,14 @@ def write(out, profiles, names, rows, scaled, r50, plot_rel, tfver, gpu, dev, co
       "live until its last input has arrived (`vsMerge` in `cost/sim.go`), which the runtime never "
       "does. On the v1 conditional `cond_cnn` that brings tfswap within 1% of the VirtualCluster, "
       "not to the byte (`TestControlFlowVirtualCluster`: 25,896,097 bytes by the VirtualCluster, "
-      "26,043,545 by tfswap, 22,748,957 when the `Merge` waited for both inputs).")
+      "25,748,649 by tfswap, 22,748,957 when the `Merge` waited for both inputs): Grappler "
+      "gives the zero gradient of a resource variable (`Fill` of a `VariableShape`) and the "
+      "gradient `Merge` of it and the other side's unknown dimensions (`MergeShape` relaxes the "
+      "dimensions whose values differ), as tfswap does, but then makes the two filter gradients "
+      "of `cond_cnn` known again where `ResourceApplyGradientDescent`'s shape function merges them "
+      "with the variable's shape, which tfswap's model of Grappler's shapes does not follow "
+      "(2 x 73,728 bytes). On the zoo's `cond_v1` it reproduces the VirtualCluster's peak to the "
+      "byte (`TestVirtualClusterZoo`).")
     d()
     d("On the graphs of `testmodels/controlflow` (`testmodels/controlflow.py`, batch 8; simulated "
       "on `v100-16gb`, `--fetch train`, tfswap's accounting; the figures `TestCondAlternatives` "
