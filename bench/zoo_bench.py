@@ -272,8 +272,8 @@ def audit_markdown(data):
                    "VirtualCluster both, and each `Merge` once per input that arrives, so that the `Merge` of a "
                    "gradient holds the zero gradient of one side beside the gradient of the other until the later "
                    "arrives (docs/SIMULATOR.md, `vsMerge`). Its peak (%s KiB) is not a peak a step has: its largest "
-                   "tensors live then (KiB, tools/vcluster/vcluster.py) are %s, tensors of both sides of each "
-                   "conditional. It judges tfswap's model of the graph with both branches run, the VC's conventions "
+                   "tensors live then (KiB, tools/vcluster/vcluster.py) are %s, among them tensors of both sides of "
+                   "a conditional, which no step holds at once. It judges tfswap's model of the graph with both branches run, the VC's conventions "
                    "figure (%s KiB); tfswap's own accounting (`inspect`, %s KiB) and Grappler's (%s KiB) run the "
                    "larger branch only." % (
                        g["name"], kib(g["vcluster_peak"]),

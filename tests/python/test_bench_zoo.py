@@ -98,7 +98,7 @@ def test_audit_v1_cond_evidence():
     md = zoo_bench.audit_markdown({"commit": "abc", "graphs": [g]})
     assert "What the VirtualCluster cannot judge on `cond_v1`" in md
     assert "Its peak (902.0 KiB) is not a peak a step has" in md
-    assert "are `a/Switch:1` 64.0, `a_1/Switch:0` 64.0, tensors of both sides" in md
+    assert "are `a/Switch:1` 64.0, `a_1/Switch:0` 64.0, among them tensors of both sides" in md
     assert ("the VC's conventions figure (903.0 KiB); tfswap's own accounting (`inspect`, 400.0 KiB) and "
             "Grappler's (580.0 KiB) run the larger branch only.") in md
     del g["vcluster_live"]
