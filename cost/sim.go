@@ -95,6 +95,14 @@ type Conventions struct {
 	// element's bytes times the loop's iterations between the forward and the backward loop
 	// (see accumulators.go).
 	NoAccumulators bool
+	// MergeReruns: a while loop's Merge runs again when its NextIteration ends, on its device
+	// in the ready order, without delivering its outputs again, and holds the tensors it reads
+	// (the loop's Enter and the NextIteration) and its outputs until that second run ends, as
+	// Grappler's VirtualScheduler runs it (a Merge runs whenever one of its inputs becomes
+	// ready; see vsMerge). Otherwise a loop's Merge runs once, on its Enter, and releases the
+	// Enter's tensor when it ends, as TensorFlow's executor does. Not one of Grappler's
+	// accounting rules: how the VirtualScheduler schedules a v1 loop, whose body it runs once.
+	MergeReruns bool
 }
 
 // GrapplerConventions returns the accounting rules of Grappler's VirtualCluster.
@@ -460,7 +468,7 @@ type sim struct {
 	inlineOK []bool    // host ops that launch no kernel (simDevice.inline); nil with RecvOps
 	inlined  []bool    // ops started beside a host kernel: they leave the device's stream alone
 	start    []int64
-	merges   []vsMerge // BothBranches: the conditionals' Merges run as the VirtualScheduler runs them; nil for none
+	merges   []vsMerge // BothBranches, MergeReruns: Merges run as the VirtualScheduler runs them; nil for none
 	outOf    []int32   // first index in outBuf of a node's outputs
 	outB     []int32   // per output: its buffer, -1 for none
 	newB     []bool    // per output: whether the buffer was allocated by the op (hold to release)
@@ -553,6 +561,26 @@ func isBackEdgeSource(n *graphdef.Node) bool {
 	return n.Op == "NextIteration" || n.Op == "RefNextIteration"
 }
 
+// findLoopMerges marks the while loops' Merges that run again when their NextIteration ends
+// (Conventions.MergeReruns): the Merges of the step that read a NextIteration of the step on
+// their own device. A Merge run as a NoOp holds nothing and is not marked.
+func (s *sim) findLoopMerges() {
+	for _, n := range s.g.Nodes {
+		if !s.incl[n.Index] || (n.Op != "Merge" && n.Op != "RefMerge") || !s.reads(n.Index) {
+			continue
+		}
+		for _, in := range n.Inputs {
+			if isBackEdgeSource(in.Node) && s.incl[in.Node.Index] && s.dev[in.Node.Index] == s.dev[n.Index] {
+				if s.merges == nil {
+					s.merges = make([]vsMerge, len(s.g.Nodes))
+				}
+				s.merges[n.Index] = vsMerge{runs: s.pend[n.Index] + 1, loop: true}
+				break
+			}
+		}
+	}
+}
+
 func (s *sim) deviceIndex(name string, gpu bool) int32 {
 	for i, d := range s.devs {
 		if d.name == name {
@@ -601,13 +629,34 @@ func (s *sim) setup() error {
 		}
 		def = d
 	}
-	incl, err := fanin(g, s.opts.Fetch)
-	if err != nil {
-		return err
-	}
+	var facts *graphFacts // what the last simulation with the cache found about g, if g was its graph
 	if s.opts.callDepth == 0 {
 		s.cache = s.opts.Setup
-		s.same = s.cache.sameNodes(g, s.p)
+		if s.cache.Serves(s.p) {
+			facts = s.cache.factsFor(g, s.opts.Fetch)
+		}
+	}
+	var incl []bool
+	if facts != nil && facts.fanin != nil {
+		incl = slices.Clone(facts.fanin)
+	} else {
+		var err error
+		if incl, err = fanin(g, s.opts.Fetch); err != nil {
+			return err
+		}
+		if facts != nil {
+			facts.fanin = slices.Clone(incl)
+		}
+	}
+	if s.cache != nil {
+		if facts != nil && facts.sameSet {
+			s.same = facts.same
+		} else {
+			s.same = s.cache.sameNodes(g, s.p)
+			if facts != nil {
+				facts.same, facts.sameSet = s.same, true
+			}
+		}
 	}
 	if !s.conv.BothBranches {
 		// A conditional runs one branch: the smaller ones are not simulated.
@@ -629,11 +678,18 @@ func (s *sim) setup() error {
 	}
 	s.incl = incl
 	if !s.conv.RunValueDead {
-		convertible := noOpConvertible
-		if s.same != nil {
-			convertible = func(n *graphdef.Node) bool { return s.cache.noOpConvertible(s.same, n) }
+		if facts != nil && facts.prunedSet && slices.Equal(facts.prunedFor, incl) {
+			s.pruned = facts.pruned
+		} else {
+			convertible := noOpConvertible
+			if s.same != nil {
+				convertible = func(n *graphdef.Node) bool { return s.cache.noOpConvertible(s.same, n) }
+			}
+			s.pruned = prunedNodes(g, incl, s.opts.Fetch, convertible)
+			if facts != nil {
+				facts.prunedFor, facts.pruned, facts.prunedSet = slices.Clone(incl), s.pruned, true
+			}
 		}
-		s.pruned = prunedNodes(g, incl, s.opts.Fetch, convertible)
 		s.res.Pruned = s.pruned
 		for _, p := range s.pruned {
 			if p {
@@ -829,6 +885,9 @@ func (s *sim) setup() error {
 		}
 	}
 	s.acc = s.findAccumulators()
+	if s.conv.MergeReruns {
+		s.findLoopMerges()
+	}
 	s.makeEngines()
 	for _, n := range g.Nodes {
 		if incl[n.Index] && s.pend[n.Index] == 0 {
@@ -1317,11 +1376,14 @@ func (s *sim) startOp(node int, t int64) {
 // the Merge one span, from its first run's start to its last run's end, so that GraphMemory
 // keeps its output and every input, the paired zero gradient of the side not taken beside
 // the gradient of the side taken, live until the last input has arrived and the Merge has run
-// again.
+// again. A while loop's Merge (Conventions.MergeReruns) runs so too: on its Enter, and again
+// when the loop's NextIteration, whose tensor it then releases, ends; so GraphMemory keeps the
+// Enter's tensor and the Merge's output until the loop's body has run.
 type vsMerge struct {
 	runs     int32 // the inputs the step runs, each of which runs the Merge once
 	started  int32
 	finished int32
+	loop     bool // a while loop's Merge, run again by its NextIteration
 }
 
 // isCondMerge reports whether n is a conditional's Merge: a Merge no loop's NextIteration feeds.
@@ -1408,9 +1470,10 @@ func (s *sim) finishOp(node int, t int64) {
 	if s.tl != nil {
 		s.tl.Ops = append(s.tl.Ops, OpSpan{Node: n, Device: int(dv), Start: s.start[node], End: t})
 	}
-	// Release the inputs (a NoOp holds none).
+	// Release the inputs (a NoOp holds none; a loop's Merge run again the NextIteration's).
+	loop := s.merges != nil && s.merges[node].loop
 	for i, in := range n.Inputs {
-		if isBackEdgeSource(in.Node) || !s.reads(node) {
+		if isBackEdgeSource(in.Node) && !loop || !s.reads(node) {
 			continue
 		}
 		if s.dev[in.Node.Index] != dv && s.conv.TransientRecv {
@@ -1430,6 +1493,17 @@ func (s *sim) finishOp(node int, t int64) {
 		s.accumulatorFinished(node, t)
 	}
 	if isBackEdgeSource(n) {
+		if m := s.merges; m != nil {
+			// The tensor goes back to the loop's Merge, which runs again (MergeReruns).
+			for _, uses := range n.Consumers {
+				for _, u := range uses {
+					if c := u.Node.Index; m[c].loop && s.dev[c] == dv {
+						s.ready[c], s.lastX[c] = t, -1
+						s.makeReady(c, t)
+					}
+				}
+			}
+		}
 		return
 	}
 	if m := s.merges; m != nil && m[node].runs > 1 {

@@ -349,7 +349,16 @@ def write(out, profiles, names, rows, scaled, r50, plot_rel, tfver, gpu, dev, co
       "live until its last input has arrived (`vsMerge` in `cost/sim.go`), which the runtime never "
       "does. On the v1 conditional `cond_cnn` that brings tfswap within 1% of the VirtualCluster, "
       "not to the byte (`TestControlFlowVirtualCluster`: 25,896,097 bytes by the VirtualCluster, "
-      "26,043,545 by tfswap, 22,748,957 when the `Merge` waited for both inputs).")
+      "25,748,649 by tfswap, 22,748,957 when the `Merge` waited for both inputs): Grappler "
+      "gives the zero gradient of a resource variable (`Fill` of a `VariableShape`) and the "
+      "gradient `Merge` of it and the other side's unknown dimensions (`MergeShape` relaxes the "
+      "dimensions whose values differ), as tfswap does, but its trace gives the gradient "
+      "`Merge`s of `cond_cnn`'s two filters known shapes (`[3, 3, 32, 64]`, 2 x 73,728 bytes, which "
+      "tfswap counts as 4 bytes each), presumably from a later merge with the variable's shape in "
+      "`ResourceApplyGradientDescent`'s shape function, which tfswap's model of Grappler's shapes "
+      "does not follow; on the zoo's `cond_v1`, whose such gradients reach `ResourceApplyMomentum` "
+      "through an `AddN`, they stay unknown (not traced further). On `cond_v1` tfswap reproduces "
+      "the VirtualCluster's peak to the byte (`TestVirtualClusterZoo`).")
     d()
     d("On the graphs of `testmodels/controlflow` (`testmodels/controlflow.py`, batch 8; simulated "
       "on `v100-16gb`, `--fetch train`, tfswap's accounting; the figures `TestCondAlternatives` "
@@ -786,6 +795,18 @@ def write(out, profiles, names, rows, scaled, r50, plot_rel, tfver, gpu, dev, co
       "gradient loop's pop may run before the forward loop's push. tfswap holds every "
       "iteration's element in the accumulator from the push until its last pop, and a pop waits"
       " for the pushes (see *Ready order*). No graph of the table below has a loop.")
+    d("13. **merge-reruns.** The VirtualScheduler runs a `Merge` whenever one of its inputs "
+      "becomes ready: a while loop's `Merge` runs on its `Enter`, then again when the loop's "
+      "`NextIteration` ends, without scheduling its outputs the second time, and its trace "
+      "gives both runs one span, from the first start to the second end "
+      "(`SchedulerState::MarkNodeExecuted`, a \"previously executed merge\"). `GraphMemory` reads "
+      "that span: the `Enter`'s tensor, the `NextIteration`'s and the `Merge`'s outputs stay "
+      "live until the body has run, the loop-invariant gradient accumulators "
+      "(`Enter_grad/b_acc_1`, a weight's size) among them. tfswap's loop `Merge` runs once and "
+      "frees the `Enter`'s tensor when it ends, as TensorFlow's executor does (the `Enter` and "
+      "the `Merge` forward one buffer); `--conventions merge-reruns` runs it again. It is not "
+      "part of `--grappler`; on the zoo's `rnn_v1` it is what the two simulators disagreed on "
+      "(`TestLoopVirtualCluster`). No graph of the table below has a loop.")
     d()
     d("Switching the rules back one at a time, starting from Grappler's (the first column, equal to "
       "VirtualCluster's nanosecond figure above) and ending at tfswap's, shows what each contributes "
