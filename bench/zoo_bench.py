@@ -272,10 +272,25 @@ def audit_markdown(data):
                    "VirtualCluster both, and each `Merge` once per input that arrives, so that the `Merge` of a "
                    "gradient holds the zero gradient of one side beside the gradient of the other until the later "
                    "arrives (docs/SIMULATOR.md, `vsMerge`). Its peak (%s KiB) is not a peak a step has: its largest "
-                   "tensors live then (KiB, tools/vcluster/vcluster.py) are %s, tensors of both sides of each "
-                   "conditional. It judges tfswap's model of the graph with both branches run, the VC's conventions "
+                   "tensors live then (KiB, tools/vcluster/vcluster.py) are %s, among them tensors of both sides of "
+                   "a conditional, which no step holds at once. It judges tfswap's model of the graph with both branches run, the VC's conventions "
                    "figure (%s KiB); tfswap's own accounting (`inspect`, %s KiB) and Grappler's (%s KiB) run the "
                    "larger branch only." % (
+                       g["name"], kib(g["vcluster_peak"]),
+                       ", ".join("`%s` %s" % tuple(x.rsplit(" ", 1)) for x in g["vcluster_live"]),
+                       kib(g.get("vc_conv_peak")), kib(g["peak"]), kib(g["grappler_peak"])))
+        out.append("")
+    for g in data["graphs"]:
+        if "v1 loop" not in (g.get("features") or []) or not g.get("vcluster_live"):
+            continue
+        out.append("What the VirtualCluster counts on `%s` that a step does not hold: it runs a v1 while loop's body "
+                   "once and each loop `Merge` on its `Enter` and again when the loop's `NextIteration` ends, so that "
+                   "the `Enter`'s tensor and the `Merge`'s output stay live until the body has run (docs/SIMULATOR.md, "
+                   "merge-reruns); TensorFlow's executor forwards the `Enter`'s buffer through the `Merge` instead. "
+                   "Its largest tensors live at its peak (%s KiB; KiB, tools/vcluster/vcluster.py) are %s. The VC's "
+                   "conventions figure (%s KiB) models that; tfswap's own accounting (`inspect`, %s KiB) runs the "
+                   "loop's `Merge` as the runtime does and counts every iteration's accumulator elements, and "
+                   "Grappler's (%s KiB) frees the `Enter`'s tensor too." % (
                        g["name"], kib(g["vcluster_peak"]),
                        ", ".join("`%s` %s" % tuple(x.rsplit(" ", 1)) for x in g["vcluster_live"]),
                        kib(g.get("vc_conv_peak")), kib(g["peak"]), kib(g["grappler_peak"])))

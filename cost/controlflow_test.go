@@ -181,13 +181,7 @@ func TestControlFlowVirtualCluster(t *testing.T) {
 // when the project venv is missing (outside CI).
 func runVCluster(t *testing.T, paths []string) *vclusterOut {
 	t.Helper()
-	py := venvPython(t)
-	if py == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("the project venv is missing; run scripts/setup.sh")
-		}
-		t.Skip("no project venv (.venv/bin/python)")
-	}
+	py := requireVenv(t)
 	p, _ := cost.LookupProfile("v100-16gb")
 	prof, err := cost.MarshalProfile(p)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/tfswap/tfswap/graphdef"
 	apb "github.com/wamuir/graft/tensorflow/core/framework/attr_value_go_proto"
 	tpb "github.com/wamuir/graft/tensorflow/core/framework/types_go_proto"
 )
@@ -76,22 +77,11 @@ func TestGrapplerShapesTranspose(t *testing.T) {
 	b.node("t1", "Transpose", "", [][]int64{{4, 2, 3}}, nil, "x", "inv")
 	b.op("y", "Neg", "", []int64{4, 2, 3}, "t1")
 	b.node("mm", "BatchMatMulV2", "", [][]int64{{4, 2, 2}}, map[string]*apb.AttrValue{"adj_y": bAttr(true)}, "y", "y")
-	g := b.graph(t)
-	s, err := NewShapes(g, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := GrapplerShapes(g, s)
-	// Every dimension of t1 is unknown, and so are those of y, which keeps t1's; the matrix
-	// product's output is made of y's dimensions, merged with one another but known nowhere.
-	for _, c := range []struct {
-		node string
-		want []int64
-	}{{"t1", []int64{-1, -1, -1}}, {"y", []int64{-1, -1, -1}}, {"mm", []int64{-1, -1, -1}}, {"x", []int64{2, 3, 4}}} {
-		if got := gs.Out(g.Node(c.node), 0); !equalInts(got, c.want) {
-			t.Errorf("%s: %v, want %v", c.node, got, c.want)
-		}
-	}
+	g, s := grapplerShapesWant(t, b, []nodeShape{
+		// Every dimension of t1 is unknown, and so are those of y, which keeps t1's; the matrix
+		// product's output is made of y's dimensions, merged with one another but known nowhere.
+		{"t1", []int64{-1, -1, -1}}, {"y", []int64{-1, -1, -1}}, {"mm", []int64{-1, -1, -1}}, {"x", []int64{2, 3, 4}},
+	})
 	if got := s.Out(g.Node("t1"), 0); !equalInts(got, []int64{4, 2, 3}) {
 		t.Errorf("the recorded shapes changed: %v", got)
 	}
@@ -115,20 +105,34 @@ func TestGrapplerShapesZeroGradientOfVariable(t *testing.T) {
 	b.op("xzeros", "Fill", "", []int64{4, 8}, "xs", "zero")
 	b.op("xgrad", "Neg", "", []int64{4, 8}, "x")
 	b.node("xmerge", "Merge", "", [][]int64{{4, 8}, {}}, map[string]*apb.AttrValue{"N": iAttr(2)}, "xzeros", "xgrad")
+	grapplerShapesWant(t, b, []nodeShape{
+		{"zeros", []int64{-1}}, {"merge", []int64{-1}}, {"grad", []int64{16}}, {"xzeros", []int64{4, 8}}, {"xmerge", []int64{4, 8}},
+	})
+}
+
+// nodeShape is the shape a test wants for a node's first output.
+type nodeShape struct {
+	node string
+	want []int64
+}
+
+// grapplerShapesWant builds b's graph, requires GrapplerShapes to give each node of want its
+// shape (-1 for a dimension Grappler calls unknown), and returns the graph and its recorded
+// shapes.
+func grapplerShapesWant(t *testing.T, b *builder, want []nodeShape) (*graphdef.Graph, *Shapes) {
+	t.Helper()
 	g := b.graph(t)
 	s, err := NewShapes(g, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	gs := GrapplerShapes(g, s)
-	for _, c := range []struct {
-		node string
-		want []int64
-	}{{"zeros", []int64{-1}}, {"merge", []int64{-1}}, {"grad", []int64{16}}, {"xzeros", []int64{4, 8}}, {"xmerge", []int64{4, 8}}} {
+	for _, c := range want {
 		if got := gs.Out(g.Node(c.node), 0); !equalInts(got, c.want) {
 			t.Errorf("%s: %v, want %v", c.node, got, c.want)
 		}
 	}
+	return g, s
 }
 
 func equalInts(a, b []int64) bool {

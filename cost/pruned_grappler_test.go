@@ -23,13 +23,7 @@ import (
 // testmodels/controlflow's rnn_v1, and the zoo GPT (the gradient of the attention scale).
 // rewrite's analysis adds PrunedNodes to its value-dead nodes when the fetches are known.
 func TestPrunedNodesAgainstGrappler(t *testing.T) {
-	py := venvPython(t)
-	if py == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("the project venv is missing; run scripts/setup.sh")
-		}
-		t.Skip("no project venv (.venv/bin/python)")
-	}
+	py := requireVenv(t)
 	paths := []string{"../testmodels/zoo/rnn_v1.pb", "../testmodels/zoo/concrete.pb",
 		"../testmodels/controlflow/rnn_v1.pb", "../testmodels/zoo/gpt.pb"}
 	script, err := filepath.Abs("../tools/vcluster/dependency.py")

@@ -24,13 +24,7 @@ import (
 // which the runtime never does, so that it judges a conditional only under that convention.
 // tfswap's own accounting, which differs by design (docs/SIMULATOR.md), is logged.
 func TestVirtualClusterZoo(t *testing.T) {
-	py := venvPython(t)
-	if py == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("the project venv (.venv/bin/python, or $TFSWAP_PYTHON) is missing; run scripts/setup.sh")
-		}
-		t.Skip("no project venv (.venv/bin/python): run scripts/setup.sh to enable the VirtualCluster check")
-	}
+	py := requireVenv(t)
 	p, err := cost.LookupProfile("v100-16gb")
 	if err != nil {
 		t.Fatal(err)

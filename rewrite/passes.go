@@ -375,7 +375,7 @@ func passRecomputeSingle(st *planState) error {
 	if !st.recomputing || !(st.mode == "auto" && pr.fit.grappler() && pr.fit.tfswap && grapplerBound(st.final.ev, pr, st.rs)) {
 		return nil
 	}
-	rs2, err := pr.planRecomputed(st.planner, st.mode, st.ev, true, false)
+	rs2, err := pr.planRecomputedToBeat(st.planner, st.mode, st.ev, st.final.ev, true, false)
 	if err != nil {
 		return err
 	}
@@ -404,7 +404,7 @@ func passRecomputeApart(st *planState) error {
 	if !RecomputeApart || !st.recomputing || st.mode != "auto" || !linkBound(st.final.ev, st.pr) {
 		return nil
 	}
-	rs, err := st.pr.planRecomputed(st.planner, st.mode, st.ev, false, true)
+	rs, err := st.pr.planRecomputedToBeat(st.planner, st.mode, st.ev, st.final.ev, false, true)
 	if err != nil {
 		return err
 	}

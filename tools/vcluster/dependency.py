@@ -19,20 +19,15 @@ import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import vcluster  # noqa: E402  (tools/vcluster/vcluster.py)
 
 
 def optimized_ops(path, fetch):
-    import tensorflow as tf
-    from tensorflow.core.protobuf import config_pb2, meta_graph_pb2, rewriter_config_pb2
+    from tensorflow.core.protobuf import config_pb2, rewriter_config_pb2
     from tensorflow.python.grappler import tf_optimizer
 
-    gd = tf.compat.v1.GraphDef()
-    with open(path, "rb") as f:
-        gd.ParseFromString(f.read())
-    mg = meta_graph_pb2.MetaGraphDef()
-    mg.graph_def.CopyFrom(gd)
-    for name in fetch:
-        mg.collection_def["train_op"].node_list.value.append(name)
+    gd, mg = vcluster.load_metagraph(path, fetch)
     cfg = config_pb2.ConfigProto()
     rw = cfg.graph_options.rewrite_options
     rw.optimizers[:] = ["dependency"]

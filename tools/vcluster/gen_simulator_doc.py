@@ -362,11 +362,13 @@ def write(out, profiles, names, rows, scaled, r50, plot_rel, tfver, gpu, dev, co
       "25,748,649 by tfswap, 22,748,957 when the `Merge` waited for both inputs): Grappler "
       "gives the zero gradient of a resource variable (`Fill` of a `VariableShape`) and the "
       "gradient `Merge` of it and the other side's unknown dimensions (`MergeShape` relaxes the "
-      "dimensions whose values differ), as tfswap does, but then makes the two filter gradients "
-      "of `cond_cnn` known again where `ResourceApplyGradientDescent`'s shape function merges them "
-      "with the variable's shape, which tfswap's model of Grappler's shapes does not follow "
-      "(2 x 73,728 bytes). On the zoo's `cond_v1` it reproduces the VirtualCluster's peak to the "
-      "byte (`TestVirtualClusterZoo`).")
+      "dimensions whose values differ), as tfswap does, but its trace gives the gradient "
+      "`Merge`s of `cond_cnn`'s two filters known shapes (`[3, 3, 32, 64]`, 2 x 73,728 bytes, which "
+      "tfswap counts as 4 bytes each), presumably from a later merge with the variable's shape in "
+      "`ResourceApplyGradientDescent`'s shape function, which tfswap's model of Grappler's shapes "
+      "does not follow; on the zoo's `cond_v1`, whose such gradients reach `ResourceApplyMomentum` "
+      "through an `AddN`, they stay unknown (not traced further). On `cond_v1` tfswap reproduces "
+      "the VirtualCluster's peak to the byte (`TestVirtualClusterZoo`).")
     d()
     d("On the graphs of `testmodels/controlflow` (`testmodels/controlflow.py`, batch 8; simulated "
       "on `v100-16gb`, `--fetch train`, tfswap's accounting; the figures `TestCondAlternatives` "
