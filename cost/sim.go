@@ -629,13 +629,34 @@ func (s *sim) setup() error {
 		}
 		def = d
 	}
-	incl, err := fanin(g, s.opts.Fetch)
-	if err != nil {
-		return err
-	}
+	var facts *graphFacts // what the last simulation with the cache found about g, if g was its graph
 	if s.opts.callDepth == 0 {
 		s.cache = s.opts.Setup
-		s.same = s.cache.sameNodes(g, s.p)
+		if s.cache.Serves(s.p) {
+			facts = s.cache.factsFor(g, s.opts.Fetch)
+		}
+	}
+	var incl []bool
+	if facts != nil && facts.fanin != nil {
+		incl = slices.Clone(facts.fanin)
+	} else {
+		var err error
+		if incl, err = fanin(g, s.opts.Fetch); err != nil {
+			return err
+		}
+		if facts != nil {
+			facts.fanin = slices.Clone(incl)
+		}
+	}
+	if s.cache != nil {
+		if facts != nil && facts.sameSet {
+			s.same = facts.same
+		} else {
+			s.same = s.cache.sameNodes(g, s.p)
+			if facts != nil {
+				facts.same, facts.sameSet = s.same, true
+			}
+		}
 	}
 	if !s.conv.BothBranches {
 		// A conditional runs one branch: the smaller ones are not simulated.
@@ -657,11 +678,18 @@ func (s *sim) setup() error {
 	}
 	s.incl = incl
 	if !s.conv.RunValueDead {
-		convertible := noOpConvertible
-		if s.same != nil {
-			convertible = func(n *graphdef.Node) bool { return s.cache.noOpConvertible(s.same, n) }
+		if facts != nil && facts.prunedSet && slices.Equal(facts.prunedFor, incl) {
+			s.pruned = facts.pruned
+		} else {
+			convertible := noOpConvertible
+			if s.same != nil {
+				convertible = func(n *graphdef.Node) bool { return s.cache.noOpConvertible(s.same, n) }
+			}
+			s.pruned = prunedNodes(g, incl, s.opts.Fetch, convertible)
+			if facts != nil {
+				facts.prunedFor, facts.pruned, facts.prunedSet = slices.Clone(incl), s.pruned, true
+			}
 		}
-		s.pruned = prunedNodes(g, incl, s.opts.Fetch, convertible)
 		s.res.Pruned = s.pruned
 		for _, p := range s.pruned {
 			if p {

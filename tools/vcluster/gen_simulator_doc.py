@@ -290,7 +290,17 @@ def write(out, profiles, names, rows, scaled, r50, plot_rel, tfver, gpu, dev, co
       "VirtualCluster's where the accumulators are live at the peak (`rnn_v2`: 586.3 KiB "
       "without, 673.5 KiB with, the VirtualCluster 327.1 KiB in the zoo table of "
       "docs/BENCHMARKS.md; `rnn_v1`'s peak, in the optimizer's updates after the loops, does "
-      "not move: 505.5 KiB; simulated v100-16gb, zoo batch, at this change).")
+      "not move: 505.5 KiB; simulated v100-16gb, zoo batch, at this change). A rewrite that "
+      "places accumulators on the host (the LMS rewrite; a planned strategy's `accumulators` "
+      "pass, docs/PLANNING.md) is predicted by simulating the graph it writes, its "
+      "accumulators' nodes on the host and each push reading its tensor through a copy there, "
+      "so the accumulated bytes are the host's: on the control-flow rnn_v1, `rewrite "
+      "--strategy lms-fixed --min-bytes 1` predicts 35.4 KiB for the GPU, what `simulate` "
+      "gives for the written graph, where it predicted 87.7 KiB before, the accumulators "
+      "still counted on the GPU (simulated v100-16gb; `TestLMSPredictsPlacedAccumulators`). "
+      "The host side of such a push or pop (the stack's ops, timed by their bytes only) runs "
+      "beside the GPU's stream, so the simulated step of such a graph is shorter than the "
+      "unswapped one's (225.9 µs against 315.4 µs there).")
     d()
     d("**Value-dead nodes.** When the fetches are known (`--fetch`, or the training step tfswap "
       "finds), a node whose value nothing in the step reads runs as the `NoOp` Grappler's "
