@@ -10,6 +10,7 @@ import (
 
 	"github.com/tfswap/tfswap/cost"
 	"github.com/tfswap/tfswap/graphdef"
+	"github.com/tfswap/tfswap/internal/testgraph"
 )
 
 // cfGraph loads a graph of testmodels/controlflow (testmodels/controlflow.py).
@@ -144,17 +145,43 @@ func TestFunctionCallsFromBodies(t *testing.T) {
 // VirtualCluster where it can judge. The VirtualCluster times a function call by its bytes
 // and runs both sides of a v1 conditional, so tfswap is compared with it under Grappler's
 // conventions plus calls-by-bytes: the graphs with calls (fn_call, stateful_call, if_cnn)
-// and the conditional's twin must match its nanosecond and microsecond peaks to the byte.
-// On cond_cnn the VirtualScheduler's handling of Switch and Merge is not reproduced; the
-// figures are logged.
+// and the conditional's twin must match its nanosecond and microsecond peaks to the byte;
+// cond_cnn, whose Merges run as the VirtualScheduler runs them (once per input, see
+// TestBothBranchesMergeRunsPerInput), within 10% (issue 12's tolerance), not to the byte.
 func TestControlFlowVirtualCluster(t *testing.T) {
-	py := venvPython(t)
-	if py == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("the project venv is missing; run scripts/setup.sh")
-		}
-		t.Skip("no project venv (.venv/bin/python)")
+	names := []string{"cond_cnn_twin", "fn_call", "stateful_call", "if_cnn", "cond_cnn"}
+	var paths []string
+	for _, n := range names {
+		paths = append(paths, "../testmodels/controlflow/"+n+".pb")
 	}
+	vc := runVCluster(t, paths)
+	conv := cost.GrapplerConventions()
+	conv.CallsByBytes, conv.BothBranches, conv.RunValueDead = true, true, true
+	for i, n := range names {
+		want := vc.Graphs[i].Devices["/device:GPU:0"]
+		r := cfSim(t, cfGraph(t, n), conv)
+		d := r.Compute()
+		t.Logf("%-14s VirtualCluster ns %9d us %9d; tfswap (Grappler's rules, calls by bytes, both branches) ns %9d us %9d", n, want.PeakBytes, want.PeakBytesUS, d.PeakBytes, d.MicrosecondPeakBytes)
+		if n == "cond_cnn" {
+			for _, p := range [][2]int64{{d.PeakBytes, want.PeakBytes}, {d.MicrosecondPeakBytes, want.PeakBytesUS}} {
+				if absDiff(p[0], p[1]) > 0.10 {
+					t.Errorf("%s: peak %d, VirtualCluster %d (%+.1f%%, over 10%%)", n, p[0], p[1], 100*relDiff(p[0], p[1]))
+				}
+			}
+			continue
+		}
+		if d.PeakBytes != want.PeakBytes || d.MicrosecondPeakBytes != want.PeakBytesUS {
+			t.Errorf("%s: peaks %d and %d (ns, us), VirtualCluster %d and %d", n, d.PeakBytes, d.MicrosecondPeakBytes, want.PeakBytes, want.PeakBytesUS)
+		}
+	}
+}
+
+// runVCluster runs the graphs at paths (fetch train) through Grappler's VirtualCluster
+// (tools/vcluster/vcluster.py, profile v100-16gb) and returns its report; it skips the test
+// when the project venv is missing (outside CI).
+func runVCluster(t *testing.T, paths []string) *vclusterOut {
+	t.Helper()
+	py := requireVenv(t)
 	p, _ := cost.LookupProfile("v100-16gb")
 	prof, err := cost.MarshalProfile(p)
 	if err != nil {
@@ -164,11 +191,7 @@ func TestControlFlowVirtualCluster(t *testing.T) {
 	if err := os.WriteFile(profPath, prof, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	names := []string{"cond_cnn_twin", "fn_call", "stateful_call", "if_cnn", "cond_cnn"}
-	args := []string{"../tools/vcluster/vcluster.py", "--device-file", profPath, "--json", "--fetch", "train"}
-	for _, n := range names {
-		args = append(args, "../testmodels/controlflow/"+n+".pb")
-	}
+	args := append([]string{"../tools/vcluster/vcluster.py", "--device-file", profPath, "--json", "--fetch", "train"}, paths...)
 	cmd := exec.Command(py, args...)
 	cmd.Env = append(os.Environ(), "TF_CPP_MIN_LOG_LEVEL=3")
 	out, err := cmd.Output()
@@ -176,21 +199,39 @@ func TestControlFlowVirtualCluster(t *testing.T) {
 		t.Fatalf("vcluster.py: %v", err)
 	}
 	var vc vclusterOut
-	if err := json.Unmarshal(out, &vc); err != nil || len(vc.Graphs) != len(names) {
+	if err := json.Unmarshal(out, &vc); err != nil || len(vc.Graphs) != len(paths) {
 		t.Fatalf("vcluster.py output (%d graphs): %v", len(vc.Graphs), err)
 	}
+	return &vc
+}
+
+// TestLoopVirtualCluster checks the v1 while loops (dynamic_rnn with v1 control flow: the
+// zoo's rnn_v1, built through Keras, and testmodels/controlflow's) against Grappler's
+// VirtualCluster. Under the VirtualCluster's own conventions (Grappler's rules, both branches,
+// calls by bytes, value-dead nodes run, one element per accumulator push, and a loop's Merge
+// run again when its NextIteration ends, MergeReruns) tfswap's peak must be within 10% of the
+// VirtualCluster's nanosecond peak. Without MergeReruns it falls short by a fifth to a third:
+// the VirtualScheduler holds each loop Enter's tensor and its Merge's output until the
+// NextIteration ends, the gradient accumulators' among them (docs/SIMULATOR.md). The rest
+// of the difference is op times and sizes: Grappler's shape inference leaves the dimensions
+// of stack pops and TensorArray reads unknown (counted as 1), which tfswap's Grappler
+// shapes do not model; the figures are logged.
+func TestLoopVirtualCluster(t *testing.T) {
+	paths := []string{"../testmodels/zoo/rnn_v1.pb", "../testmodels/controlflow/rnn_v1.pb"}
+	vc := runVCluster(t, paths)
 	conv := cost.GrapplerConventions()
 	conv.CallsByBytes, conv.BothBranches, conv.RunValueDead = true, true, true
-	for i, n := range names {
-		want := vc.Graphs[i].Devices["/device:GPU:0"]
-		r := cfSim(t, cfGraph(t, n), conv)
-		d := r.Compute()
-		t.Logf("%-14s VirtualCluster ns %9d us %9d; tfswap (Grappler's rules, calls by bytes, both branches) ns %9d us %9d", n, want.PeakBytes, want.PeakBytesUS, d.PeakBytes, d.MicrosecondPeakBytes)
-		if n == "cond_cnn" {
-			continue
-		}
-		if d.PeakBytes != want.PeakBytes || d.MicrosecondPeakBytes != want.PeakBytesUS {
-			t.Errorf("%s: peaks %d and %d (ns, us), VirtualCluster %d and %d", n, d.PeakBytes, d.MicrosecondPeakBytes, want.PeakBytes, want.PeakBytesUS)
+	for i, path := range paths {
+		_, g := testgraph.Load(t, path)
+		want := vc.Graphs[i].Devices["/device:GPU:0"].PeakBytes
+		without := cfSim(t, g, conv).Compute().PeakBytes
+		reruns := conv
+		reruns.MergeReruns = true
+		got := cfSim(t, g, reruns).Compute().PeakBytes
+		t.Logf("%-36s VirtualCluster %7d; tfswap (its conventions) %7d (%+.1f%%), without merge-reruns %7d (%+.1f%%)",
+			path, want, got, 100*relDiff(got, want), without, 100*relDiff(without, want))
+		if d := relDiff(got, want); d > 0.10 || d < -0.10 {
+			t.Errorf("%s: tfswap under the VirtualCluster's conventions predicts a peak of %d bytes, the VirtualCluster %d (%+.1f%%, over 10%%)", path, got, want, 100*d)
 		}
 	}
 }
@@ -222,5 +263,80 @@ func TestFunctionBodiesScaleWithBatch(t *testing.T) {
 	}
 	if d := absDiff(call.Compute().PeakBytes, twin.Compute().PeakBytes); d > 0.10 {
 		t.Errorf("fn_call's peak at x8 (%d) is %.1f%% off the inline model's (%d)", call.Compute().PeakBytes, 100*d, twin.Compute().PeakBytes)
+	}
+}
+
+// TestBothBranchesMergeRunsPerInput: with both branches of a v1 conditional run (the
+// both-branches convention, with Grappler's accounting as the VirtualCluster has it), a
+// conditional's Merge runs as Grappler's VirtualScheduler runs it: as soon as its first input
+// arrives, handing its output to its consumers then, and again when each later input arrives,
+// holding its inputs (the paired zero gradient of one side beside the gradient of the other)
+// until its last run ends. On cond_cnn's gradient Merges, whose zero-gradient inputs arrive
+// long before the gradients, the Merge starts before its last input's producer has ended,
+// some consumer starts before that too, and the Merge ends after every input's producer.
+func TestBothBranchesMergeRunsPerInput(t *testing.T) {
+	g := cfGraph(t, "cond_cnn")
+	conv := cost.GrapplerConventions()
+	conv.BothBranches, conv.RunValueDead = true, true
+	r := cfSim(t, g, conv)
+	spans := map[string]cost.OpSpan{}
+	for _, op := range r.Timeline.Ops {
+		if _, dup := spans[op.Node.Name]; dup {
+			t.Errorf("%s: more than one span in the timeline", op.Node.Name)
+		}
+		spans[op.Node.Name] = op
+	}
+	early := 0
+	for _, n := range g.Nodes {
+		m, ok := spans[n.Name]
+		if n.Op != "Merge" || !ok || len(n.Inputs) < 2 {
+			continue
+		}
+		var first, last int64 = math.MaxInt64, 0
+		for _, in := range n.Inputs {
+			p, ok := spans[in.Node.Name]
+			if !ok {
+				t.Fatalf("%s: input %s did not run with both branches", n.Name, in.Node.Name)
+			}
+			first, last = min(first, p.End), max(last, p.End)
+		}
+		if m.Start < first {
+			t.Errorf("%s started at %d ns, before its first input arrived at %d ns", n.Name, m.Start, first)
+		}
+		if m.End < last {
+			t.Errorf("%s ended at %d ns, before its last input arrived at %d ns", n.Name, m.End, last)
+		}
+		if m.Start >= last {
+			continue // its inputs arrived together
+		}
+		early++
+		consumerEarly := false
+		for _, uses := range n.Consumers {
+			for _, u := range uses {
+				if c, ok := spans[u.Node.Name]; ok && c.Start < last {
+					consumerEarly = true
+				}
+			}
+		}
+		if !consumerEarly {
+			t.Errorf("%s: no consumer started before its last input arrived at %d ns (the first run hands the output on)", n.Name, last)
+		}
+	}
+	if early == 0 {
+		t.Fatal("no Merge of cond_cnn ran before its last input arrived: the VirtualScheduler's Merge rule is not applied")
+	}
+	// Without both-branches a conditional runs one side: each Merge runs once its one input
+	// in the step has arrived.
+	one := cfSim(t, g, cost.GrapplerConventions())
+	ends := map[string]int64{}
+	for _, op := range one.Timeline.Ops {
+		ends[op.Node.Name] = op.End
+	}
+	for _, op := range one.Timeline.Ops {
+		for _, in := range op.Node.Inputs {
+			if e, ok := ends[in.Node.Name]; ok && op.Node.Op == "Merge" && op.Start < e {
+				t.Errorf("one branch taken: %s started at %d ns, before its input %s ended at %d ns", op.Node.Name, op.Start, in.Node.Name, e)
+			}
+		}
 	}
 }

@@ -506,6 +506,31 @@ func (m *grapplerShapeModel) infer(n *graphdef.Node, port int) []int32 {
 		}
 		out[a] = m.u.fresh(sum)
 		return out
+	case op == "Fill" && port == 0 && len(n.Inputs) >= 1 && n.Inputs[0].Node.Op == "VariableShape":
+		// FillShapeFn makes its shape from the value of its dims input, which Grappler knows
+		// for a Shape or a Const but not for a VariableShape (a resource variable's zero
+		// gradient, gradients/zeros_N of a v1 conditional): every dimension is unknown.
+		return m.unknownOfRank(n, 0)
+	case (op == "Merge" || op == "RefMerge") && port == 0:
+		// MergeShape (control_flow_ops.cc): the first input's shape, with every dimension
+		// whose value differs in another input of the same rank made unknown.
+		first := m.in(n, 0)
+		if first == nil {
+			break
+		}
+		out := append([]int32(nil), first...)
+		for i := 1; i < len(n.Inputs); i++ {
+			x := m.in(n, i)
+			if len(x) != len(out) {
+				return m.fresh(n, 0)
+			}
+			for d := range x {
+				if m.u.value(x[d]) != m.u.value(out[d]) {
+					out[d] = m.u.fresh(-1)
+				}
+			}
+		}
+		return out
 	case (op == "FusedBatchNorm" || op == "FusedBatchNormV2" || op == "FusedBatchNormV3") && port == 0:
 		if hs := m.in(n, 0); hs != nil {
 			return hs

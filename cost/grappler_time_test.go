@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/tfswap/tfswap/graphdef"
 	apb "github.com/wamuir/graft/tensorflow/core/framework/attr_value_go_proto"
 	tpb "github.com/wamuir/graft/tensorflow/core/framework/types_go_proto"
 )
@@ -76,25 +77,62 @@ func TestGrapplerShapesTranspose(t *testing.T) {
 	b.node("t1", "Transpose", "", [][]int64{{4, 2, 3}}, nil, "x", "inv")
 	b.op("y", "Neg", "", []int64{4, 2, 3}, "t1")
 	b.node("mm", "BatchMatMulV2", "", [][]int64{{4, 2, 2}}, map[string]*apb.AttrValue{"adj_y": bAttr(true)}, "y", "y")
+	g, s := grapplerShapesWant(t, b, []nodeShape{
+		// Every dimension of t1 is unknown, and so are those of y, which keeps t1's; the matrix
+		// product's output is made of y's dimensions, merged with one another but known nowhere.
+		{"t1", []int64{-1, -1, -1}}, {"y", []int64{-1, -1, -1}}, {"mm", []int64{-1, -1, -1}}, {"x", []int64{2, 3, 4}},
+	})
+	if got := s.Out(g.Node("t1"), 0); !equalInts(got, []int64{4, 2, 3}) {
+		t.Errorf("the recorded shapes changed: %v", got)
+	}
+}
+
+// TestGrapplerShapesZeroGradientOfVariable: the zero gradient a v1 conditional builds for a
+// resource variable, Fill(VariableShape(v)), gets a dimension Grappler calls unknown (it
+// knows the value of a Shape, not of a VariableShape), and so does the gradient Merge of that
+// zero gradient and the other side's, whose dimensions differ in value; a Merge of two
+// inputs of the same known shape keeps it, as does a Fill of a Shape.
+func TestGrapplerShapesZeroGradientOfVariable(t *testing.T) {
+	b := newBuilder()
+	b.variable("v", "", []int64{16})
+	b.node("vs", "VariableShape", "", [][]int64{{1}}, map[string]*apb.AttrValue{"out_type": tAttr(int32T)}, "v")
+	b.node("zero", "Const", "", [][]int64{{}}, nil)
+	b.op("zeros", "Fill", "", []int64{16}, "vs", "zero")
+	b.op("grad", "Neg", "", []int64{16}, "v/read")
+	b.node("merge", "Merge", "", [][]int64{{16}, {}}, map[string]*apb.AttrValue{"N": iAttr(2)}, "zeros", "grad")
+	b.op("x", "Placeholder", "", []int64{4, 8})
+	b.node("xs", "Shape", "", [][]int64{{2}}, map[string]*apb.AttrValue{"out_type": tAttr(int32T)}, "x")
+	b.op("xzeros", "Fill", "", []int64{4, 8}, "xs", "zero")
+	b.op("xgrad", "Neg", "", []int64{4, 8}, "x")
+	b.node("xmerge", "Merge", "", [][]int64{{4, 8}, {}}, map[string]*apb.AttrValue{"N": iAttr(2)}, "xzeros", "xgrad")
+	grapplerShapesWant(t, b, []nodeShape{
+		{"zeros", []int64{-1}}, {"merge", []int64{-1}}, {"grad", []int64{16}}, {"xzeros", []int64{4, 8}}, {"xmerge", []int64{4, 8}},
+	})
+}
+
+// nodeShape is the shape a test wants for a node's first output.
+type nodeShape struct {
+	node string
+	want []int64
+}
+
+// grapplerShapesWant builds b's graph, requires GrapplerShapes to give each node of want its
+// shape (-1 for a dimension Grappler calls unknown), and returns the graph and its recorded
+// shapes.
+func grapplerShapesWant(t *testing.T, b *builder, want []nodeShape) (*graphdef.Graph, *Shapes) {
+	t.Helper()
 	g := b.graph(t)
 	s, err := NewShapes(g, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	gs := GrapplerShapes(g, s)
-	// Every dimension of t1 is unknown, and so are those of y, which keeps t1's; the matrix
-	// product's output is made of y's dimensions, merged with one another but known nowhere.
-	for _, c := range []struct {
-		node string
-		want []int64
-	}{{"t1", []int64{-1, -1, -1}}, {"y", []int64{-1, -1, -1}}, {"mm", []int64{-1, -1, -1}}, {"x", []int64{2, 3, 4}}} {
+	for _, c := range want {
 		if got := gs.Out(g.Node(c.node), 0); !equalInts(got, c.want) {
 			t.Errorf("%s: %v, want %v", c.node, got, c.want)
 		}
 	}
-	if got := s.Out(g.Node("t1"), 0); !equalInts(got, []int64{4, 2, 3}) {
-		t.Errorf("the recorded shapes changed: %v", got)
-	}
+	return g, s
 }
 
 func equalInts(a, b []int64) bool {

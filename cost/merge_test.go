@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	apb "github.com/wamuir/graft/tensorflow/core/framework/attr_value_go_proto"
+	tpb "github.com/wamuir/graft/tensorflow/core/framework/types_go_proto"
 )
 
 // TestMergeForwardsItsInput: a Merge's output is its one live input's tensor
@@ -69,5 +70,75 @@ func TestShapeMadeTensorsCarryTheBatch(t *testing.T) {
 		if got := s.Out(g.Node(name), 0); len(got) == 0 || got[0] != want {
 			t.Errorf("%s: shape %v, want dimension 0 %d", name, got, want)
 		}
+	}
+}
+
+// TestLoopMergeReruns: under MergeReruns a while loop's Merge runs again when its
+// NextIteration ends, as Grappler's VirtualScheduler runs it, and holds the loop Enter's
+// tensor and its own output until then; both are then released, the NextIteration's tensor
+// too. A one-op loop body over a 16 KiB tensor: the Merge's span ends after the
+// NextIteration's, the peak holds the Enter's tensor and the Merge's output beside the
+// body's (without the rule both are freed before the body runs), and nothing is left at the
+// end of the step.
+func TestLoopMergeReruns(t *testing.T) {
+	b := newBuilder()
+	const dev = "/device:GPU:0"
+	sq := []int64{64, 64}
+	frame := map[string]*apb.AttrValue{"frame_name": sAttr("loop")}
+	b.op("x", "Placeholder", dev, sq)
+	b.node("e", "Enter", dev, [][]int64{sq}, frame, "x")
+	b.node("m", "Merge", dev, [][]int64{sq, {}}, map[string]*apb.AttrValue{"N": iAttr(2)}, "e", "ni")
+	b.node("p", "Placeholder", dev, [][]int64{{}}, map[string]*apb.AttrValue{"dtype": tAttr(tpb.DataType_DT_BOOL)})
+	b.node("pe", "Enter", dev, [][]int64{{}}, map[string]*apb.AttrValue{"frame_name": sAttr("loop"), "T": tAttr(tpb.DataType_DT_BOOL)}, "p")
+	b.node("lc", "LoopCond", dev, [][]int64{{}}, nil, "pe")
+	b.node("s", "Switch", dev, [][]int64{sq, sq}, nil, "m", "lc")
+	b.op("i", "Identity", dev, sq, "s:1")
+	b.op("y", "Relu", dev, sq, "i")
+	b.op("ni", "NextIteration", dev, sq, "y")
+	b.op("ex", "Exit", dev, sq, "s")
+	b.op("out", "Relu", dev, sq, "ex")
+	g := b.graph(t)
+	sim := func(reruns bool) *Result {
+		conv := GrapplerConventions()
+		conv.BothBranches, conv.MergeReruns = true, reruns
+		r, err := Simulate(g, unitProfile(), Options{Fetch: []string{"out"}, Conventions: conv, Timeline: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	with, without := sim(true), sim(false)
+	var merges []OpSpan
+	var ni OpSpan
+	for _, o := range with.Timeline.Ops {
+		switch o.Node.Name {
+		case "m":
+			merges = append(merges, o)
+		case "ni":
+			ni = o
+		}
+	}
+	// The trace gives the Merge one span, from its first run's start to its second's end.
+	if len(merges) != 1 || merges[0].Start >= ni.Start || merges[0].End <= ni.End {
+		t.Fatalf("merge-reruns: the Merge's spans %v, the NextIteration's %d-%d ns: want one span from before it to after it", merges, ni.Start, ni.End)
+	}
+	const tensor = 64 * 64 * 4
+	pw, pwo := with.Compute().PeakBytes, without.Compute().PeakBytes
+	t.Logf("peak %d bytes with merge-reruns, %d without", pw, pwo)
+	if pw <= pwo+tensor {
+		t.Errorf("merge-reruns: peak %d bytes, want more than the Enter's %d bytes above %d", pw, tensor, pwo)
+	}
+	live := map[string]bool{}
+	for _, l := range with.Compute().Live {
+		live[l.Name] = true
+	}
+	for _, n := range []string{"e:0", "m:0", "i:0"} {
+		if !live[n] {
+			t.Errorf("merge-reruns: %s not live at the peak (%v)", n, with.Compute().Live)
+		}
+	}
+	mem := with.Timeline.Memory[0]
+	if end := mem[len(mem)-1]; end.Bytes != 0 {
+		t.Errorf("merge-reruns: %d bytes still allocated at the end of the step (%d ns)", end.Bytes, end.T)
 	}
 }

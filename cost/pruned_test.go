@@ -129,3 +129,47 @@ func TestPreservedNodesAreNotPruned(t *testing.T) {
 		t.Errorf("PrunedNodes marks nodes of a graph whose only value-dead chain ends in a preserved node")
 	}
 }
+
+// TestSetupCacheSharesGraphFacts checks that two simulations of one graph with one
+// SetupCache, by tfswap's accounting and then by Grappler's (a planner's judgement of a plan),
+// work out the fan-in and the nodes run as NoOps once: the second result's Pruned is the
+// first's, and both results are those of simulations without the cache. Another graph, or
+// the same graph with other fetches, is worked out afresh.
+func TestSetupCacheSharesGraphFacts(t *testing.T) {
+	g := constGradGraph(t)
+	p := unitProfile()
+	c := NewSetupCache(g, p)
+	sim := func(g *graphdef.Graph, conv Conventions, fetch []string, cache *SetupCache) *Result {
+		t.Helper()
+		r, err := Simulate(g, p, Options{Fetch: fetch, Conventions: conv, Timeline: true, Setup: cache})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	train := []string{"train"}
+	var first *Result
+	for i, conv := range []Conventions{{}, GrapplerConventions()} {
+		r := sim(g, conv, train, c)
+		if fresh := sim(g, conv, train, nil); !reflect.DeepEqual(r, fresh) {
+			t.Fatalf("%s: the simulation with the cache differs from one without", ConventionsName(conv))
+		}
+		if r.PrunedNodes != 2 {
+			t.Fatalf("%s: %d nodes pruned, want 2", ConventionsName(conv), r.PrunedNodes)
+		}
+		if i == 0 {
+			first = r
+		} else if &r.Pruned[0] != &first.Pruned[0] {
+			t.Errorf("Grappler's accounting of the same graph worked out the pruned nodes again")
+		}
+	}
+	if all := sim(g, Conventions{}, nil, c); all.PrunedNodes != 0 || all.Simulated != len(g.Nodes) {
+		t.Errorf("without fetches: %d pruned, %d of %d simulated: the fetches' facts were reused",
+			all.PrunedNodes, all.Simulated, len(g.Nodes))
+	}
+	again := sim(g, Conventions{}, train, c)
+	other := constGradGraph(t)
+	if r := sim(other, GrapplerConventions(), train, c); r.PrunedNodes != 2 || &r.Pruned[0] == &again.Pruned[0] {
+		t.Errorf("another graph took the facts of the first")
+	}
+}

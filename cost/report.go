@@ -147,6 +147,8 @@ func ConventionRules() []ConventionRule {
 			func(c Conventions) bool { return c.CallsByBytes }, func(c *Conventions, v bool) { c.CallsByBytes = v }},
 		{"no-accumulators", "a while loop's stack and TensorList accumulators hold one iteration's element, not every iteration's",
 			func(c Conventions) bool { return c.NoAccumulators }, func(c *Conventions, v bool) { c.NoAccumulators = v }},
+		{"merge-reruns", "(what the VirtualCluster does, not part of grappler) a while loop's Merge runs again when its NextIteration ends and holds its Enter's tensor and its outputs until then",
+			func(c Conventions) bool { return c.MergeReruns }, func(c *Conventions, v bool) { c.MergeReruns = v }},
 		{"run-value-dead", "(what the VirtualCluster does, not part of grappler) nodes whose value nothing reads run as written instead of as the NoOps Grappler's dependency optimizer makes of them",
 			func(c Conventions) bool { return c.RunValueDead }, func(c *Conventions, v bool) { c.RunValueDead = v }},
 	}

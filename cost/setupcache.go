@@ -2,6 +2,7 @@ package cost
 
 import (
 	"slices"
+	"weak"
 
 	"github.com/tfswap/tfswap/graphdef"
 )
@@ -34,6 +35,43 @@ type SetupCache struct {
 	byName []int32
 	// hits counts the estimates taken from the cache.
 	hits int
+	// facts is what the last simulation with the cache found about its graph regardless of
+	// the accounting rules.
+	facts graphFacts
+}
+
+// graphFacts is what a simulation works out about its graph, for its fetches, whatever the
+// accounting rules: the fan-in of the fetches, the copies of the cache's original nodes
+// (sameNodes) and the nodes run as NoOps (prunedNodes). A planner judges a plan by tfswap's
+// accounting and then by Grappler's, two simulations of one derived graph; the second takes
+// these from the first. The graph is held weakly: the cache does not keep a derived graph
+// alive once its planner has let it go.
+type graphFacts struct {
+	g     weak.Pointer[graphdef.Graph]
+	fetch []string
+	// fanin is fanin(g, fetch), before the untaken branches are left out.
+	fanin []bool
+	// same is sameNodes(g) when sameSet.
+	same    []bool
+	sameSet bool
+	// pruned is prunedNodes(g, prunedFor, fetch) when prunedSet: the nodes run as NoOps when
+	// the simulated nodes are prunedFor (which depends on the accounting's shapes when a
+	// conditional's smaller branch is left out).
+	prunedFor []bool
+	pruned    []bool
+	prunedSet bool
+}
+
+// factsFor returns c's facts about g simulated for fetch, emptied first when they are about
+// another graph or other fetches; nil for a nil cache.
+func (c *SetupCache) factsFor(g *graphdef.Graph, fetch []string) *graphFacts {
+	if c == nil {
+		return nil
+	}
+	if f := &c.facts; f.g.Value() != g || !slices.Equal(f.fetch, fetch) {
+		*f = graphFacts{g: weak.Make(g), fetch: slices.Clone(fetch)}
+	}
+	return &c.facts
 }
 
 // Hits returns how many node estimates simulations took from c (0 for a nil cache).

@@ -71,9 +71,11 @@ type Conventions struct {
 	GrapplerTimes bool
 	// BothBranches: both branches of every v1 conditional (Switch/Merge) run, and a
 	// conditional call (If, StatelessIf) costs both its branch functions, as if every side
-	// were taken (what Grappler's VirtualScheduler does with Switch and Merge). Otherwise a
-	// step runs the larger branch of each conditional only (see untakenBranches), and an If
-	// costs its larger branch function. Not one of Grappler's rules: an opt-in what-if.
+	// were taken (what Grappler's VirtualScheduler does with Switch and Merge; a conditional's
+	// Merge then runs once per input that arrives, as the VirtualScheduler runs it, see
+	// vsMerge). Otherwise a step runs the larger branch of each conditional only (see
+	// untakenBranches), and an If costs its larger branch function. Not one of Grappler's
+	// rules: an opt-in what-if.
 	BothBranches bool
 	// CallsByBytes: function calls (PartitionedCall, StatefulPartitionedCall, If, While, ...)
 	// are timed by the bytes they read and write, as ops without a cost rule are, and hold no
@@ -93,6 +95,14 @@ type Conventions struct {
 	// element's bytes times the loop's iterations between the forward and the backward loop
 	// (see accumulators.go).
 	NoAccumulators bool
+	// MergeReruns: a while loop's Merge runs again when its NextIteration ends, on its device
+	// in the ready order, without delivering its outputs again, and holds the tensors it reads
+	// (the loop's Enter and the NextIteration) and its outputs until that second run ends, as
+	// Grappler's VirtualScheduler runs it (a Merge runs whenever one of its inputs becomes
+	// ready; see vsMerge). Otherwise a loop's Merge runs once, on its Enter, and releases the
+	// Enter's tensor when it ends, as TensorFlow's executor does. Not one of Grappler's
+	// accounting rules: how the VirtualScheduler schedules a v1 loop, whose body it runs once.
+	MergeReruns bool
 }
 
 // GrapplerConventions returns the accounting rules of Grappler's VirtualCluster.
@@ -458,9 +468,10 @@ type sim struct {
 	inlineOK []bool    // host ops that launch no kernel (simDevice.inline); nil with RecvOps
 	inlined  []bool    // ops started beside a host kernel: they leave the device's stream alone
 	start    []int64
-	outOf    []int32 // first index in outBuf of a node's outputs
-	outB     []int32 // per output: its buffer, -1 for none
-	newB     []bool  // per output: whether the buffer was allocated by the op (hold to release)
+	merges   []vsMerge // BothBranches, MergeReruns: Merges run as the VirtualScheduler runs them; nil for none
+	outOf    []int32   // first index in outBuf of a node's outputs
+	outB     []int32   // per output: its buffer, -1 for none
+	newB     []bool    // per output: whether the buffer was allocated by the op (hold to release)
 	wsBuf    []int32
 	resid    []int32 // resident buffer of a variable or constant node, -1 for none
 	bufs     []buffer
@@ -550,6 +561,26 @@ func isBackEdgeSource(n *graphdef.Node) bool {
 	return n.Op == "NextIteration" || n.Op == "RefNextIteration"
 }
 
+// findLoopMerges marks the while loops' Merges that run again when their NextIteration ends
+// (Conventions.MergeReruns): the Merges of the step that read a NextIteration of the step on
+// their own device. A Merge run as a NoOp holds nothing and is not marked.
+func (s *sim) findLoopMerges() {
+	for _, n := range s.g.Nodes {
+		if !s.incl[n.Index] || (n.Op != "Merge" && n.Op != "RefMerge") || !s.reads(n.Index) {
+			continue
+		}
+		for _, in := range n.Inputs {
+			if isBackEdgeSource(in.Node) && s.incl[in.Node.Index] && s.dev[in.Node.Index] == s.dev[n.Index] {
+				if s.merges == nil {
+					s.merges = make([]vsMerge, len(s.g.Nodes))
+				}
+				s.merges[n.Index] = vsMerge{runs: s.pend[n.Index] + 1, loop: true}
+				break
+			}
+		}
+	}
+}
+
 func (s *sim) deviceIndex(name string, gpu bool) int32 {
 	for i, d := range s.devs {
 		if d.name == name {
@@ -598,13 +629,34 @@ func (s *sim) setup() error {
 		}
 		def = d
 	}
-	incl, err := fanin(g, s.opts.Fetch)
-	if err != nil {
-		return err
-	}
+	var facts *graphFacts // what the last simulation with the cache found about g, if g was its graph
 	if s.opts.callDepth == 0 {
 		s.cache = s.opts.Setup
-		s.same = s.cache.sameNodes(g, s.p)
+		if s.cache.Serves(s.p) {
+			facts = s.cache.factsFor(g, s.opts.Fetch)
+		}
+	}
+	var incl []bool
+	if facts != nil && facts.fanin != nil {
+		incl = slices.Clone(facts.fanin)
+	} else {
+		var err error
+		if incl, err = fanin(g, s.opts.Fetch); err != nil {
+			return err
+		}
+		if facts != nil {
+			facts.fanin = slices.Clone(incl)
+		}
+	}
+	if s.cache != nil {
+		if facts != nil && facts.sameSet {
+			s.same = facts.same
+		} else {
+			s.same = s.cache.sameNodes(g, s.p)
+			if facts != nil {
+				facts.same, facts.sameSet = s.same, true
+			}
+		}
 	}
 	if !s.conv.BothBranches {
 		// A conditional runs one branch: the smaller ones are not simulated.
@@ -626,11 +678,18 @@ func (s *sim) setup() error {
 	}
 	s.incl = incl
 	if !s.conv.RunValueDead {
-		convertible := noOpConvertible
-		if s.same != nil {
-			convertible = func(n *graphdef.Node) bool { return s.cache.noOpConvertible(s.same, n) }
+		if facts != nil && facts.prunedSet && slices.Equal(facts.prunedFor, incl) {
+			s.pruned = facts.pruned
+		} else {
+			convertible := noOpConvertible
+			if s.same != nil {
+				convertible = func(n *graphdef.Node) bool { return s.cache.noOpConvertible(s.same, n) }
+			}
+			s.pruned = prunedNodes(g, incl, s.opts.Fetch, convertible)
+			if facts != nil {
+				facts.prunedFor, facts.pruned, facts.prunedSet = slices.Clone(incl), s.pruned, true
+			}
 		}
-		s.pruned = prunedNodes(g, incl, s.opts.Fetch, convertible)
 		s.res.Pruned = s.pruned
 		for _, p := range s.pruned {
 			if p {
@@ -786,6 +845,12 @@ func (s *sim) setup() error {
 			}
 		}
 		s.countInputs(n)
+		if s.conv.BothBranches && isCondMerge(n) && s.pend[n.Index] > 1 {
+			if s.merges == nil {
+				s.merges = make([]vsMerge, len(g.Nodes))
+			}
+			s.merges[n.Index].runs = s.pend[n.Index]
+		}
 	}
 	if len(scaled) > 0 && measSum > 0 {
 		f := estSum / measSum
@@ -820,6 +885,9 @@ func (s *sim) setup() error {
 		}
 	}
 	s.acc = s.findAccumulators()
+	if s.conv.MergeReruns {
+		s.findLoopMerges()
+	}
 	s.makeEngines()
 	for _, n := range g.Nodes {
 		if incl[n.Index] && s.pend[n.Index] == 0 {
@@ -1127,6 +1195,12 @@ func (s *sim) makeReady(node int, t int64) {
 // later (SchedulerState::GetOutputNodes sets time_ready when the last input is marked).
 func (s *sim) arrive(node int, t int64, x int32, from pickKey) {
 	s.pend[node]--
+	if s.merges != nil && s.merges[node].runs > 0 {
+		// A conditional's Merge runs again for every input that arrives (vsMerge).
+		s.ready[node], s.lastX[node] = t, x
+		s.makeReady(node, t)
+		return
+	}
 	if s.conv.RecvOps {
 		if p := s.picked[node]; from.ready > p.ready || from.ready == p.ready && from.tie >= p.tie {
 			s.picked[node] = from
@@ -1219,11 +1293,21 @@ func (s *sim) startOp(node int, t int64) {
 	n := s.g.Nodes[node]
 	dv := s.dev[node]
 	d := s.devs[dv]
-	s.start[node] = t
 	off := s.outOf[node]
 	nOut := numOutputs(n)
 	if s.pruned != nil && s.pruned[node] {
 		nOut = 0 // a NoOp
+	}
+	if m := s.merges; m != nil && m[node].runs > 0 {
+		m[node].started++
+		if m[node].started > 1 {
+			// A Merge run again keeps the outputs of its first run (vsMerge).
+			nOut = 0
+		} else {
+			s.start[node] = t
+		}
+	} else {
+		s.start[node] = t
 	}
 	for port := 0; port < nOut; port++ {
 		u := s.uses(n, port)
@@ -1284,6 +1368,37 @@ func (s *sim) startOp(node int, t int64) {
 	s.push(t+s.dur[node], evOpDone, int32(node))
 }
 
+// vsMerge is how Grappler's VirtualScheduler runs the Merge of a v1 conditional, both of whose
+// branches it runs (Conventions.BothBranches): the Merge becomes ready as soon as one input
+// arrives, and runs again each time another arrives (SchedulerState::GetOutputNodes makes a
+// Merge ready on every input, MarkNodeExecuted runs it again without scheduling its outputs).
+// Its first run allocates its output and hands it to its consumers; the step's trace gives
+// the Merge one span, from its first run's start to its last run's end, so that GraphMemory
+// keeps its output and every input, the paired zero gradient of the side not taken beside
+// the gradient of the side taken, live until the last input has arrived and the Merge has run
+// again. A while loop's Merge (Conventions.MergeReruns) runs so too: on its Enter, and again
+// when the loop's NextIteration, whose tensor it then releases, ends; so GraphMemory keeps the
+// Enter's tensor and the Merge's output until the loop's body has run.
+type vsMerge struct {
+	runs     int32 // the inputs the step runs, each of which runs the Merge once
+	started  int32
+	finished int32
+	loop     bool // a while loop's Merge, run again by its NextIteration
+}
+
+// isCondMerge reports whether n is a conditional's Merge: a Merge no loop's NextIteration feeds.
+func isCondMerge(n *graphdef.Node) bool {
+	if n.Op != "Merge" && n.Op != "RefMerge" {
+		return false
+	}
+	for _, in := range n.Inputs {
+		if isBackEdgeSource(in.Node) {
+			return false
+		}
+	}
+	return true
+}
+
 // mergedInput returns the data input whose tensor the Merge n forwards as its output: the
 // first input the step runs that has reached n's device (MergeOp::Compute sets output 0 to
 // its one live input, a buffer shared, not copied). An input from a branch not taken never
@@ -1341,12 +1456,24 @@ func (s *sim) finishOp(node int, t int64) {
 	if t > d.res.End {
 		d.res.End = t
 	}
+	if m := s.merges; m != nil && m[node].runs > 0 {
+		m[node].finished++
+		if m[node].finished < m[node].runs {
+			// Not the Merge's last run: it holds its inputs and outputs until then, and only
+			// its first run delivers its outputs (vsMerge).
+			if m[node].finished == 1 {
+				s.deliver(node, t)
+			}
+			return
+		}
+	}
 	if s.tl != nil {
 		s.tl.Ops = append(s.tl.Ops, OpSpan{Node: n, Device: int(dv), Start: s.start[node], End: t})
 	}
-	// Release the inputs (a NoOp holds none).
+	// Release the inputs (a NoOp holds none; a loop's Merge run again the NextIteration's).
+	loop := s.merges != nil && s.merges[node].loop
 	for i, in := range n.Inputs {
-		if isBackEdgeSource(in.Node) || !s.reads(node) {
+		if isBackEdgeSource(in.Node) && !loop || !s.reads(node) {
 			continue
 		}
 		if s.dev[in.Node.Index] != dv && s.conv.TransientRecv {
@@ -1366,9 +1493,29 @@ func (s *sim) finishOp(node int, t int64) {
 		s.accumulatorFinished(node, t)
 	}
 	if isBackEdgeSource(n) {
+		if m := s.merges; m != nil {
+			// The tensor goes back to the loop's Merge, which runs again (MergeReruns).
+			for _, uses := range n.Consumers {
+				for _, u := range uses {
+					if c := u.Node.Index; m[c].loop && s.dev[c] == dv {
+						s.ready[c], s.lastX[c] = t, -1
+						s.makeReady(c, t)
+					}
+				}
+			}
+		}
 		return
 	}
-	// Deliver the outputs.
+	if m := s.merges; m != nil && m[node].runs > 1 {
+		return // delivered by its first run
+	}
+	s.deliver(node, t)
+}
+
+// deliver hands the outputs of node, which finished at t, to its consumers.
+func (s *sim) deliver(node int, t int64) {
+	n := s.g.Nodes[node]
+	dv := s.dev[node]
 	for port, uses := range n.Consumers {
 		for _, u := range uses {
 			c := u.Node.Index

@@ -34,6 +34,20 @@ type vclusterOut struct {
 	} `json:"graphs"`
 }
 
+// requireVenv returns the project venv's python (venvPython); it skips the test when the venv
+// is missing, and fails it on CI, where scripts/setup.sh has made it.
+func requireVenv(t *testing.T) string {
+	t.Helper()
+	py := venvPython(t)
+	if py == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("the project venv (.venv/bin/python, or $TFSWAP_PYTHON) is missing; run scripts/setup.sh")
+		}
+		t.Skip("no project venv (.venv/bin/python): run scripts/setup.sh to enable the checks against TensorFlow")
+	}
+	return py
+}
+
 // venvPython returns the project venv's python, or "" when it is missing.
 func venvPython(t *testing.T) string {
 	if p := os.Getenv("TFSWAP_PYTHON"); p != "" {
@@ -63,13 +77,7 @@ func venvPython(t *testing.T) string {
 // (MicrosecondPeakBytes against DeterminePeakMemoryUsage). tfswap's own accounting differs
 // from Grappler's in ways docs/SIMULATOR.md explains rule by rule; that difference is logged.
 func TestVirtualClusterAgreement(t *testing.T) {
-	py := venvPython(t)
-	if py == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("the project venv (.venv/bin/python, or $TFSWAP_PYTHON) is missing; run scripts/setup.sh")
-		}
-		t.Skip("no project venv (.venv/bin/python): run scripts/setup.sh to enable the VirtualCluster check")
-	}
+	py := requireVenv(t)
 	fixtures, err := filepath.Glob("../testmodels/fixtures/*.pb")
 	if err != nil || len(fixtures) == 0 {
 		t.Fatalf("no fixtures: %v", err)

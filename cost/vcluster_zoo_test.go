@@ -18,16 +18,13 @@ import (
 // (graphdef.InferShapes, as every command runs it), to be within 10% of the VirtualCluster's:
 // on MobileNetV2 with shapes and written without them (for which the VirtualCluster infers
 // shapes itself, and must give the same peak), on the GPT, and on MobileNetV2 with an unknown
-// batch given as 4 (against the same model written at batch 4). tfswap's own accounting,
-// which differs by design (docs/SIMULATOR.md), is logged.
+// batch given as 4 (against the same model written at batch 4), and on cond_v1, a Keras
+// learning-phase v1 tf.cond, with both branches run (Conventions.BothBranches): the
+// VirtualCluster runs both sides of a conditional and its Merges once per input (see vsMerge),
+// which the runtime never does, so that it judges a conditional only under that convention.
+// tfswap's own accounting, which differs by design (docs/SIMULATOR.md), is logged.
 func TestVirtualClusterZoo(t *testing.T) {
-	py := venvPython(t)
-	if py == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("the project venv (.venv/bin/python, or $TFSWAP_PYTHON) is missing; run scripts/setup.sh")
-		}
-		t.Skip("no project venv (.venv/bin/python): run scripts/setup.sh to enable the VirtualCluster check")
-	}
+	py := requireVenv(t)
 	p, err := cost.LookupProfile("v100-16gb")
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +38,7 @@ func TestVirtualClusterZoo(t *testing.T) {
 		t.Fatal(err)
 	}
 	zoo := "../testmodels/zoo/"
-	judged := []string{"mobilenetv2", "noshapes", "gpt"}
+	judged := []string{"mobilenetv2", "noshapes", "gpt", "cond_v1"}
 	args := []string{"../tools/vcluster/vcluster.py", "--device-file", profPath, "--json", "--fetch", "train"}
 	for _, n := range judged {
 		args = append(args, zoo+n+".pb")
@@ -72,8 +69,10 @@ func TestVirtualClusterZoo(t *testing.T) {
 	for _, tc := range []struct {
 		graph, judge string
 		batch        int64
+		bothBranches bool
 	}{
-		{"mobilenetv2", "mobilenetv2", 0}, {"noshapes", "noshapes", 0}, {"gpt", "gpt", 0}, {"unknown_batch", "mobilenetv2", 4},
+		{"mobilenetv2", "mobilenetv2", 0, false}, {"noshapes", "noshapes", 0, false}, {"gpt", "gpt", 0, false},
+		{"unknown_batch", "mobilenetv2", 4, false}, {"cond_v1", "cond_v1", 0, true},
 	} {
 		m, err := graphdef.Load(zoo+tc.graph+".pb", graphdef.LoadOptions{})
 		if err != nil {
@@ -91,7 +90,7 @@ func TestVirtualClusterZoo(t *testing.T) {
 		// the GPT's attention scale), which Grappler's dependency optimizer would turn into
 		// NoOps before a real run: compare with Conventions.RunValueDead.
 		vc := cost.GrapplerConventions()
-		vc.RunValueDead = true
+		vc.RunValueDead, vc.BothBranches = true, tc.bothBranches
 		grappler, err := cost.Simulate(g, p, cost.Options{Fetch: []string{"train"}, Conventions: vc})
 		if err != nil {
 			t.Fatal(err)

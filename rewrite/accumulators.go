@@ -1,6 +1,8 @@
 package rewrite
 
 import (
+	"slices"
+
 	"github.com/tfswap/tfswap/cost"
 	"github.com/tfswap/tfswap/graphdef"
 	gpb "github.com/wamuir/graft/tensorflow/core/framework/graph_go_proto"
@@ -114,9 +116,9 @@ var stackUseOps = map[string]bool{"StackPushV2": true, "StackPopV2": true, "Stac
 // handle and the ops using it) and its pushes and pops, or ok false when the stack is not
 // one this rewrite places on the host: a handle read by any other op or through any other
 // input, a node off the compute device, preserved, in a conditional branch or already
-// tfswap's, no push or no pop, or a pushed tensor of unknown size, under the minimum size
-// (Options.MinTensorBytes) or made off the compute device.
-func (a *Analysis) stackAccumulator(s *graphdef.Node) (members, pushes, pops []*graphdef.Node, bytes int64, ok bool) {
+// tfswap's, no push or no pop, or a pushed tensor of unknown size, under minimum bytes
+// (pushedBytes) or made off the compute device.
+func (a *Analysis) stackAccumulator(s *graphdef.Node, minimum int64) (members, pushes, pops []*graphdef.Node, bytes int64, ok bool) {
 	seen := map[*graphdef.Node]bool{}
 	var walk func(n *graphdef.Node) bool
 	walk = func(n *graphdef.Node) bool {
@@ -156,21 +158,53 @@ func (a *Analysis) stackAccumulator(s *graphdef.Node) (members, pushes, pops []*
 	if !walk(s) || len(pushes) == 0 || len(pops) == 0 {
 		return nil, nil, nil, 0, false
 	}
-	bytes, ok = a.pushedBytes(pushes)
+	bytes, ok = a.pushedBytes(pushes, minimum)
 	if !ok {
 		return nil, nil, nil, 0, false
 	}
 	return members, pushes, pops, bytes, true
 }
 
-// placeAccumulators places the stack accumulators of a's graph that qualify
-// (stackAccumulator) on the host in res.Model, whose nodes up to len(a.Graph.Nodes) are the
-// original nodes in order (Apply's output), and records them in res.Accumulators. It adds
-// one StackOutRole Identity per push and one StackInRole Identity per pop read on the
-// compute device, after every other node, and drops the colocation attr (_class) of the
-// nodes it moves, whose colocation group stays on the compute device. Deterministic: stacks
-// in graph order.
-func placeAccumulators(res *Result, a *Analysis) {
+// HostAccumulators returns the while loops' accumulators of a's graph that the rewrite can
+// place on the host, their pushed tensors of at least minimum bytes each (-1: any size): the
+// StackV2 of each stack that qualifies (stackAccumulator), then the Enter carrying each
+// TensorList accumulator's empty list into its forward loop that qualifies
+// (listAccumulator), each in graph order. Plan.Accumulators names some of them.
+func (a *Analysis) HostAccumulators(minimum int64) []*graphdef.Node {
+	var stacks, lists []*graphdef.Node
+	for _, n := range a.Graph.Nodes {
+		switch {
+		case n.Op == "StackV2":
+			if _, _, _, _, ok := a.stackAccumulator(n, minimum); ok {
+				stacks = append(stacks, n)
+			}
+		case isListEnter(n):
+			if _, _, _, _, ok := a.listAccumulator(n, minimum); ok {
+				lists = append(lists, n)
+			}
+		}
+	}
+	return append(stacks, lists...)
+}
+
+// isListEnter reports whether n is an Enter reading an EmptyTensorList, the start of a
+// TensorList accumulator's loop variable.
+func isListEnter(n *graphdef.Node) bool {
+	return n.Op == "Enter" && len(n.Inputs) == 1 && n.Inputs[0].Port == 0 && n.Inputs[0].Node.Op == "EmptyTensorList"
+}
+
+// placeAccumulators places the accumulators chosen (HostAccumulators' nodes: a StackV2, or a
+// TensorList accumulator's Enter) on the host in res.Model, whose nodes up to
+// len(a.Graph.Nodes) are the original nodes in order (Apply's output), and records them in
+// res.Accumulators, stacks then lists, each in graph order. It adds one StackOutRole
+// Identity per push and one StackInRole Identity per pop read on the compute device, after
+// every other node, and drops the colocation attr (_class) of the nodes it moves, whose
+// colocation group stays on the compute device. A chosen node that does not qualify is left
+// alone; the minimum size (Options.MinTensorBytes) is the chooser's to apply. Deterministic.
+func placeAccumulators(res *Result, a *Analysis, chosen []*graphdef.Node) {
+	if len(chosen) == 0 {
+		return
+	}
 	out := res.Model.Graph
 	var cloned map[int]bool
 	mutable := func(idx int) *npb.NodeDef {
@@ -183,11 +217,15 @@ func placeAccumulators(res *Result, a *Analysis) {
 		}
 		return out.Node[idx]
 	}
-	for _, s := range a.Graph.Nodes {
+	chosen = slices.Clone(chosen)
+	slices.SortFunc(chosen, func(x, y *graphdef.Node) int { return x.Index - y.Index })
+	var enters []*graphdef.Node
+	for _, s := range chosen {
 		if s.Op != "StackV2" {
+			enters = append(enters, s)
 			continue
 		}
-		members, pushes, pops, bytes, ok := a.stackAccumulator(s)
+		members, pushes, pops, bytes, ok := a.stackAccumulator(s, -1)
 		if !ok {
 			continue
 		}
@@ -210,7 +248,7 @@ func placeAccumulators(res *Result, a *Analysis) {
 		}
 		res.Accumulators = append(res.Accumulators, acc)
 	}
-	placeLists(res, a, mutable)
+	placeLists(res, a, enters, mutable)
 	if cloned != nil {
 		res.graph = nil // the builder's graph no longer describes res.Model
 	}
@@ -230,8 +268,8 @@ var listUseOps = map[string]bool{"TensorListPushBack": true, "TensorListPopBack"
 // other op or through any other input (a Merge's value_index included), a node off the
 // compute device, preserved, in a conditional branch or already tfswap's, a Merge joining
 // a value that is not this list's, no push or no pop, or a pushed tensor of unknown size,
-// under the minimum size (Options.MinTensorBytes) or made off the compute device.
-func (a *Analysis) listAccumulator(enter *graphdef.Node) (members, pushes, pops []*graphdef.Node, bytes int64, ok bool) {
+// under minimum bytes (pushedBytes) or made off the compute device.
+func (a *Analysis) listAccumulator(enter *graphdef.Node, minimum int64) (members, pushes, pops []*graphdef.Node, bytes int64, ok bool) {
 	seen := map[*graphdef.Node]bool{}
 	queue := []*graphdef.Node{enter}
 	for len(queue) > 0 {
@@ -288,28 +326,28 @@ func (a *Analysis) listAccumulator(enter *graphdef.Node) (members, pushes, pops 
 	if len(pushes) == 0 || len(pops) == 0 {
 		return nil, nil, nil, 0, false
 	}
-	bytes, ok = a.pushedBytes(pushes)
+	bytes, ok = a.pushedBytes(pushes, minimum)
 	if !ok {
 		return nil, nil, nil, 0, false
 	}
 	return members, pushes, pops, bytes, true
 }
 
-// placeLists places the TensorList accumulators of a's graph that qualify (listAccumulator)
-// on the host like placeAccumulators places stacks, mutable giving the output NodeDef of an
-// original node to change: per Enter reading an EmptyTensorList, in graph order, the list's
+// placeLists places the TensorList accumulators entering their loops through enters (in
+// graph order) that qualify (listAccumulator) on the host like placeAccumulators places
+// stacks, mutable giving the output NodeDef of an original node to change: per Enter, the list's
 // nodes move to the host, each push reads its tensor through a StackOutRole Identity there
 // and each pop's element readers on the compute device read a StackInRole Identity; the
 // EmptyTensorList moves too when every reader of it moved, and is left on the device (its
 // empty list sent to the host) otherwise.
-func placeLists(res *Result, a *Analysis, mutable func(int) *npb.NodeDef) {
+func placeLists(res *Result, a *Analysis, enters []*graphdef.Node, mutable func(int) *npb.NodeDef) {
 	out := res.Model.Graph
 	movedEnters, movedLists := map[*graphdef.Node]bool{}, map[*graphdef.Node]bool{}
-	for _, e := range a.Graph.Nodes {
-		if e.Op != "Enter" || len(e.Inputs) != 1 || e.Inputs[0].Port != 0 || e.Inputs[0].Node.Op != "EmptyTensorList" {
+	for _, e := range enters {
+		if !isListEnter(e) {
 			continue
 		}
-		members, pushes, pops, bytes, ok := a.listAccumulator(e)
+		members, pushes, pops, bytes, ok := a.listAccumulator(e, -1)
 		if !ok {
 			continue
 		}
@@ -365,16 +403,16 @@ func placeLists(res *Result, a *Analysis, mutable func(int) *npb.NodeDef) {
 
 // pushedBytes returns the bytes pushes (an accumulator's StackPushV2 or TensorListPushBack
 // nodes) push per iteration, or ok false when a push does not have two inputs or a pushed
-// tensor is of unknown size, empty, under the minimum size (Options.MinTensorBytes) or made
-// off the compute device.
-func (a *Analysis) pushedBytes(pushes []*graphdef.Node) (bytes int64, ok bool) {
+// tensor is of unknown size, empty, under minimum bytes (-1: no minimum) or made off the
+// compute device.
+func (a *Analysis) pushedBytes(pushes []*graphdef.Node, minimum int64) (bytes int64, ok bool) {
 	for _, p := range pushes {
 		if len(p.Inputs) != 2 {
 			return 0, false
 		}
 		t := p.Inputs[1]
 		b, known, _ := t.Bytes()
-		if !known || !a.OnCompute(t.Node) || (a.Opts.MinTensorBytes >= 0 && b < a.Opts.MinTensorBytes) || b == 0 {
+		if !known || !a.OnCompute(t.Node) || (minimum >= 0 && b < minimum) || b == 0 {
 			return 0, false
 		}
 		bytes += b

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tfswap/tfswap/cost"
 	"github.com/tfswap/tfswap/graphdef"
 	npb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
 	"google.golang.org/protobuf/proto"
@@ -315,4 +316,118 @@ func TestLMSNamesFunctionalLoopsLeft(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLMSPredictsPlacedAccumulators checks that the lms-fixed rewrite's prediction simulates
+// the graph it writes, the accumulators it places on the host included: on the control-flow
+// rnn_v1 (v1 stacks) and on the zoo's rnn_v2 as the bridge gets it (lowered TensorLists, its
+// compute device made a GPU), with every pushed tensor above the minimum, the predicted peak and step of each compute
+// device are the simulation of the written GraphDef, indexed afresh, and not above the
+// unswapped peak (below it on rnn_v1, whose stacks are live at that peak).
+func TestLMSPredictsPlacedAccumulators(t *testing.T) {
+	p, err := cost.LookupProfile(DefaultDevice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ dir, name string }{{"controlflow", "rnn_v1"}, {"controlflow", "rnn_v2_lowered"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, _ := loadTestModel(t, tc.dir, tc.name, "regenerate with .venv/bin/python testmodels/controlflow.py and testmodels/lowered.py")
+			m = m.Clone()
+			for i, nd := range m.Graph.Node {
+				// The lowered graph runs on the two-device emulation: its compute device
+				// becomes the GPU, as the simulation shows it.
+				if strings.HasSuffix(nd.Device, "/device:CPU:1") {
+					nd = proto.Clone(nd).(*npb.NodeDef)
+					nd.Device = strings.TrimSuffix(nd.Device, "CPU:1") + "GPU:0"
+					m.Graph.Node[i] = nd
+				}
+			}
+			out, err := RewriteWithPlanner(m, Options{MinTensorBytes: 1}, PlanOptions{Strategy: "lms-fixed", Profile: p})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(out.Result.Accumulators) == 0 {
+				t.Fatal("no accumulator placed on the host")
+			}
+			g, err := graphdef.NewGraph(out.Result.Model.Graph, tc.name+" rewritten")
+			if err != nil {
+				t.Fatal(err)
+			}
+			sim, err := cost.Simulate(g, p, cost.Options{Fetch: out.Eval.Result.Options.Fetch})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range out.Eval.Devices {
+				w := sim.Device(d.simName)
+				if w == nil || w.PeakBytes != d.Peak {
+					t.Errorf("%s: predicted peak %d B, the written graph simulates to %+v", d.Name, d.Peak, w)
+				}
+			}
+			if sim.StepTime != out.Eval.StepTime {
+				t.Errorf("predicted step %d ns, the written graph simulates to %d ns", out.Eval.StepTime, sim.StepTime)
+			}
+			for i, d := range out.Eval.Devices {
+				base := out.Base.Devices[i].Peak
+				if d.Peak > base || tc.name == "rnn_v1" && d.Peak >= base {
+					t.Errorf("%s: predicted peak %d B, unswapped %d B", d.Name, d.Peak, base)
+				}
+			}
+		})
+	}
+}
+
+// TestBudgetPlansPlaceAccumulators checks that planned strategies place while loop
+// accumulators on the host where that is what fits the budget (passAccumulators): on the
+// control-flow rnn_v1, whose stacks hold most of the unswapped peak by tfswap's accounting,
+// auto and lms at 70% of that peak fit by it with the stacks on the host (pushed tensors
+// far under the default minimum size), their prediction is the written graph's simulation,
+// and the report's unswapped step is the graph as given.
+func TestBudgetPlansPlaceAccumulators(t *testing.T) {
+	m, g := loadTestModel(t, "controlflow", "rnn_v1", "regenerate with .venv/bin/python testmodels/controlflow.py")
+	sim := cost.Options{Fetch: []string{"train"}}
+	p, base := simulateDefault(t, g, sim)
+	gpu := base.Devices[0]
+	if base.AccumulatorBytes <= 0 {
+		t.Fatal("the graph holds no accumulators")
+	}
+	budget := gpu.PeakBytes * 7 / 10
+	for _, s := range []string{"auto", "lms"} {
+		t.Run(s, func(t *testing.T) {
+			out, err := RewriteWithPlanner(m, Options{}, PlanOptions{Strategy: s, Budget: budget, Profile: p, Sim: sim, FitAccounting: "tfswap"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(out.Result.Accumulators) == 0 || !out.Eval.Fits {
+				t.Fatalf("%d accumulators on the host, fits %v", len(out.Result.Accumulators), out.Eval.Fits)
+			}
+			if out.Base.Devices[0].Peak != gpu.PeakBytes {
+				t.Errorf("unswapped peak reported %d B, the graph's is %d B", out.Base.Devices[0].Peak, gpu.PeakBytes)
+			}
+			wg, err := graphdef.NewGraph(out.Result.Model.Graph, "rnn_v1 rewritten")
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, err := cost.Simulate(wg, p, sim)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := w.Device(gpu.Name); d == nil || d.PeakBytes != out.Eval.Devices[0].Peak || d.PeakBytes > budget {
+				t.Errorf("predicted peak %d B of %d B, the written graph simulates to %+v", out.Eval.Devices[0].Peak, budget, d)
+			}
+		})
+	}
+}
+
+// simulateDefault returns the default device's profile and g's simulation on it with sim.
+func simulateDefault(t *testing.T, g *graphdef.Graph, sim cost.Options) (*cost.Profile, *cost.Result) {
+	t.Helper()
+	p, err := cost.LookupProfile(DefaultDevice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := cost.Simulate(g, p, sim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, res
 }

@@ -167,7 +167,15 @@ func Apply(model *graphdef.Model, a *Analysis, plan *Plan) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	return applyBuilt(model, a, b), nil
+	return applyPlan(model, a, plan, b), nil
+}
+
+// applyPlan is applyBuilt followed by the placement of plan's accumulators on the host
+// (placeAccumulators), after the swap nodes: the GraphDef plan's rewrite writes.
+func applyPlan(model *graphdef.Model, a *Analysis, plan *Plan, b *built) *Result {
+	res := applyBuilt(model, a, b)
+	placeAccumulators(res, a, plan.Accumulators)
+	return res
 }
 
 // applyBuilt is Apply given b, the builder's output for the plan (which may be the graph a
@@ -446,9 +454,8 @@ func rewriteLMSPlanned(model *graphdef.Model, a *Analysis, plan *Plan, skipped [
 			return nil, err
 		}
 	}
-	res := applyBuilt(model, a, b)
+	res := applyPlan(model, a, plan, b)
 	res.Skipped = skipped
-	placeAccumulators(res, a)
 	res.FunctionalLoops = functionalLoops(a.Graph)
 	if err := Verify(a.Graph, res, a.Opts.Gate); err != nil {
 		return nil, fmt.Errorf("internal error: the rewrite breaks an invariant: %v", err)

@@ -12,10 +12,12 @@ import (
 // consumers are grouped when their levels lie within SwapinGroupBy of the group's earliest;
 // each group's swap-in is triggered SwapinAhead levels before its earliest consumer.
 // Tensors and consumer groups it could not plan are returned as skipped, with the reason.
+// Every while loop accumulator that can be, its pushed tensors of the minimum size
+// (Options.MinTensorBytes) at least, is placed on the host (Analysis.HostAccumulators).
 func PlanLMS(a *Analysis) (*Plan, []Skipped) {
 	opts := a.Opts
 	cands, skipped := a.Candidates()
-	plan := &Plan{}
+	plan := &Plan{Accumulators: a.HostAccumulators(opts.MinTensorBytes)}
 	for _, c := range cands {
 		p := c.Tensor.Node
 		var far []graphdef.Use

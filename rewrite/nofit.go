@@ -33,7 +33,9 @@ type NoFitError struct {
 	Workspace, Activations    int64
 	Copies                    int64
 	// Accumulators are the bytes while loops' stack and TensorList accumulators hold then
-	// (every iteration's element; cost's accumulators), which no planned strategy moves.
+	// on the device (every iteration's element; cost's accumulators): those the planned
+	// strategies could not place on the host (passAccumulators), or whose placement did no
+	// better.
 	Accumulators int64
 	// Largest are the largest activations live at that moment.
 	Largest []cost.LiveTensor
@@ -252,7 +254,7 @@ func (pr *Problem) noFit(strategy string, ev *Evaluation) error {
 		e.Advice = append(e.Advice, fmt.Sprintf("less activation memory: activations and workspace scale with the batch, so a batch of about %.0f%% of this one would fit (the weights and optimizer slots, %s, do not shrink)", 100*f, b(fixed)))
 	}
 	if e.Accumulators > 0 {
-		e.Advice = append(e.Advice, fmt.Sprintf("or the while loops' accumulators (%s at that moment) on the host: planned strategies do not move them; the fixed-threshold LMS rewrite (--strategy lms-fixed, --min-bytes below the pushed tensors' size) places a v1 loop's stacks there, and the Grappler bridge a lowered v2 loop's TensorLists", b(e.Accumulators)))
+		e.Advice = append(e.Advice, fmt.Sprintf("or the while loops' accumulators (%s at that moment) on the host: planned strategies place a v1 loop's stacks and a lowered v2 loop's TensorLists there where that does better, but not a preserved one's, one in a conditional branch or one read by other ops; a functional While's TensorLists move only where TensorFlow lowers the loop, through the Grappler bridge", b(e.Accumulators)))
 	}
 	if pr.Analysis.Opts.MinTensorBytes > 0 || len(pr.Analysis.Opts.ExcludeOps) > 0 || len(pr.Analysis.Opts.ExcludeScopes) > 0 {
 		e.Advice = append(e.Advice, "or fewer restrictions on what may be swapped (--min-bytes, --exclude-op, --exclude-scope) if tensors live at the peak were excluded")

@@ -41,6 +41,7 @@ type planPass struct {
 var planPasses = []planPass{
 	{"analyze", "index the graph's tensors and simulate the unswapped step (the problem every pass shares)", passAnalyze},
 	{"strategy", "run the strategy asked for (auto runs the strategies it requires first): the swap-only plan", passStrategy},
+	{"accumulators", "where the plan does not fit and while loops have accumulators the rewrite can place on the host, plan again with them there and keep the better outcome", passAccumulators},
 	{"recompute", "plan again on the graph with recomputations and keep the better outcome (auto, or --recompute max)", passRecompute},
 	{"recompute-single", "where Grappler's accounting kept a faster plan from fitting, recompute chains of one large output each", passRecomputeSingle},
 	{"recompute-apart", "auto, when nothing fits: recompute every tensor by its own chain, released just before its reads, and keep the better outcome", passRecomputeApart},
@@ -60,6 +61,8 @@ type passConstraint struct{ before, after, reason string }
 // passOrder are the ordering constraints between planPasses. checkPassOrder checks them.
 var passOrder = []passConstraint{
 	{"analyze", "strategy", "every strategy plans on the problem analyze builds (the unswapped step's simulation and budgets)"},
+	{"strategy", "accumulators", "the accumulators are placed on the host only when the strategy's plan does not fit without"},
+	{"accumulators", "recompute", "recomputation is kept only when it beats the plan so far, the one placing accumulators included"},
 	{"strategy", "recompute", "recomputation is kept only when it beats the swap-only plan, and auto screens its levels against that plan's step"},
 	{"strategy", "tighter", "tighter plans run again only the two strategies that did best at the budget asked for, read from the strategy pass's plans"},
 	{"recompute", "recompute-single", "single chains are tried only when a plan of the recompute pass fitted by tfswap's accounting and not Grappler's"},
@@ -294,6 +297,50 @@ func passStrategy(st *planState) error {
 	return nil
 }
 
+// passAccumulators: where the strategy's plan does not fit and the graph's while loops have
+// accumulators the rewrite can place on the host (Analysis.HostAccumulators: every
+// iteration's pushed tensor kept for the gradient loop; of any size, as they hold every
+// iteration's), the strategy plans again on a problem whose plans all place them there (the
+// unswapped step too: newProblemPlacing), and the better outcome is kept. Placing an accumulator is a swap of every iteration's pushed
+// tensor, out as the forward loop pushes it and in as the gradient loop pops it; its
+// transfers are simulated as the graph written runs them. On a graph without loops, or
+// when the plan fits without, nothing changes. The plan kept is then the swap-only plan the
+// later passes start from (Planned.Base stays the unswapped step as given).
+func passAccumulators(st *planState) error {
+	if st.ev != nil && st.ev.Fits {
+		return nil
+	}
+	accs := st.a.HostAccumulators(-1)
+	if len(accs) == 0 {
+		return nil
+	}
+	pr := st.pr
+	pr2, err := newProblemPlacing(st.model, st.a, pr.Opts, pr.grapplerMargin, accs)
+	if err != nil {
+		return err
+	}
+	if err := pr2.checkDeviceBudgets(); err != nil {
+		return err
+	}
+	pr2.strategy = st.planner.Name
+	pr2.original = pr.Base
+	ev, err := st.planner.plan(pr2)
+	st.sims += pr2.sims
+	if err != nil || ev == nil {
+		return err
+	}
+	e := *ev
+	if pr.Base.StepTime > 0 {
+		e.Overhead = float64(e.StepTime-pr.Base.StepTime) / float64(pr.Base.StepTime)
+	}
+	if st.ev == nil || better(&e, st.ev) {
+		st.ev = &e
+		st.final = &stage{model: st.model, a: st.a, pr: pr2, ev: &e}
+		st.xpr = pr2
+	}
+	return nil
+}
+
 // passRecompute plans again on the graph with recomputations, where the strategy may
 // recompute, and keeps the better outcome ("max" keeps the recomputed one whatever it costs).
 func passRecompute(st *planState) error {
@@ -328,7 +375,7 @@ func passRecomputeSingle(st *planState) error {
 	if !st.recomputing || !(st.mode == "auto" && pr.fit.grappler() && pr.fit.tfswap && grapplerBound(st.final.ev, pr, st.rs)) {
 		return nil
 	}
-	rs2, err := pr.planRecomputed(st.planner, st.mode, st.ev, true, false)
+	rs2, err := pr.planRecomputedToBeat(st.planner, st.mode, st.ev, st.final.ev, true, false)
 	if err != nil {
 		return err
 	}
@@ -357,7 +404,7 @@ func passRecomputeApart(st *planState) error {
 	if !RecomputeApart || !st.recomputing || st.mode != "auto" || !linkBound(st.final.ev, st.pr) {
 		return nil
 	}
-	rs, err := st.pr.planRecomputed(st.planner, st.mode, st.ev, false, true)
+	rs, err := st.pr.planRecomputedToBeat(st.planner, st.mode, st.ev, st.final.ev, false, true)
 	if err != nil {
 		return err
 	}
@@ -435,7 +482,7 @@ func passGrapplerReport(st *planState) error {
 // passApply performs the chosen plan on the graph planned (the input, or the input with
 // the chosen recomputations).
 func passApply(st *planState) error {
-	res, err := Apply(st.final.model, st.final.a, st.final.ev.Plan)
+	res, err := Apply(st.final.model, st.final.a, st.final.pr.placed(st.final.ev.Plan))
 	if err != nil {
 		return err
 	}

@@ -60,19 +60,12 @@ func TestPlanPassOrder(t *testing.T) {
 // the plan's swaps once there is a plan.
 func TestPassDebugLeavesThePlan(t *testing.T) {
 	m := loadFixtureModel(t, "resnet")
-	p, err := cost.LookupProfile(DefaultDevice)
-	if err != nil {
-		t.Fatal(err)
-	}
 	g, err := graphdef.NewGraph(m.Graph, "resnet.pb")
 	if err != nil {
 		t.Fatal(err)
 	}
 	sim := cost.Options{Fetch: []string{"train"}}
-	base, err := cost.Simulate(g, p, sim)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, base := simulateDefault(t, g, sim)
 	po := PlanOptions{Budget: base.Compute().PeakBytes * 60 / 100, Sim: sim}
 	want, err := RewriteWithPlanner(m, Options{}, po)
 	if err != nil {

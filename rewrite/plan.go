@@ -14,6 +14,11 @@ type Plan struct {
 	// (vDNN's synchronisation after an offload, AutoSwap's delayed allocation, the
 	// schedule-window's completed swap-outs).
 	Waits []Wait
+	// Accumulators are the while loops' accumulators the plan places on the host
+	// (Analysis.HostAccumulators' nodes; placeAccumulators): every iteration's pushed tensor
+	// is copied to the host as the forward loop makes it and back as the gradient loop pops
+	// it. Nil on a graph without loops.
+	Accumulators []*graphdef.Node
 }
 
 // Wait makes Node wait for the swap-out of After (a tensor the plan swaps): Apply gives Node

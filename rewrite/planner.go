@@ -161,13 +161,22 @@ var TighterBudgets = []int64{950, 900}
 // (95%), +12.6% at 3.23 GiB, all with recomputations.
 var TighterRecompute = true
 
+// LinkBoundSkip says whether auto skips a planning whose plans cannot beat the best plan so
+// far by their link bounds (linkBoundStep), instead of running it to find out: a tighter
+// budget (planTighter: swapBound, and the screened level's bound when recomputing) and the
+// recomputed retries with chains of one output or apart (planRecomputedToBeat). Tests turn
+// it off to compare.
+var LinkBoundSkip = true
+
 // planTighter plans with planner for each of TighterBudgets and returns, as a stage judged by
 // pr's budgets, the best plan found that fits and beats cur, the problem that planned it (for
 // its explanation), and the simulations spent. Each tighter budget is planned by swapping
 // alone (the strategies auto runs before its own search limited to the two that did best at
 // pr's budget) and, when recompute is set (auto's recompute pass ran) and TighterRecompute,
 // on the graph with recomputations as the recompute pass plans it (pr.planRecomputed), whose
-// plan is then judged again on that graph by pr's budgets. It returns a nil stage when the
+// plan is then judged again on that graph by pr's budgets. A tighter budget is not planned
+// when cur fits and its link bounds show that neither plan could beat cur
+// (LinkBoundSkip). It returns a nil stage when the
 // unswapped step fits, when cur fits without overhead, or when no tighter plan beats it.
 // model and a are pr's graph and analysis, for the swap-only stages.
 func (pr *Problem) planTighter(planner *Strategy, cur *Evaluation, recompute bool, model *graphdef.Model, a *Analysis) (*stage, *Problem, int, error) {
@@ -199,6 +208,25 @@ func (pr *Problem) planTighter(planner *Strategy, cur *Evaluation, recompute boo
 			return nil, nil, sims, err
 		}
 		pr2.strategy = planner.Name
+		// A plan at this budget is kept only if it is faster than cur (or as fast and moves
+		// fewer bytes), and no plan's step is shorter than its link bound. When neither a
+		// swap-only plan (bounded on the unswapped step) nor the recomputed one (bounded on
+		// the level planRecomputed would plan) can beat cur, the budget is not planned.
+		var screened *rcLevel
+		if pr2.linkBoundSkips(cur) && pr2.swapBound() > cur.StepTime {
+			if !recompute {
+				sims += pr2.sims
+				continue
+			}
+			screened, err = pr2.screenRecomputes("auto", false, false)
+			if err != nil {
+				return nil, nil, sims, err
+			}
+			if screened == nil || screened.est > cur.StepTime {
+				sims += pr2.sims
+				continue
+			}
+		}
 		// As in planRecomputed, only the strategies that did best at the budget asked for
 		// are run again before auto's own search.
 		ev, err := planner.planOnly(pr2, pr.rerunStrategies(planner))
@@ -223,7 +251,13 @@ func (pr *Problem) planTighter(planner *Strategy, cur *Evaluation, recompute boo
 			continue
 		}
 		before := pr2.sims
-		rs, err := pr2.planRecomputed(planner, "auto", ev, false, false)
+		var rs *stage
+		if screened != nil {
+			// Screened above: the level does not depend on the swap-only planning.
+			rs, err = pr2.planRecomputeLevel(planner, "auto", ev, screened)
+		} else {
+			rs, err = pr2.planRecomputed(planner, "auto", ev, false, false)
+		}
 		sims += pr2.sims - before
 		if err != nil || rs == nil {
 			// As in the recompute pass, a recomputation that cannot be planned leaves the
@@ -242,6 +276,24 @@ func (pr *Problem) planTighter(planner *Strategy, cur *Evaluation, recompute boo
 		keep(js, rs.pr)
 	}
 	return best, bestPr, sims, nil
+}
+
+// linkBoundSkips reports whether a planning of pr may be skipped by its link bound when its
+// plan is kept only if it beats cur: LinkBoundSkip is set, cur fits, and the step has one
+// compute device (linkBoundStep takes the peak's time of the device with the largest peak and
+// the largest excess of any device, which bound the step only when they are one device's).
+func (pr *Problem) linkBoundSkips(cur *Evaluation) bool {
+	return LinkBoundSkip && cur != nil && cur.Fits && len(pr.Base.Devices) == 1
+}
+
+// swapBound is the shortest step a swap-only plan of pr can reach: the link bound
+// (linkBoundStep) of its unswapped step with the worst device's excess over its budget.
+func (pr *Problem) swapBound() int64 {
+	var excess int64
+	for _, d := range pr.Base.Devices {
+		excess = max(excess, d.Peak-d.Budget)
+	}
+	return linkBoundStep(pr.Base.Result, pr.Profile, excess)
 }
 
 // judgeRecomputed judges rs, a stage planned with recomputations for another budget than
@@ -289,6 +341,42 @@ func recomputeMode(m string) (string, error) {
 // (rcPlanner.single); with apart, no chain serves another target (rcPlanner.apart). The
 // outcome's overhead is against pr's unswapped step.
 func (pr *Problem) planRecomputed(planner *Strategy, mode string, ev0 *Evaluation, single, apart bool) (*stage, error) {
+	best, err := pr.screenRecomputes(mode, single, apart)
+	if err != nil || best == nil {
+		return nil, err
+	}
+	return pr.planRecomputeLevel(planner, mode, ev0, best)
+}
+
+// planRecomputedToBeat is planRecomputed for a pass that keeps its outcome only when it
+// beats cur: when cur fits and the screened level's link bound is longer than cur's step (no
+// plan on that graph is faster than its bound), it returns nil without planning the level
+// (LinkBoundSkip).
+func (pr *Problem) planRecomputedToBeat(planner *Strategy, mode string, ev0, cur *Evaluation, single, apart bool) (*stage, error) {
+	best, err := pr.screenRecomputes(mode, single, apart)
+	if err != nil || best == nil {
+		return nil, err
+	}
+	if mode == "auto" && pr.linkBoundSkips(cur) && best.est > cur.StepTime {
+		return nil, nil
+	}
+	return pr.planRecomputeLevel(planner, mode, ev0, best)
+}
+
+// rcLevel is a level of recomputation screened by screenRecomputes: the recomputations
+// selected, the graph with them and their descriptions, and (mode "auto") the link bound of a
+// swap-only plan on that graph (linkBoundStep).
+type rcLevel struct {
+	sel   []*PlannedRecompute
+	model *graphdef.Model
+	descs []Recompute
+	est   int64
+}
+
+// screenRecomputes is planRecomputed's screening of the levels of recomputation: it returns
+// the level planRecomputed plans (the least link bound with mode "auto", the only level
+// otherwise), or nil when nothing is recomputed. Its simulations count in pr.sims.
+func (pr *Problem) screenRecomputes(mode string, single, apart bool) (*rcLevel, error) {
 	rp := pr.newRCPlanner(single)
 	rp.apart = apart
 	if len(rp.order) == 0 {
@@ -302,13 +390,7 @@ func (pr *Problem) planRecomputed(planner *Strategy, mode string, ev0 *Evaluatio
 		}
 		levels = recomputeLevels(excess)
 	}
-	type level struct {
-		sel   []*PlannedRecompute
-		model *graphdef.Model
-		descs []Recompute
-		est   int64
-	}
-	var best *level
+	var best *rcLevel
 	seen := map[int]bool{}
 	for _, want := range levels {
 		k := rp.level(want)
@@ -324,7 +406,7 @@ func (pr *Problem) planRecomputed(planner *Strategy, mode string, ev0 *Evaluatio
 		if err != nil {
 			return nil, err
 		}
-		lv := &level{sel: sel, model: m2, descs: descs}
+		lv := &rcLevel{sel: sel, model: m2, descs: descs}
 		if mode == "auto" {
 			res, err := pr.simulateModel(m2)
 			if err != nil {
@@ -342,7 +424,12 @@ func (pr *Problem) planRecomputed(planner *Strategy, mode string, ev0 *Evaluatio
 			best = lv
 		}
 	}
-	if best == nil || (mode == "auto" && ev0 != nil && ev0.Fits && best.est >= ev0.StepTime) {
+	return best, nil
+}
+
+// planRecomputeLevel is planRecomputed's planning of best, the level its screening chose.
+func (pr *Problem) planRecomputeLevel(planner *Strategy, mode string, ev0 *Evaluation, best *rcLevel) (*stage, error) {
+	if mode == "auto" && ev0 != nil && ev0.Fits && best.est >= ev0.StepTime {
 		return nil, nil
 	}
 	g2, err := graphdef.NewGraph(best.model.Graph, pr.Model.Source)

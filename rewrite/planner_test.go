@@ -213,21 +213,35 @@ func TestNoFit(t *testing.T) {
 
 // TestNoFitNamesAccumulators checks that a no-fit diagnosis on the control-flow rnn_v1 (a v1
 // loop's stacks hold every iteration's pushed tensors at the peak) counts the accumulators
-// apart from the activations and says how to move them, and that one on a graph without
-// loops (planChain) counts none.
+// left on the device apart from the activations and says how to move them (here preserved:
+// --preserve keeps every StackV2 where it is), that without them preserved the lowest plan
+// places them on the host and counts none, and that one on a graph without loops
+// (planChain) counts none.
 func TestNoFitNamesAccumulators(t *testing.T) {
-	m, _ := loadTestModel(t, "controlflow", "rnn_v1", "regenerate with .venv/bin/python testmodels/controlflow.py")
+	m, g := loadTestModel(t, "controlflow", "rnn_v1", "regenerate with .venv/bin/python testmodels/controlflow.py")
 	p, err := cost.LookupProfile(DefaultDevice)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = RewriteWithPlanner(m, Options{}, PlanOptions{Budget: 1 << 10, Profile: p, Sim: cost.Options{Fetch: []string{"train"}}, FitAccounting: "tfswap"})
+	var stacks []string
+	for _, n := range g.Nodes {
+		if n.Op == "StackV2" {
+			stacks = append(stacks, n.Name)
+		}
+	}
+	po := PlanOptions{Budget: 1 << 10, Profile: p, Sim: cost.Options{Fetch: []string{"train"}}, FitAccounting: "tfswap"}
+	_, err = RewriteWithPlanner(m, Options{Preserve: stacks}, po)
 	var nf *NoFitError
 	if !errors.As(err, &nf) {
 		t.Fatalf("got %v, want a NoFitError", err)
 	}
 	if nf.Accumulators <= 0 || !strings.Contains(err.Error(), "while loops' accumulators") {
 		t.Errorf("accumulators %d B, message:\n%s", nf.Accumulators, err)
+	}
+	kept := nf.Peak
+	_, err = RewriteWithPlanner(m, Options{}, po)
+	if !errors.As(err, &nf) || nf.Accumulators != 0 || nf.Peak >= kept {
+		t.Errorf("with the stacks free to move: %v", err)
 	}
 	_, err = planModel(t, planChain(4, ""), "auto", 3<<20)
 	if !errors.As(err, &nf) || nf.Accumulators != 0 || strings.Contains(err.Error(), "accumulators") {

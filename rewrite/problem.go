@@ -294,6 +294,20 @@ type Problem struct {
 	keep     bool
 	kept     *built
 	keptPlan *Plan
+	// accumulators are the while loops' accumulators every plan of this problem places on
+	// the host (Plan.Accumulators; its Base too): the problem passAccumulators plans.
+	accumulators []*graphdef.Node
+}
+
+// placed returns plan with the problem's accumulators on the host (Problem.accumulators)
+// where it names none itself: the plan this problem simulates and writes.
+func (pr *Problem) placed(plan *Plan) *Plan {
+	if len(pr.accumulators) == 0 || len(plan.Accumulators) > 0 {
+		return plan
+	}
+	p := *plan
+	p.Accumulators = pr.accumulators
+	return &p
 }
 
 // newProblem prepares a planning problem: simulates the unswapped graph and indexes its
@@ -305,6 +319,12 @@ func newProblem(model *graphdef.Model, a *Analysis, po PlanOptions) (*Problem, e
 // newProblemWith is newProblem keeping grapplerMargin thousandths of each budget free by
 // Grappler's accounting.
 func newProblemWith(model *graphdef.Model, a *Analysis, po PlanOptions, grapplerMargin int64) (*Problem, error) {
+	return newProblemPlacing(model, a, po, grapplerMargin, nil)
+}
+
+// newProblemPlacing is newProblemWith for a problem whose plans all place accumulators (some
+// of a.HostAccumulators) on the host: its unswapped step is the graph with them placed.
+func newProblemPlacing(model *graphdef.Model, a *Analysis, po PlanOptions, grapplerMargin int64, accumulators []*graphdef.Node) (*Problem, error) {
 	if po.Profile == nil {
 		p, err := cost.LookupProfile(DefaultDevice)
 		if err != nil {
@@ -327,7 +347,8 @@ func newProblemWith(model *graphdef.Model, a *Analysis, po PlanOptions, grappler
 		// included, so only the legacy accounting keeps a margin.
 		grapplerMargin = 0
 	}
-	pr := &Problem{Model: model, Analysis: a, Opts: po, Profile: po.Profile, cache: map[string]*Evaluation{}, grapplerMargin: grapplerMargin}
+	pr := &Problem{Model: model, Analysis: a, Opts: po, Profile: po.Profile, cache: map[string]*Evaluation{}, grapplerMargin: grapplerMargin,
+		accumulators: accumulators}
 	// Grappler's figures exist for graphs simulated by tfswap's rules (not for what-if
 	// simulations with other conventions, which are then judged by those alone).
 	pr.grappler = po.Sim.Conventions == (cost.Conventions{})
@@ -562,9 +583,12 @@ func (pr *Problem) simulate(plan *Plan, g *graphdef.Graph, timeline bool) (*Eval
 		return nil, nil, err
 	}
 	pr.sims++
-	ev := &Evaluation{Plan: plan, Result: res, StepTime: res.StepTime, Fits: true, Strategy: pr.strategy}
+	ev := &Evaluation{Plan: pr.placed(plan), Result: res, StepTime: res.StepTime, Fits: true, Strategy: pr.strategy}
 	if len(plan.Swaps) == 0 {
 		ev.Strategy = "none"
+		if len(pr.placed(plan).Accumulators) > 0 {
+			ev.Strategy = "accumulators"
+		}
 	}
 	ev.Excess = -1 << 62
 	for i, d := range res.Devices {
@@ -716,6 +740,18 @@ func planKey(plan *Plan) string {
 			b.WriteString(w)
 		}
 	}
+	if len(plan.Accumulators) > 0 {
+		ks := make([]int, len(plan.Accumulators))
+		for i, n := range plan.Accumulators {
+			ks[i] = n.Index
+		}
+		sort.Ints(ks)
+		b.WriteString("|accumulators")
+		for _, k := range ks {
+			b.WriteByte(' ')
+			b.WriteString(strconv.Itoa(k))
+		}
+	}
 	return b.String()
 }
 
@@ -850,13 +886,28 @@ func (pr *Problem) memo(tm *timing) *triggers.Memo {
 // graphFor returns the graph the simulator runs for plan: the derived graph, with the
 // compute device shown as a GPU when it is not one.
 func (pr *Problem) graphFor(plan *Plan) (*graphdef.Graph, error) {
-	if len(plan.Swaps) == 0 && len(plan.Waits) == 0 && !pr.relabel {
+	plan = pr.placed(plan)
+	if len(plan.Swaps) == 0 && len(plan.Waits) == 0 && len(plan.Accumulators) == 0 && !pr.relabel {
 		// The empty plan's graph is the original (the builder would copy it unchanged).
 		return pr.Analysis.Graph, nil
 	}
 	b, err := build(pr.Analysis, plan)
 	if err != nil {
 		return nil, err
+	}
+	if len(plan.Accumulators) > 0 {
+		// The accumulators' placement changes the devices of original nodes, which the
+		// builder's graph does not: the graph simulated is the one written, indexed again
+		// (original nodes first, at their indices, as the builder keeps them).
+		res := applyPlan(pr.Model, pr.Analysis, plan, b)
+		g, err := graphdef.NewGraph(res.Model.Graph, pr.Model.Source)
+		if err != nil {
+			return nil, fmt.Errorf("internal error: the rewrite placing accumulators on the host: %v", err)
+		}
+		if pr.relabel {
+			relabelCompute(pr.Analysis, g)
+		}
+		return g, nil
 	}
 	if pr.keep && !pr.relabel {
 		pr.kept, pr.keptPlan = b, plan
@@ -879,10 +930,11 @@ func (pr *Problem) takeBuilt(plan *Plan) *built {
 }
 
 // relabelCompute shows the compute device of a's nodes as a GPU in g, whose first nodes are
-// a's graph's (the two-device CPU emulation's compute device is simulated as a GPU).
+// a's graph's (the two-device CPU emulation's compute device is simulated as a GPU); a node
+// the rewrite moved to another device (an accumulator's, placed on the host) stays there.
 func relabelCompute(a *Analysis, g *graphdef.Graph) {
 	for i, orig := range a.Graph.Nodes {
-		if a.OnCompute(orig) {
+		if a.OnCompute(orig) && g.Nodes[i].Device == orig.Device {
 			d := a.Device(orig)
 			d.Type = "GPU"
 			g.Nodes[i].Device = d

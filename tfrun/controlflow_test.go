@@ -18,7 +18,8 @@ import (
 // by LMS (thresholds lowered so that the small graphs swap something) and, for the CNNs,
 // planned at 90% of the simulated unswapped peak, trains for 3 steps bit-identically to the
 // original (loss and every variable) in the two-device emulation under TensorFlow's default
-// Grappler configuration, and no swap touches a conditional branch.
+// Grappler configuration, and no swap touches a conditional branch; rnn_v1 is planned at 70%
+// of that peak by tfswap's accounting too, which only placing its stacks on the host fits.
 func TestControlFlowRewritesTrainBitIdentically(t *testing.T) {
 	dir := filepath.Join("..", "testmodels", "controlflow")
 	cfg := TwoDeviceConfigBytes()
@@ -52,18 +53,23 @@ func TestControlFlowRewritesTrainBitIdentically(t *testing.T) {
 				t.Fatal("LMS placed none of rnn_v1's stack accumulators on the host")
 			}
 			rewrites["lms"] = lms
+			fetch := cost.Options{Fetch: []string{fx.TrainOp}}
+			if name == "rnn_v1" {
+				// At 70% of the peak by tfswap's accounting only placing the stacks on the
+				// host fits (passAccumulators).
+				budget := simulatedPeak(t, m, name, fetch) * 70 / 100
+				p, err := rewrite.RewriteWithPlanner(placed, rewrite.Options{ComputeDevice: computeDevice, HostDevice: hostDevice},
+					rewrite.PlanOptions{Budget: budget, Sim: fetch, FitAccounting: "tfswap"})
+				if err != nil {
+					t.Fatalf("planning at 70%% (%d bytes): %v", budget, err)
+				}
+				if len(p.Result.Accumulators) == 0 {
+					t.Fatal("the 70% plan places no stack on the host")
+				}
+				rewrites["planned-70%"] = p.Result
+			}
 			if name == "cond_cnn" || name == "if_cnn" || name == "fn_call" {
-				fetch := cost.Options{Fetch: []string{fx.TrainOp}}
-				prof, _ := cost.LookupProfile(rewrite.DefaultDevice)
-				ug, err := graphdef.NewGraph(m.Graph, name) // unplaced: simulated on the GPU
-				if err != nil {
-					t.Fatal(err)
-				}
-				base, err := cost.Simulate(ug, prof, fetch)
-				if err != nil {
-					t.Fatal(err)
-				}
-				budget := base.Compute().PeakBytes * 90 / 100
+				budget := simulatedPeak(t, m, name, fetch) * 90 / 100
 				p, err := rewrite.RewriteWithPlanner(placed, rewrite.Options{ComputeDevice: computeDevice, HostDevice: hostDevice},
 					rewrite.PlanOptions{Budget: budget, Sim: fetch})
 				if err != nil {
@@ -80,7 +86,7 @@ func TestControlFlowRewritesTrainBitIdentically(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkFinite(t, want)
-			for _, kind := range []string{"lms", "planned-90%"} {
+			for _, kind := range []string{"lms", "planned-90%", "planned-70%"} {
 				res := rewrites[kind]
 				if res == nil {
 					continue
@@ -108,8 +114,27 @@ func TestControlFlowRewritesTrainBitIdentically(t *testing.T) {
 				for _, d := range want.Diff(got, variableNames(fxAll)) {
 					t.Errorf("%s: %s", kind, d)
 				}
-				t.Logf("%s: %d swaps, losses %v", kind, len(res.Swaps), got.LossValues)
+				t.Logf("%s: %d swaps, %d accumulators on the host, losses %v", kind, len(res.Swaps), len(res.Accumulators), got.LossValues)
 			}
 		})
 	}
+}
+
+// simulatedPeak returns the compute device's simulated peak of m (unplaced: simulated on the
+// GPU of the default profile) for the step fetch runs.
+func simulatedPeak(t *testing.T, m *graphdef.Model, name string, fetch cost.Options) int64 {
+	t.Helper()
+	prof, err := cost.LookupProfile(rewrite.DefaultDevice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ug, err := graphdef.NewGraph(m.Graph, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := cost.Simulate(ug, prof, fetch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base.Compute().PeakBytes
 }

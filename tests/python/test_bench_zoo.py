@@ -87,3 +87,37 @@ def test_audit_rows():
     assert "| `gpt` | - | holds: inspect +6%, Grappler's -18%, VC's conventions +0% | **fails**: 1 of 3 fit" in md
     assert "| `unknown_batch` | unknown batch | n/a: the VirtualCluster counts the unknown batch as 1 |" in md
     assert "test logs at def" in md
+
+
+def test_audit_v1_cond_evidence():
+    """For a graph with a v1 conditional the audit says what the VirtualCluster cannot judge and
+    lists the tensors live at its peak that the JSON kept; without them it says nothing."""
+    g = dict(name="cond_v1", nodes=1, peak=400 << 10, grappler_peak=580 << 10, vc_conv_peak=903 << 10,
+             vcluster_peak=902 << 10, features=["v1 cond"], plans=[],
+             vcluster_live=["a/Switch:1 64.0", "a_1/Switch:0 64.0"])
+    md = zoo_bench.audit_markdown({"commit": "abc", "graphs": [g]})
+    assert "What the VirtualCluster cannot judge on `cond_v1`" in md
+    assert "Its peak (902.0 KiB) is not a peak a step has" in md
+    assert "are `a/Switch:1` 64.0, `a_1/Switch:0` 64.0, among them tensors of both sides" in md
+    assert ("the VC's conventions figure (903.0 KiB); tfswap's own accounting (`inspect`, 400.0 KiB) and "
+            "Grappler's (580.0 KiB) run the larger branch only.") in md
+    del g["vcluster_live"]
+    assert "cannot judge on" not in zoo_bench.audit_markdown({"commit": "abc", "graphs": [g]})
+
+
+def test_audit_v1_loop_evidence():
+    """For a graph with a v1 while loop the audit says what the VirtualCluster counts that a step
+    does not hold and lists the tensors live at its peak that the JSON kept; without them it says
+    nothing."""
+    g = dict(name="rnn_v1", nodes=1, peak=424 << 10, grappler_peak=336 << 10, vc_conv_peak=503 << 10,
+             vcluster_peak=501 << 10, features=["v1 loop"], plans=[],
+             vcluster_live=["g/Enter_grad/b_acc_1:0 80.0", "g/Enter_grad/b_acc_2:0 80.0"])
+    md = zoo_bench.audit_markdown({"commit": "abc", "graphs": [g]})
+    assert "What the VirtualCluster counts on `rnn_v1` that a step does not hold" in md
+    assert ("Its largest tensors live at its peak (501.0 KiB; KiB, tools/vcluster/vcluster.py) are "
+            "`g/Enter_grad/b_acc_1:0` 80.0, `g/Enter_grad/b_acc_2:0` 80.0.") in md
+    assert ("The VC's conventions figure (503.0 KiB) models that; tfswap's own accounting (`inspect`, 424.0 KiB)"
+            in md)
+    assert "cannot judge on" not in md
+    del g["vcluster_live"]
+    assert "counts on `rnn_v1`" not in zoo_bench.audit_markdown({"commit": "abc", "graphs": [g]})

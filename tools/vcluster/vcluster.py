@@ -230,12 +230,11 @@ def describe(tensors, idx, top):
             for (n, port, b, a, d, _, _) in rows[:top]]
 
 
-def check_graph(path, fetch, profile, top, budget=None, trace=False):
+def load_metagraph(path, fetch):
+    """The GraphDef at path and a MetaGraphDef of it whose `train_op` collection names the
+    fetches (the nodes Grappler keeps and runs, as a session run of them would)."""
     import tensorflow as tf
-    from tensorflow.core.protobuf import device_properties_pb2 as dp
     from tensorflow.core.protobuf import meta_graph_pb2
-    from tensorflow.python.grappler import cluster as gcluster
-    from tensorflow.python.grappler import item as gitem
 
     gd = tf.compat.v1.GraphDef()
     with open(path, "rb") as f:
@@ -244,6 +243,16 @@ def check_graph(path, fetch, profile, top, budget=None, trace=False):
     mg.graph_def.CopyFrom(gd)
     for name in fetch:
         mg.collection_def["train_op"].node_list.value.append(name)
+    return gd, mg
+
+
+def check_graph(path, fetch, profile, top, budget=None, trace=False):
+    import tensorflow as tf
+    from tensorflow.core.protobuf import device_properties_pb2 as dp
+    from tensorflow.python.grappler import cluster as gcluster
+    from tensorflow.python.grappler import item as gitem
+
+    gd, mg = load_metagraph(path, fetch)
     it = gitem.Item(mg)
     devices = [dp.NamedDevice(name=GPU_NAME % i, properties=gpu_properties(profile, CHECKER_MEMORY))
                for i in gpu_indices(gd)]
