@@ -48,6 +48,29 @@ PEAK_TOLERANCE = 0.10
 # How many of the tensors live at the VirtualCluster's peak the JSON keeps (the audit's evidence
 # where the VirtualCluster cannot judge the runtime's peak).
 VC_LIVE = 10
+# What the VirtualCluster counts that a step does not hold, by graph feature: the audit's paragraph
+# for each graph with that feature, with the tensors live at the VirtualCluster's peak (vcluster_live)
+# as the evidence.
+VC_EVIDENCE = (
+    ("v1 cond",
+     "What the VirtualCluster cannot judge on `%(name)s`: the runtime runs one branch of a v1 conditional, the "
+     "VirtualCluster both, and each `Merge` once per input that arrives, so that the `Merge` of a "
+     "gradient holds the zero gradient of one side beside the gradient of the other until the later "
+     "arrives (docs/SIMULATOR.md, `vsMerge`). Its peak (%(vc)s KiB) is not a peak a step has: its largest "
+     "tensors live then (KiB, tools/vcluster/vcluster.py) are %(live)s, among them tensors of both sides of "
+     "a conditional, which no step holds at once. It judges tfswap's model of the graph with both branches run, "
+     "the VC's conventions figure (%(conv)s KiB); tfswap's own accounting (`inspect`, %(peak)s KiB) and Grappler's "
+     "(%(grappler)s KiB) run the larger branch only."),
+    ("v1 loop",
+     "What the VirtualCluster counts on `%(name)s` that a step does not hold: it runs a v1 while loop's body "
+     "once and each loop `Merge` on its `Enter` and again when the loop's `NextIteration` ends, so that "
+     "the `Enter`'s tensor and the `Merge`'s output stay live until the body has run (docs/SIMULATOR.md, "
+     "merge-reruns); TensorFlow's executor forwards the `Enter`'s buffer through the `Merge` instead. "
+     "Its largest tensors live at its peak (%(vc)s KiB; KiB, tools/vcluster/vcluster.py) are %(live)s. The VC's "
+     "conventions figure (%(conv)s KiB) models that; tfswap's own accounting (`inspect`, %(peak)s KiB) runs the "
+     "loop's `Merge` as the runtime does and counts every iteration's accumulator elements, and "
+     "Grappler's (%(grappler)s KiB) frees the `Enter`'s tensor too."),
+)
 # Ops the VirtualCluster cannot judge a peak through, and why (docs/SIMULATOR.md).
 CALL_OPS = {"PartitionedCall", "StatefulPartitionedCall", "If", "StatelessIf", "While", "StatelessWhile", "Case",
             "StatelessCase"}
@@ -265,36 +288,15 @@ def audit_markdown(data):
         cells = [peak_cell(g)[0], plans_cell(g)] + bitid_cells(g, go, bridge)
         out.append("| `%s` | %s | %s |" % (g["name"], ", ".join(g.get("features") or []) or "-", " | ".join(cells)))
     out.append("")
-    for g in data["graphs"]:
-        if "v1 cond" not in (g.get("features") or []) or not g.get("vcluster_live"):
-            continue
-        out.append("What the VirtualCluster cannot judge on `%s`: the runtime runs one branch of a v1 conditional, the "
-                   "VirtualCluster both, and each `Merge` once per input that arrives, so that the `Merge` of a "
-                   "gradient holds the zero gradient of one side beside the gradient of the other until the later "
-                   "arrives (docs/SIMULATOR.md, `vsMerge`). Its peak (%s KiB) is not a peak a step has: its largest "
-                   "tensors live then (KiB, tools/vcluster/vcluster.py) are %s, among them tensors of both sides of "
-                   "a conditional, which no step holds at once. It judges tfswap's model of the graph with both branches run, the VC's conventions "
-                   "figure (%s KiB); tfswap's own accounting (`inspect`, %s KiB) and Grappler's (%s KiB) run the "
-                   "larger branch only." % (
-                       g["name"], kib(g["vcluster_peak"]),
-                       ", ".join("`%s` %s" % tuple(x.rsplit(" ", 1)) for x in g["vcluster_live"]),
-                       kib(g.get("vc_conv_peak")), kib(g["peak"]), kib(g["grappler_peak"])))
-        out.append("")
-    for g in data["graphs"]:
-        if "v1 loop" not in (g.get("features") or []) or not g.get("vcluster_live"):
-            continue
-        out.append("What the VirtualCluster counts on `%s` that a step does not hold: it runs a v1 while loop's body "
-                   "once and each loop `Merge` on its `Enter` and again when the loop's `NextIteration` ends, so that "
-                   "the `Enter`'s tensor and the `Merge`'s output stay live until the body has run (docs/SIMULATOR.md, "
-                   "merge-reruns); TensorFlow's executor forwards the `Enter`'s buffer through the `Merge` instead. "
-                   "Its largest tensors live at its peak (%s KiB; KiB, tools/vcluster/vcluster.py) are %s. The VC's "
-                   "conventions figure (%s KiB) models that; tfswap's own accounting (`inspect`, %s KiB) runs the "
-                   "loop's `Merge` as the runtime does and counts every iteration's accumulator elements, and "
-                   "Grappler's (%s KiB) frees the `Enter`'s tensor too." % (
-                       g["name"], kib(g["vcluster_peak"]),
-                       ", ".join("`%s` %s" % tuple(x.rsplit(" ", 1)) for x in g["vcluster_live"]),
-                       kib(g.get("vc_conv_peak")), kib(g["peak"]), kib(g["grappler_peak"])))
-        out.append("")
+    for feature, text in VC_EVIDENCE:
+        for g in data["graphs"]:
+            if feature not in (g.get("features") or []) or not g.get("vcluster_live"):
+                continue
+            out.append(text % dict(
+                name=g["name"], vc=kib(g["vcluster_peak"]),
+                live=", ".join("`%s` %s" % tuple(x.rsplit(" ", 1)) for x in g["vcluster_live"]),
+                conv=kib(g.get("vc_conv_peak")), peak=kib(g["peak"]), grappler=kib(g["grappler_peak"])))
+            out.append("")
     return "\n".join(out)
 
 

@@ -287,6 +287,18 @@ func axis(a int64, r int) (int, bool) {
 
 // node sets the handles of n's outputs.
 func (m *grapplerShapeModel) node(n *graphdef.Node) {
+	if n.Op == "ResourceApplyGradientDescent" && len(n.Inputs) >= 3 && n.Inputs[0].Node.Op == "VarHandleOp" {
+		// ApplyGradientDescentShapeFn merges the gradient's shape with the variable's, which
+		// makes known again the dimensions a gradient Merge relaxed (cond_cnn's filter
+		// gradients in the VirtualCluster's trace).
+		if sh, ok := attrShape(n.Inputs[0].Node, "shape"); ok {
+			if grad := m.in(n, 2); len(grad) == len(sh) {
+				for d, v := range sh {
+					m.u.merge(grad[d], m.u.fresh(v))
+				}
+			}
+		}
+	}
 	nOut := len(n.OutputTypes)
 	if nOut == 0 {
 		nOut = len(m.base.out[n.Index])

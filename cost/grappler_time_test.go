@@ -91,7 +91,9 @@ func TestGrapplerShapesTranspose(t *testing.T) {
 // resource variable, Fill(VariableShape(v)), gets a dimension Grappler calls unknown (it
 // knows the value of a Shape, not of a VariableShape), and so does the gradient Merge of that
 // zero gradient and the other side's, whose dimensions differ in value; a Merge of two
-// inputs of the same known shape keeps it, as does a Fill of a Shape.
+// inputs of the same known shape keeps it, as does a Fill of a Shape. A gradient Merge that
+// ResourceApplyGradientDescent applies to the variable gets the variable's shape back (its
+// shape function merges the two).
 func TestGrapplerShapesZeroGradientOfVariable(t *testing.T) {
 	b := newBuilder()
 	b.variable("v", "", []int64{16})
@@ -105,8 +107,13 @@ func TestGrapplerShapesZeroGradientOfVariable(t *testing.T) {
 	b.op("xzeros", "Fill", "", []int64{4, 8}, "xs", "zero")
 	b.op("xgrad", "Neg", "", []int64{4, 8}, "x")
 	b.node("xmerge", "Merge", "", [][]int64{{4, 8}, {}}, map[string]*apb.AttrValue{"N": iAttr(2)}, "xzeros", "xgrad")
+	b.op("zeros2", "Fill", "", []int64{16}, "vs", "zero")
+	b.node("merge2", "Merge", "", [][]int64{{16}, {}}, map[string]*apb.AttrValue{"N": iAttr(2)}, "zeros2", "grad")
+	b.op("lr", "Const", "", []int64{})
+	b.op("apply", "ResourceApplyGradientDescent", "", nil, "v", "lr", "merge2")
 	grapplerShapesWant(t, b, []nodeShape{
 		{"zeros", []int64{-1}}, {"merge", []int64{-1}}, {"grad", []int64{16}}, {"xzeros", []int64{4, 8}}, {"xmerge", []int64{4, 8}},
+		{"zeros2", []int64{-1}}, {"merge2", []int64{16}},
 	})
 }
 

@@ -141,7 +141,7 @@ func ConventionRules() []ConventionRule {
 			func(c Conventions) bool { return c.TieByName }, func(c *Conventions, v bool) { c.TieByName = v }},
 		{"grappler-times", "ops take the time Grappler's OpLevelCostEstimator gives them",
 			func(c Conventions) bool { return c.GrapplerTimes }, func(c *Conventions, v bool) { c.GrapplerTimes = v }},
-		{"both-branches", "(not one of Grappler's rules) both branches of every conditional run, and an If costs both its branch functions",
+		{"both-branches", "(not one of Grappler's rules) both branches of every conditional run, a conditional's Merge once per input that arrives (as the VirtualScheduler runs it), and an If costs both its branch functions",
 			func(c Conventions) bool { return c.BothBranches }, func(c *Conventions, v bool) { c.BothBranches = v }},
 		{"calls-by-bytes", "(not one of Grappler's rules) function calls are timed by their bytes only, not costed from their bodies",
 			func(c Conventions) bool { return c.CallsByBytes }, func(c *Conventions, v bool) { c.CallsByBytes = v }},
