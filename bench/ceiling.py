@@ -564,6 +564,27 @@ gates, tfrun's TestGatesRunUnderGrappler); the plan of 6a32992 was accepted by a
 left them out. 5c8aeef leaves 5x alone (its rewrites by both accountings are byte-identical to
 5f6305d's).
 
+What the VirtualCluster does with a gate (checked in TensorFlow 2.18's source). The VirtualScheduler's
+`GenerateRunMetadata` (`virtual_scheduler.cc`) writes every output of every op it ran into the step stats
+with its `CalculateOutputSize`, read or not, and `GraphMemory::InferFromTrace` keeps each from its op's start
+to the end of its last data reader, control edges skipped: a gate, read through control edges only, holds a
+buffer of its output's size for its own nanosecond, and the microsecond figure adds it to everything else in
+that microsecond. tfswap's Grappler conventions count it so; no zero-byte or aliased output is counted that
+the VirtualCluster leaves out. The size was avoidable: every output of an op exists once it has run, so since
+bd7b41e a planned rewrite's gate reads its trigger's smallest output of known, non-zero size
+(`rewrite.SmallestGatePort`: a batch normalisation's statistics or scale gradient; `Rewrite` and `lms-fixed`
+keep the first data output, byte for byte). At 5x (simulated v100-16gb) the rewrite 7861305^ planned reads
+20.06 GiB by the microsecond figure at 3.043 s, 5.54 GiB of it the swap-in gate and the recompute gate on
+`gradients/stage2/block2/conv3/bn/FusedBatchNormV3_grad/FusedBatchNormGradV3:0` (2.77 GiB each); with those
+two moved to its output 1 (1 KiB) by hand, 17.29 GiB at 3.019 s, where the recompute gate on
+`gradients/stage2/block2/out_grad/ReluGrad` (one output, 2.77 GiB) remains beside the `AddN` of the block's
+output gradient, its two tuple Identities, the ReLU gradient and the recomputed block output (2.77 GiB each).
+5x by all accountings still finds no plan (lowest 15.41 GiB by tfswap's accounting, as before). Not built: a
+gate of a few bytes on a trigger with one output, which needs an op that reads the output, writes little, and
+that Grappler neither folds nor bypasses. `Shape` is not one: constant folding's `MaterializeShapes` turns a
+`Shape` of a known shape into a `Const` with a control edge on the trigger whatever the nodes to preserve,
+the edge the gate exists to avoid.
+
 What changed at 4x (all accountings: +352.5% before, +136.0% now). The plan that fits by tfswap's accounting
 at +21.4% recomputes a residual block's output through a chain Conv2D, FusedBatchNormV3, AddV2, Relu: two
 buffers at runtime, four block-sized tensors by the VirtualCluster's accounting (its nanosecond figure above,

@@ -232,8 +232,9 @@ func copyNodeDef(nd *npb.NodeDef, extra int) *npb.NodeDef {
 // GateNodeName returns the name of the gate node of trigger: "tfswap/<trigger>/gate".
 func GateNodeName(trigger *graphdef.Node) string { return Scope + trigger.Name + "/gate" }
 
-// GatePort returns the output of n that a gate reads (the first one holding data: not a
-// reference, resource or variant) and its dtype; ok is false when n has none.
+// GatePort returns the output of n that a gate reads in a rewrite without
+// Options.GateSmallestOutput (the first one holding data: not a reference, resource or
+// variant) and its dtype; ok is false when n has none.
 func GatePort(n *graphdef.Node) (port int, dt graphdef.DataType, ok bool) {
 	for p, t := range n.OutputTypes {
 		if !graphdef.IsRef(t) && !graphdef.IsHandle(t) {
@@ -243,20 +244,52 @@ func GatePort(n *graphdef.Node) (port int, dt graphdef.DataType, ok bool) {
 	return 0, 0, false
 }
 
-// gateNode builds the gate of trigger: an Identity on the trigger's device that reads the
-// trigger's output and is marked for Grappler to keep. Swap-ins take their control edge from
+// SmallestGatePort returns the output of n that a gate reads with
+// Options.GateSmallestOutput, and its dtype: the smallest data output whose size is known and
+// not zero (the first of them on a tie), else GatePort's. Every output of an op exists once
+// the op has run, so a gate on any of them fires as late; Grappler's VirtualCluster, which
+// counts every op output as a buffer of its own from its op's start to its last reader's end,
+// then counts a gate on FusedBatchNormGradV3 as the kilobytes of its scale gradient, not the
+// block-sized input gradient. An empty output is never chosen, so that a gate does not wait
+// on a value Grappler could know without running the op.
+func SmallestGatePort(n *graphdef.Node) (port int, dt graphdef.DataType, ok bool) {
+	port, dt, ok = GatePort(n)
+	best := int64(-1)
+	for p, t := range n.OutputTypes {
+		if graphdef.IsRef(t) || graphdef.IsHandle(t) {
+			continue
+		}
+		b, known, _ := graphdef.Tensor{Node: n, Port: p}.Bytes()
+		if known && b > 0 && (best < 0 || b < best) {
+			port, dt, best = p, t, b
+		}
+	}
+	return port, dt, ok
+}
+
+// gatePort is the output of n a gate reads under o: SmallestGatePort's with
+// GateSmallestOutput, else GatePort's.
+func (o Options) gatePort(n *graphdef.Node) (port int, dt graphdef.DataType, ok bool) {
+	if o.GateSmallestOutput {
+		return SmallestGatePort(n)
+	}
+	return GatePort(n)
+}
+
+// gateNode builds the gate of trigger: an Identity on the trigger's device that reads one of
+// the trigger's outputs (opts.gatePort) and is marked for Grappler to keep. Swap-ins take their control edge from
 // the gate, not from the trigger itself: Grappler removes, folds or fuses original ops freely
 // (a no-op Reshape or Slice, a MatMul fused with its BiasAdd), moving a control edge on such
 // an op to its inputs, so that the gate would fire early or vanish. A data edge survives
 // every such rewrite, because Grappler keeps the value flowing to the gate; the gate runs
 // only once the trigger's value exists.
-func gateNode(trigger *graphdef.Node) (*npb.NodeDef, error) {
-	return (*addedShare)(nil).gateNode(trigger)
+func gateNode(trigger *graphdef.Node, opts Options) (*npb.NodeDef, error) {
+	return (*addedShare)(nil).gateNode(trigger, opts)
 }
 
 // gateNode is the package's gateNode, its shape value shared through sh.
-func (sh *addedShare) gateNode(trigger *graphdef.Node) (*npb.NodeDef, error) {
-	port, dt, ok := GatePort(trigger)
+func (sh *addedShare) gateNode(trigger *graphdef.Node, opts Options) (*npb.NodeDef, error) {
+	port, dt, ok := opts.gatePort(trigger)
 	if !ok {
 		return nil, fmt.Errorf("trigger %q has no data output to gate on", trigger.Name)
 	}

@@ -168,11 +168,11 @@ func build(a *Analysis, plan *Plan) (*built, error) {
 					// A gate the graph has (an offload's) is shared.
 					gate = remap(have)
 				} else {
-					gateDef, err := sh.gateNode(grp.Trigger)
+					gateDef, err := sh.gateNode(grp.Trigger, a.Opts)
 					if err != nil {
 						return nil, fmt.Errorf("tensor %s: %v", t, err)
 					}
-					port, gdt, _ := GatePort(grp.Trigger)
+					port, gdt, _ := a.Opts.gatePort(grp.Trigger)
 					gate, err = sh.derivedSwapNode(len(nodes), gateDef, gdt)
 					if err != nil {
 						return nil, err

@@ -586,7 +586,7 @@ func offloadGroups(model *graphdef.Model, a *Analysis, groups []*VariableGroup, 
 		}
 		gate := GateNodeName(c.trig)
 		if !gates[gate] {
-			gn, err := gateNode(c.trig)
+			gn, err := gateNode(c.trig, a.Opts)
 			if err != nil {
 				return nil, fmt.Errorf("tensor %s: %v", t, err)
 			}

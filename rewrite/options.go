@@ -68,6 +68,13 @@ type Options struct {
 	HostDevice string
 	// Gate says which swap-in carries the trigger. Default GateHost.
 	Gate Gate
+	// GateSmallestOutput makes each gate read its trigger's smallest output of known size
+	// (SmallestGatePort) instead of its first data output (GatePort), so that Grappler's
+	// VirtualCluster, which counts a gate's output as a buffer of its own, counts a few bytes
+	// where the trigger has such an output. RewriteWithPlanner sets it for every planning
+	// strategy; Rewrite and the lms-fixed strategy leave it off, so their output stays the
+	// bytes it was.
+	GateSmallestOutput bool
 	// Fetch names the nodes the step fetches, when known (RewriteWithPlanner takes
 	// PlanOptions.Sim.Fetch when it is empty). With it, the value-dead nodes that are
 	// never read from a swap-in nor trigger one include every node Grappler's dependency

@@ -67,6 +67,9 @@ func RewriteGraphWithPlanner(model *graphdef.Model, g *graphdef.Graph, opts Opti
 	if err != nil {
 		return nil, err
 	}
+	if planner, err := LookupStrategy(po.Strategy); err == nil && planner != lmsFixedStrategy {
+		opts.GateSmallestOutput = true // a planned rewrite's gates (see Options)
+	}
 	mode, err := ParseOffloadMode(string(po.Offload))
 	if err != nil {
 		return nil, err

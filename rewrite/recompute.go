@@ -843,7 +843,7 @@ func ApplyRecomputes(model *graphdef.Model, a *Analysis, rcs []*PlannedRecompute
 		}
 		gate := RecomputeGateName(rc.Trigger)
 		if !gates[gate] {
-			gn, err := gateNode(rc.Trigger)
+			gn, err := gateNode(rc.Trigger, a.Opts)
 			if err != nil {
 				return nil, nil, fmt.Errorf("recomputation of %s: %v", t, err)
 			}
