@@ -948,7 +948,9 @@ func (s *sim) nameRanks() {
 	}
 	var sends []named
 	if s.conv.RecvOps {
-		seen := map[xkey]bool{}
+		// The devices a transfer of the current output goes to: add is called for one
+		// output's consumers at a time, so a transfer is named once per output and device.
+		var seen []int32
 		vs := make([]string, len(s.devs)) // vsDeviceName by device, made once
 		vsName := func(d int32) string {
 			if vs[d] == "" {
@@ -961,10 +963,10 @@ func (s *sim) nameRanks() {
 				return
 			}
 			k := xkey{int32(p.Index), int32(port), s.dev[c.Index]}
-			if seen[k] {
+			if slices.Contains(seen, k.dev) {
 				return
 			}
-			seen[k] = true
+			seen = append(seen, k.dev)
 			src := p.Name + "_" + strconv.Itoa(port)
 			if port < 0 {
 				src = p.Name + "_minus1"
@@ -978,6 +980,7 @@ func (s *sim) nameRanks() {
 				continue
 			}
 			for port, uses := range n.Consumers {
+				seen = seen[:0]
 				for _, u := range uses {
 					if s.reads(u.Node.Index) {
 						add(n, port, u.Node)
