@@ -132,8 +132,8 @@ func TestPreservedNodesAreNotPruned(t *testing.T) {
 
 // TestSetupCacheSharesGraphFacts checks that two simulations of one graph with one
 // SetupCache, by tfswap's accounting and then by Grappler's (a planner's judgement of a plan),
-// work out the fan-in and the nodes run as NoOps once: the second result's Pruned is the
-// first's, and both results are those of simulations without the cache. Another graph, or
+// work out the fan-in, the nodes run as NoOps and the check of the tensors' total bytes
+// once: the second result's Pruned is the first's, and both results are those of simulations without the cache. Another graph, or
 // the same graph with other fetches, is worked out afresh.
 func TestSetupCacheSharesGraphFacts(t *testing.T) {
 	g := constGradGraph(t)
@@ -162,6 +162,9 @@ func TestSetupCacheSharesGraphFacts(t *testing.T) {
 		} else if &r.Pruned[0] != &first.Pruned[0] {
 			t.Errorf("Grappler's accounting of the same graph worked out the pruned nodes again")
 		}
+	}
+	if c.facts.checkedScale != 1 {
+		t.Errorf("the graph's tensor bytes checked at batch scale %d, want 1 (checked once for both accountings)", c.facts.checkedScale)
 	}
 	if all := sim(g, Conventions{}, nil, c); all.PrunedNodes != 0 || all.Simulated != len(g.Nodes) {
 		t.Errorf("without fetches: %d pruned, %d of %d simulated: the fetches' facts were reused",

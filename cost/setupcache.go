@@ -44,7 +44,7 @@ type SetupCache struct {
 // accounting rules: the fan-in of the fetches, the copies of the cache's original nodes
 // (sameNodes) and the nodes run as NoOps (prunedNodes). A planner judges a plan by tfswap's
 // accounting and then by Grappler's, two simulations of one derived graph; the second takes
-// these from the first. The graph is held weakly: the cache does not keep a derived graph
+// these from the first, and leaves out the check of the graph's total tensor bytes. The graph is held weakly: the cache does not keep a derived graph
 // alive once its planner has let it go.
 type graphFacts struct {
 	g     weak.Pointer[graphdef.Graph]
@@ -60,6 +60,9 @@ type graphFacts struct {
 	prunedFor []bool
 	pruned    []bool
 	prunedSet bool
+	// checkedScale is the batch scale at which g's tensors were checked against the most
+	// tfswap accepts (newShapes), 0 for none.
+	checkedScale int
 }
 
 // factsFor returns c's facts about g simulated for fetch, emptied first when they are about

@@ -451,6 +451,7 @@ type sim struct {
 	p        *Profile
 	cache    *SetupCache // Options.Setup, nil in function bodies
 	same     []bool      // the nodes that are copies of the cache's original nodes (sameNodes)
+	facts    *graphFacts // the cache's facts about g (SetupCache.factsFor), nil without a cache
 	opts     Options
 	conv     Conventions
 	shp      *Shapes
@@ -512,14 +513,25 @@ func Simulate(g *graphdef.Graph, p *Profile, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	shp, err := newShapes(g, opts.BatchScale, opts.callerBatch)
+	// What the last simulation with the cache found about g, if g was its graph.
+	var facts *graphFacts
+	if opts.callDepth == 0 && opts.Setup.Serves(p) {
+		facts = opts.Setup.factsFor(g, opts.Fetch)
+	}
+	// The graph's tensors were checked against the most tfswap accepts when the last
+	// simulation read them at the same batch scale.
+	checked := facts != nil && facts.checkedScale == opts.BatchScale
+	shp, err := newShapesChecked(g, opts.BatchScale, opts.callerBatch, !checked)
 	if err != nil {
 		return nil, err
+	}
+	if facts != nil {
+		facts.checkedScale = opts.BatchScale
 	}
 	if opts.Conventions.GrapplerTimes {
 		shp = GrapplerShapes(g, shp)
 	}
-	s := &sim{g: g, p: p, opts: opts, conv: opts.Conventions, shp: shp, xmap: map[xkey]int32{}, renames: map[int32][]rename{},
+	s := &sim{g: g, p: p, facts: facts, opts: opts, conv: opts.Conventions, shp: shp, xmap: map[xkey]int32{}, renames: map[int32][]rename{},
 		chanIdx: map[[2]int32]int32{}, sendTie: map[xkey]int32{}, recvTie: map[xkey]int32{}, bodies: map[string]callCost{}}
 	s.res = &Result{Profile: p, Options: opts, UnknownOps: map[string]int{}, Shapes: shp}
 	s.res.Options.Setup = nil // a result does not keep the cache alive
@@ -629,12 +641,9 @@ func (s *sim) setup() error {
 		}
 		def = d
 	}
-	var facts *graphFacts // what the last simulation with the cache found about g, if g was its graph
+	facts := s.facts
 	if s.opts.callDepth == 0 {
 		s.cache = s.opts.Setup
-		if s.cache.Serves(s.p) {
-			facts = s.cache.factsFor(g, s.opts.Fetch)
-		}
 	}
 	var incl []bool
 	if facts != nil && facts.fanin != nil {
