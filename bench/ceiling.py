@@ -570,7 +570,10 @@ with its `CalculateOutputSize`, read or not, and `GraphMemory::InferFromTrace` k
 to the end of its last data reader, control edges skipped: a gate, read through control edges only, holds a
 buffer of its output's size for its own nanosecond, and the microsecond figure adds it to everything else in
 that microsecond. tfswap's Grappler conventions count it so; no zero-byte or aliased output is counted that
-the VirtualCluster leaves out. The size was avoidable: every output of an op exists once it has run, so since
+the VirtualCluster leaves out. Checked with `tools/vcluster/vcluster.py --trace` (TensorFlow 2.18) on the residual-network
+fixture's `auto` plan at a 6 MiB budget: the VirtualScheduler runs each gate as a 1 ns Identity whose output has
+the shape Grappler infers, `[8, 32, 32, 16]` for the two on `FusedBatchNormGradV3` with `GateSmallestOutput` off and `[16]`
+with it on (bd7b41e). The size was avoidable: every output of an op exists once it has run, so since
 bd7b41e a planned rewrite's gate reads its trigger's smallest output of known, non-zero size
 (`rewrite.SmallestGatePort`: a batch normalisation's statistics or scale gradient; `Rewrite` and `lms-fixed`
 keep the first data output, byte for byte). At 5x (simulated v100-16gb) the rewrite 7861305^ planned reads
