@@ -570,7 +570,10 @@ with its `CalculateOutputSize`, read or not, and `GraphMemory::InferFromTrace` k
 to the end of its last data reader, control edges skipped: a gate, read through control edges only, holds a
 buffer of its output's size for its own nanosecond, and the microsecond figure adds it to everything else in
 that microsecond. tfswap's Grappler conventions count it so; no zero-byte or aliased output is counted that
-the VirtualCluster leaves out. The size was avoidable: every output of an op exists once it has run, so since
+the VirtualCluster leaves out. Checked with `tools/vcluster/vcluster.py --trace` (TensorFlow 2.18) on the residual-network
+fixture's `auto` plan at a 6 MiB budget: the VirtualScheduler runs each gate as a 1 ns Identity whose output has
+the shape Grappler infers, `[8, 32, 32, 16]` for the two on `FusedBatchNormGradV3` with `GateSmallestOutput` off and `[16]`
+with it on (bd7b41e). The size was avoidable: every output of an op exists once it has run, so since
 bd7b41e a planned rewrite's gate reads its trigger's smallest output of known, non-zero size
 (`rewrite.SmallestGatePort`: a batch normalisation's statistics or scale gradient; `Rewrite` and `lms-fixed`
 keep the first data output, byte for byte). At 5x (simulated v100-16gb) the rewrite 7861305^ planned reads
@@ -579,14 +582,17 @@ keep the first data output, byte for byte). At 5x (simulated v100-16gb) the rewr
 two moved to its output 1 (1 KiB) by hand, 17.29 GiB at 3.019 s, where the recompute gate on
 `gradients/stage2/block2/out_grad/ReluGrad` (one output, 2.77 GiB) remains beside the `AddN` of the block's
 output gradient, its two tuple Identities, the ReLU gradient and the recomputed block output (2.77 GiB each).
-5x by all accountings still finds no plan (lowest 15.41 GiB by tfswap's accounting, as before). Not built: a
+The `tfswap` row's 5x plan reads 18.50 GiB by the microsecond figure at 622c4dd (21.27 before; the
+same recompute gate is left, the list above). 5x by all accountings still finds no plan (lowest 15.41 GiB
+by tfswap's accounting, as before). Not built: a
 gate of a few bytes on a trigger with one output, which needs an op that reads the output, writes little, and
 that Grappler neither folds nor bypasses. `Shape` is not one: constant folding's `MaterializeShapes` turns a
 `Shape` of a known shape into a `Const` with a control edge on the trigger whatever the nodes to preserve,
 the edge the gate exists to avoid.
 
-What changed at 4x (all accountings: +352.5% before, +136.0% now). The plan that fits by tfswap's accounting
-at +21.4% recomputes a residual block's output through a chain Conv2D, FusedBatchNormV3, AddV2, Relu: two
+What changed at 4x (all accountings: +352.5% before, +136.0% at 73a1048, +137.0% at 622c4dd;
+by tfswap's +21.4% and +21.6%: not bd7b41e's gates, the same figures with them off, checked). The plan that fits by tfswap's accounting
+at +21.6% recomputes a residual block's output through a chain Conv2D, FusedBatchNormV3, AddV2, Relu: two
 buffers at runtime, four block-sized tensors by the VirtualCluster's accounting (its nanosecond figure above,
 16.46 GiB). When Grappler's accounting is what keeps a faster plan from fitting, auto now plans recomputations
 again with chains of one large output each (re-run a ReLU from its kept batch-norm output, a batch
@@ -609,7 +615,7 @@ The anchor. The adaptive-window paper (`../shared/papers/out-of-core-adaptive-wi
 55% of in-core speed on a V100 16 GB connected to the CPU by two NVLinks (50 GB/s each), swapping everything,
 with its own allocator, under no VirtualCluster accounting. On tfswap's closest profile, `v100-16gb-nvlink`
 (NVLink 2.0 to a POWER9 host, 40.6 GB/s each way), `bench/ceiling.py --device v100-16gb-nvlink` gives NVLINK.
-The target is missed on `v100-16gb`: by all accountings the largest batch is 4x B0 (+136.0%; none at 5x since
+The target is missed on `v100-16gb`: by all accountings the largest batch is 4x B0 (+137.0%; none at 5x since
 7861305, lowest 15.41 GiB; none at 6x,
 lowest 15.13 GiB; none at 8x, lowest 16.79 GiB), bound by the residual blocks' gradients (the VirtualCluster's
 accounting, which forwards no buffer and counts the tuple Identities, and at 6x tfswap's own); by tfswap's, 8x B0
