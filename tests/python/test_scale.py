@@ -44,3 +44,18 @@ def test_monotone(tmp_path):
     assert monotone.main(["--results", str(f), "--zoo", "", "--replanned", ""]) == 0
     f.write_text(json.dumps(results_with([(10, 0.2), (20, 0.05), (30, 0.1)])))
     assert monotone.main(["--results", str(f), "--zoo", "", "--replanned", ""]) == 1
+
+
+def test_committed_section_matches_results():
+    """The committed "Planning at scale" section is what docs/bench/scale.json renders to, so
+    that figures edited into the docs by hand are not lost when bench/scale.py or
+    bench/report.py regenerates the section from the results file."""
+    docs = os.path.join(ROOT, "docs")
+    with open(os.path.join(docs, "BENCHMARKS.md")) as f:
+        text = f.read()
+    start = text.index(report.SCALE_TITLE + "\n")
+    end = text.find("\n## ", start + len(report.SCALE_TITLE))
+    committed = (text[start:end] if end >= 0 else text[start:]).rstrip()
+    rendered = []
+    report.section_scale(rendered, os.path.join(docs, "bench", "scale.json"))
+    assert "\n".join(rendered).rstrip() == committed
