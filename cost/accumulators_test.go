@@ -131,21 +131,8 @@ func TestWhileAccumulators(t *testing.T) {
 			g := loadTestGraph(t, c.dir, c.name)
 			var elem int64
 			pushes := 0
-			for _, w := range g.Nodes {
-				if w.Op != "While" && w.Op != "StatelessWhile" {
-					continue
-				}
-				bg, err := graphdef.FunctionGraph(g.Def.GetLibrary(), w.Def.GetAttr()["body"].GetFunc().GetName())
-				if err != nil {
-					t.Fatal(err)
-				}
-				var onArgs []*graphdef.Node
-				for _, p := range bg.Nodes {
-					if p.Op == "TensorListPushBack" && p.Inputs[0].Node.Op == "_Arg" {
-						onArgs = append(onArgs, p)
-					}
-				}
-				b, n := pushedBytes(t, onArgs)
+			for _, lp := range testgraph.WhilePushes(t, g) {
+				b, n := pushedBytes(t, lp.Pushes)
 				elem += b
 				pushes += n
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tfswap/tfswap/cost"
 	"github.com/tfswap/tfswap/graphdef"
+	"github.com/tfswap/tfswap/internal/testgraph"
 	npb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
 	"google.golang.org/protobuf/proto"
 )
@@ -286,21 +287,11 @@ func TestLMSNamesFunctionalLoopsLeft(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := map[string]int{}
-			for _, w := range g.Nodes {
-				if w.Op != "While" && w.Op != "StatelessWhile" {
-					continue
-				}
-				body, err := graphdef.FunctionGraph(g.Def.GetLibrary(), w.Def.GetAttr()["body"].GetFunc().GetName())
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, p := range body.Nodes {
-					if p.Op != "TensorListPushBack" || p.Inputs[0].Node.Op != "_Arg" {
-						continue
-					}
+			for _, lp := range testgraph.WhilePushes(t, g) {
+				for _, p := range lp.Pushes {
 					k := p.Inputs[0].Node.Def.GetAttr()["index"].GetI()
-					if w.Inputs[k].Node.Op == "EmptyTensorList" {
-						want[w.Name]++
+					if lp.While.Inputs[k].Node.Op == "EmptyTensorList" {
+						want[lp.While.Name]++
 					}
 				}
 			}
