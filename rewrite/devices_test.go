@@ -102,15 +102,9 @@ func TestDeviceBudgetsMatchTheGraph(t *testing.T) {
 // TestEmulatedDeviceNamed: a CPU compute device (the two-device emulation), which the
 // simulator runs as a GPU, keeps its own name in a no-fit error and in budgets keyed by it.
 func TestEmulatedDeviceNamed(t *testing.T) {
-	m, err := graphdef.Load("../testmodels/fixtures/resnet.pb", graphdef.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range m.Graph.Node {
-		n.Device = "/device:CPU:1"
-	}
+	m := resnetOnCPU1(t)
 	opts := Options{ComputeDevice: "/device:CPU:1"}
-	_, err = RewriteWithPlanner(m, opts, PlanOptions{Budget: 1 << 20, Sim: cost.Options{Fetch: []string{"train"}}})
+	_, err := RewriteWithPlanner(m, opts, PlanOptions{Budget: 1 << 20, Sim: cost.Options{Fetch: []string{"train"}}})
 	var nf *NoFitError
 	if !errors.As(err, &nf) || nf.Device != "/device:CPU:1" || strings.Contains(err.Error(), "GPU:1") {
 		t.Errorf("no-fit error names %v: %v", nf, err)
@@ -130,13 +124,7 @@ func TestEmulatedDeviceNamed(t *testing.T) {
 // swapped tensors cross the host link (a gate left on the CPU made its trigger's output cross
 // it as well).
 func TestEmulatedGatesOnComputeDevice(t *testing.T) {
-	m, err := graphdef.Load("../testmodels/fixtures/resnet.pb", graphdef.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range m.Graph.Node {
-		n.Device = "/device:CPU:1"
-	}
+	m := resnetOnCPU1(t)
 	p, err := RewriteWithPlanner(m, Options{ComputeDevice: "/device:CPU:1"}, PlanOptions{Budget: 6 << 20, Sim: cost.Options{Fetch: []string{"train"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -163,4 +151,18 @@ func TestEmulatedGatesOnComputeDevice(t *testing.T) {
 	if r.D2H.Bytes != swapped {
 		t.Errorf("%d bytes to the host, want the %d bytes swapped", r.D2H.Bytes, swapped)
 	}
+}
+
+// resnetOnCPU1 loads the residual-network fixture with every node placed on /device:CPU:1,
+// the compute device of the two-device emulation.
+func resnetOnCPU1(t *testing.T) *graphdef.Model {
+	t.Helper()
+	m, err := graphdef.Load("../testmodels/fixtures/resnet.pb", graphdef.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range m.Graph.Node {
+		n.Device = "/device:CPU:1"
+	}
+	return m
 }
