@@ -949,12 +949,23 @@ func (pr *Problem) takeBuilt(plan *Plan) *built {
 // relabelCompute shows the compute device of a's nodes as a GPU in g, whose first nodes are
 // a's graph's (the two-device CPU emulation's compute device is simulated as a GPU); a node
 // the rewrite moved to another device (an accumulator's, placed on the host) stays there.
+// The nodes the rewrite added on a compute device (gates and recomputations, on their
+// trigger's or original's device) are shown on the same GPU: left on the CPU, they ran on a
+// device of their own, and every tensor a gate or a recomputation read crossed the
+// simulated device-to-host link.
 func relabelCompute(a *Analysis, g *graphdef.Graph) {
+	gpu := map[graphdef.Device]graphdef.Device{}
 	for i, orig := range a.Graph.Nodes {
 		if a.OnCompute(orig) && g.Nodes[i].Device == orig.Device {
 			d := a.Device(orig)
 			d.Type = "GPU"
 			g.Nodes[i].Device = d
+			gpu[orig.Device] = d
+		}
+	}
+	for _, n := range g.Nodes[len(a.Graph.Nodes):] {
+		if d, ok := gpu[n.Device]; ok {
+			n.Device = d
 		}
 	}
 }
