@@ -125,9 +125,10 @@ func sameGraph(got, want *graphdef.Graph) string {
 	return ""
 }
 
-// TestLMSPlanCacheMatchesPlanLMS checks that the planner's cached LMS planning makes the plan
-// PlanLMS makes.
-func TestLMSPlanCacheMatchesPlanLMS(t *testing.T) {
+// resnetLMSProblem returns the analysis of the resnet fixture with default options and a
+// planning problem on it for a 1 GiB budget, for the tests of LMS's cached planning.
+func resnetLMSProblem(t *testing.T) (*Analysis, *Problem) {
+	t.Helper()
 	m, err := graphdef.Load("../testmodels/fixtures/resnet.pb", graphdef.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -139,6 +140,13 @@ func TestLMSPlanCacheMatchesPlanLMS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return a, pr
+}
+
+// TestLMSPlanCacheMatchesPlanLMS checks that the planner's cached LMS planning makes the plan
+// PlanLMS makes.
+func TestLMSPlanCacheMatchesPlanLMS(t *testing.T) {
+	a, pr := resnetLMSProblem(t)
 	// Twice, in opposite orders of threshold: the second time lmsPlan hands out the swap-ins
 	// it kept (lmsCache.groups) for other thresholds.
 	ths := []int{1, 3, 10, 40}
@@ -164,17 +172,7 @@ func TestLMSPlanCacheMatchesPlanLMS(t *testing.T) {
 // the canonical thresholds are a handful of the range, and two plans have the same
 // lmsSignature exactly when they have the same planKey.
 func TestLMSCanonAndSignature(t *testing.T) {
-	m, err := graphdef.Load("../testmodels/fixtures/resnet.pb", graphdef.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, _ := graphdef.NewGraph(m.Graph, "resnet")
-	opts, _ := Options{}.withDefaults()
-	a := Analyze(g, opts)
-	pr, err := newProblem(m, a, PlanOptions{Budget: 1 << 30})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, pr := resnetLMSProblem(t)
 	maxT := pr.maxDistance() + 1
 	bySig := map[string]string{}
 	byKey := map[string]string{}
