@@ -607,7 +607,10 @@ whole block by this accounting (the note on bd7b41e's gates above). Measured by 
 still waits for the trigger, is not constant-folded, and has one data input; a throwaway script, not
 committed; `tfswap simulate` with and without `--grappler`): 12.64 GiB by tfswap's accounting, 14.52 GiB by the nanosecond figure and 14.52 GiB by the
 microsecond one. All three fit, at +69.5% (3.786 s against 2.234 s unswapped; +68.0% with the `Identity`
-gates). That would be a 5x plan by all accountings within the +82% target's overhead. The same edit on 6x
+gates). That would be a 5x plan by all accountings within the +82% target's overhead. The same
+check at 4x (e2fc491, the same recipe at 95, 90 and 85%) finds that no Identity-gated plan fits by the microsecond figure
+(17.57, 19.23, 18.26 GiB). With `L2Loss` gates the 85% plan reads 12.36 / 14.39 / 14.39 GiB (tfswap / VC ns / VC
+us) at +38.9% (2.483 s against 1.788 s), where the table's 4x row by all accountings is +137.0%. The same edit on 6x
 plans (tfswap's accounting at 90, 85 and 80% of the budget) leaves the microsecond figure at 20.75 to 22.41 GiB.
 There a tuple Identity that reads a swap-in is the second block-sized buffer of one tensor (`stage3/block1`'s
 two input gradients, each swapped in and passed through its `tuple/control_dependency`, beside the `AddN`).

@@ -493,10 +493,11 @@ func (m *Model) Marshal() ([]byte, error) {
 // without holding the whole serialised graph: what Marshal would return for a graph of a
 // million nodes is hundreds of megabytes.
 type graphEncoder struct {
-	g    *gpb.GraphDef
-	raw  *rawIndex
-	rest []byte // the fields other than node, serialised
-	size int    // the whole GraphDef's size in bytes
+	g     *gpb.GraphDef
+	raw   *rawIndex
+	rest  []byte  // the fields other than node, serialised
+	size  int     // the whole GraphDef's size in bytes
+	sizes []int32 // sizes[i] is node i's serialised size when it is re-serialised, else -1
 }
 
 var det = proto.MarshalOptions{Deterministic: true}
@@ -522,9 +523,11 @@ func (m *Model) encoder() (*graphEncoder, error) {
 		e.rest = b
 	}
 	size := len(e.rest)
+	e.sizes = make([]int32, len(g.Node))
 	for i, n := range g.Node {
 		if raw := e.raw.bytesOf(i, n); raw != nil {
 			size += len(raw)
+			e.sizes[i] = -1
 			continue
 		}
 		k := det.Size(n)
@@ -532,6 +535,7 @@ func (m *Model) encoder() (*graphEncoder, error) {
 		if size > maxProtoBytes {
 			break
 		}
+		e.sizes[i] = int32(k)
 	}
 	if err := checkSize(size, "the GraphDef"); err != nil {
 		return nil, err
@@ -546,14 +550,17 @@ func (e *graphEncoder) encode(emit func([]byte) error) error {
 	var buf []byte
 	written := 0
 	for i, n := range e.g.Node {
-		if raw := e.raw.bytesOf(i, n); raw != nil {
+		if e.sizes[i] < 0 {
+			raw := e.raw.bytesOf(i, n)
 			if err := emit(raw); err != nil {
 				return err
 			}
 			written += len(raw)
 			continue
 		}
-		k := det.Size(n)
+		// The size encoder computed and det.Size cached in the message: the node has not
+		// changed since (the graph is not changed while it is written).
+		k := int(e.sizes[i])
 		buf = protowire.AppendTag(buf[:0], 1, protowire.BytesType)
 		buf = protowire.AppendVarint(buf, uint64(k))
 		head := len(buf)

@@ -102,15 +102,9 @@ func TestDeviceBudgetsMatchTheGraph(t *testing.T) {
 // TestEmulatedDeviceNamed: a CPU compute device (the two-device emulation), which the
 // simulator runs as a GPU, keeps its own name in a no-fit error and in budgets keyed by it.
 func TestEmulatedDeviceNamed(t *testing.T) {
-	m, err := graphdef.Load("../testmodels/fixtures/resnet.pb", graphdef.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range m.Graph.Node {
-		n.Device = "/device:CPU:1"
-	}
+	m := resnetOnCPU1(t)
 	opts := Options{ComputeDevice: "/device:CPU:1"}
-	_, err = RewriteWithPlanner(m, opts, PlanOptions{Budget: 1 << 20, Sim: cost.Options{Fetch: []string{"train"}}})
+	_, err := RewriteWithPlanner(m, opts, PlanOptions{Budget: 1 << 20, Sim: cost.Options{Fetch: []string{"train"}}})
 	var nf *NoFitError
 	if !errors.As(err, &nf) || nf.Device != "/device:CPU:1" || strings.Contains(err.Error(), "GPU:1") {
 		t.Errorf("no-fit error names %v: %v", nf, err)
@@ -122,4 +116,53 @@ func TestEmulatedDeviceNamed(t *testing.T) {
 	if d := p.Eval.Devices; len(d) != 1 || d[0].Name != "/device:CPU:1" || d[0].Budget != 6<<20 || d[0].Peak > 6<<20 {
 		t.Errorf("devices %+v", d)
 	}
+}
+
+// TestEmulatedGatesOnComputeDevice: in the two-device emulation the simulator runs the CPU
+// compute device as a GPU, and the nodes a plan adds there (gates, recomputations) run on
+// that GPU too: no op of the planned step runs on the CPU compute device itself, and only the
+// swapped tensors cross the host link (a gate left on the CPU made its trigger's output cross
+// it as well).
+func TestEmulatedGatesOnComputeDevice(t *testing.T) {
+	m := resnetOnCPU1(t)
+	p, err := RewriteWithPlanner(m, Options{ComputeDevice: "/device:CPU:1"}, PlanOptions{Budget: 6 << 20, Sim: cost.Options{Fetch: []string{"train"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gates := 0
+	for _, nd := range p.Model.Graph.GetNode() {
+		if string(nd.GetAttr()[RoleAttr].GetS()) == "gate" && strings.HasSuffix(nd.GetDevice(), "CPU:1") {
+			gates++
+		}
+	}
+	if gates == 0 {
+		t.Fatal("the plan has no gate on the compute device: nothing checked")
+	}
+	var swapped int64
+	for _, s := range p.Swaps {
+		swapped += s.Bytes
+	}
+	r := p.Eval.Result
+	for _, d := range r.Devices {
+		if strings.HasSuffix(d.Name, "CPU:1") {
+			t.Errorf("the planned step runs %d ops on %s, not on the GPU it is simulated as", d.Ops, d.Name)
+		}
+	}
+	if r.D2H.Bytes != swapped {
+		t.Errorf("%d bytes to the host, want the %d bytes swapped", r.D2H.Bytes, swapped)
+	}
+}
+
+// resnetOnCPU1 loads the residual-network fixture with every node placed on /device:CPU:1,
+// the compute device of the two-device emulation.
+func resnetOnCPU1(t *testing.T) *graphdef.Model {
+	t.Helper()
+	m, err := graphdef.Load("../testmodels/fixtures/resnet.pb", graphdef.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range m.Graph.Node {
+		n.Device = "/device:CPU:1"
+	}
+	return m
 }

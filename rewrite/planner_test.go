@@ -384,13 +384,7 @@ func TestMultiGPUBudgetsAndHosts(t *testing.T) {
 // plan swaps to CPU:0 and fits the budget there; its devices are named as the graph names them
 // (CPU:1, not the GPU:1 it is simulated as).
 func TestPlanTwoDeviceEmulation(t *testing.T) {
-	m, err := graphdef.Load("../testmodels/fixtures/resnet.pb", graphdef.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range m.Graph.Node {
-		n.Device = "/device:CPU:1"
-	}
+	m := resnetOnCPU1(t)
 	g, _ := graphdef.NewGraph(m.Graph, "resnet")
 	opts := Options{ComputeDevice: "/device:CPU:1", HostDevice: "/device:CPU:0"}
 	p, err := RewriteWithPlanner(m, opts, PlanOptions{Budget: 6 << 20, Sim: cost.Options{Fetch: []string{"train"}}})

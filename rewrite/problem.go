@@ -325,6 +325,21 @@ func newProblemWith(model *graphdef.Model, a *Analysis, po PlanOptions, grappler
 // newProblemPlacing is newProblemWith for a problem whose plans all place accumulators (some
 // of a.HostAccumulators) on the host: its unswapped step is the graph with them placed.
 func newProblemPlacing(model *graphdef.Model, a *Analysis, po PlanOptions, grapplerMargin int64, accumulators []*graphdef.Node) (*Problem, error) {
+	return newProblemFor(model, a, po, grapplerMargin, accumulators, true)
+}
+
+// newPredictionProblem is newProblem for a problem that only predicts the plans it is given
+// (lms-fixed's rewrite) and never plans: the unswapped step is simulated for the peak and
+// step time that predictions are compared with, without the timeline, the buffer indices and
+// the fast model that only planners read (on a large graph they are a tenth of the live heap
+// while the plan's graph is simulated).
+func newPredictionProblem(model *graphdef.Model, a *Analysis, po PlanOptions) (*Problem, error) {
+	return newProblemFor(model, a, po, 0, nil, false)
+}
+
+// newProblemFor is newProblemPlacing, with the unswapped step's timeline and the indices that
+// planning needs made only when planning is set.
+func newProblemFor(model *graphdef.Model, a *Analysis, po PlanOptions, grapplerMargin int64, accumulators []*graphdef.Node, planning bool) (*Problem, error) {
 	if po.Profile == nil {
 		p, err := cost.LookupProfile(DefaultDevice)
 		if err != nil {
@@ -397,7 +412,7 @@ func newProblemPlacing(model *graphdef.Model, a *Analysis, po PlanOptions, grapp
 	if err != nil {
 		return nil, err
 	}
-	base, tm, err := pr.simulate(&Plan{}, g0, true)
+	base, tm, err := pr.simulate(&Plan{}, g0, planning)
 	if err != nil {
 		return nil, err
 	}
@@ -406,8 +421,10 @@ func newProblemPlacing(model *graphdef.Model, a *Analysis, po PlanOptions, grapp
 	base.Overhead = 0
 	pr.cache[planKey(&Plan{})] = base
 	pr.note(base)
-	pr.indexBuffers()
-	pr.fast = newFastModel(pr)
+	if planning {
+		pr.indexBuffers()
+		pr.fast = newFastModel(pr)
+	}
 	return pr, nil
 }
 
@@ -932,12 +949,23 @@ func (pr *Problem) takeBuilt(plan *Plan) *built {
 // relabelCompute shows the compute device of a's nodes as a GPU in g, whose first nodes are
 // a's graph's (the two-device CPU emulation's compute device is simulated as a GPU); a node
 // the rewrite moved to another device (an accumulator's, placed on the host) stays there.
+// The nodes the rewrite added on a compute device (gates and recomputations, on their
+// trigger's or original's device) are shown on the same GPU: left on the CPU, they ran on a
+// device of their own, and every tensor a gate or a recomputation read crossed the
+// simulated device-to-host link.
 func relabelCompute(a *Analysis, g *graphdef.Graph) {
+	gpu := map[graphdef.Device]graphdef.Device{}
 	for i, orig := range a.Graph.Nodes {
 		if a.OnCompute(orig) && g.Nodes[i].Device == orig.Device {
 			d := a.Device(orig)
 			d.Type = "GPU"
 			g.Nodes[i].Device = d
+			gpu[orig.Device] = d
+		}
+	}
+	for _, n := range g.Nodes[len(a.Graph.Nodes):] {
+		if d, ok := gpu[n.Device]; ok {
+			n.Device = d
 		}
 	}
 }

@@ -33,7 +33,7 @@ func rewriteFixedLMS(model *graphdef.Model, g *graphdef.Graph, opts Options, po 
 	// planning problem's indices and simulations are released before the GraphDef is made
 	// (on large graphs the peak memory is the rewritten graph and either of them).
 	a := Analyze(g, opts)
-	pr, err := newProblem(model, a, po)
+	pr, err := newPredictionProblem(model, a, po)
 	if err != nil {
 		return nil, err
 	}
