@@ -1,8 +1,10 @@
 package rewrite
 
 import (
+	"math"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/tfswap/tfswap/cost"
@@ -123,9 +125,10 @@ func sameGraph(got, want *graphdef.Graph) string {
 	return ""
 }
 
-// TestLMSPlanCacheMatchesPlanLMS checks that the planner's cached LMS planning makes the plan
-// PlanLMS makes.
-func TestLMSPlanCacheMatchesPlanLMS(t *testing.T) {
+// resnetLMSProblem returns the analysis of the resnet fixture with default options and a
+// planning problem on it for a 1 GiB budget, for the tests of LMS's cached planning.
+func resnetLMSProblem(t *testing.T) (*Analysis, *Problem) {
+	t.Helper()
 	m, err := graphdef.Load("../testmodels/fixtures/resnet.pb", graphdef.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -137,17 +140,74 @@ func TestLMSPlanCacheMatchesPlanLMS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, th := range []int{1, 3, 10, 40} {
-		for _, ahead := range []int{1, 3} {
-			for _, gb := range []int{-1, 5} {
-				a2 := *a
-				a2.Opts.SwapoutThreshold, a2.Opts.SwapinAhead, a2.Opts.SwapinGroupBy = th, ahead, gb
-				want, _ := PlanLMS(&a2)
-				if got := pr.lmsPlan(th, ahead, gb); planKey(got) != planKey(want) {
-					t.Errorf("threshold %d ahead %d groupby %d: plans differ", th, ahead, gb)
+	return a, pr
+}
+
+// TestLMSPlanCacheMatchesPlanLMS checks that the planner's cached LMS planning makes the plan
+// PlanLMS makes.
+func TestLMSPlanCacheMatchesPlanLMS(t *testing.T) {
+	a, pr := resnetLMSProblem(t)
+	// Twice, in opposite orders of threshold: the second time lmsPlan hands out the swap-ins
+	// it kept (lmsCache.groups) for other thresholds.
+	ths := []int{1, 3, 10, 40}
+	for round := 0; round < 2; round++ {
+		for _, th := range ths {
+			for _, ahead := range []int{1, 3} {
+				for _, gb := range []int{-1, 5} {
+					a2 := *a
+					a2.Opts.SwapoutThreshold, a2.Opts.SwapinAhead, a2.Opts.SwapinGroupBy = th, ahead, gb
+					want, _ := PlanLMS(&a2)
+					if got := pr.lmsPlan(th, ahead, gb); planKey(got) != planKey(want) {
+						t.Errorf("round %d threshold %d ahead %d groupby %d: plans differ", round, th, ahead, gb)
+					}
 				}
 			}
 		}
+		slices.Reverse(ths)
+	}
+}
+
+// TestLMSCanonAndSignature checks what lmsFit's kept predictions rest on: every threshold
+// makes the plan of its canonical threshold (lmsCanon; an empty plan past the farthest use),
+// the canonical thresholds are a handful of the range, and two plans have the same
+// lmsSignature exactly when they have the same planKey.
+func TestLMSCanonAndSignature(t *testing.T) {
+	_, pr := resnetLMSProblem(t)
+	maxT := pr.maxDistance() + 1
+	bySig := map[string]string{}
+	byKey := map[string]string{}
+	canons := map[int]bool{}
+	for _, ahead := range []int{1, 4} {
+		for _, gb := range []int{-1, 2, 10} {
+			for th := 1; th <= maxT; th++ {
+				plan := pr.lmsPlan(th, ahead, gb)
+				c := pr.lmsCanon(th)
+				canons[c] = true
+				if c == math.MaxInt {
+					if len(plan.Swaps) != 0 {
+						t.Errorf("threshold %d past every use: %d swaps, want none", th, len(plan.Swaps))
+					}
+				} else if c < th {
+					t.Fatalf("lmsCanon(%d) = %d, below the threshold", th, c)
+				} else if planKey(pr.lmsPlan(c, ahead, gb)) != planKey(plan) {
+					t.Errorf("ahead %d groupby %d: threshold %d and its canonical %d plan differently", ahead, gb, th, c)
+				}
+				sig, key := string(lmsSignature(nil, plan)), planKey(plan)
+				if k, ok := bySig[sig]; ok && k != key {
+					t.Errorf("ahead %d groupby %d threshold %d: one signature for two plans", ahead, gb, th)
+				}
+				if s, ok := byKey[key]; ok && s != sig {
+					t.Errorf("ahead %d groupby %d threshold %d: two signatures for one plan", ahead, gb, th)
+				}
+				bySig[sig], byKey[key] = key, sig
+			}
+		}
+	}
+	if len(canons) < 2 || len(canons) >= maxT {
+		t.Errorf("%d canonical thresholds for %d thresholds: want several, and fewer than the thresholds", len(canons), maxT)
+	}
+	if len(bySig) < 2 {
+		t.Errorf("%d distinct plans: the check compared nothing", len(bySig))
 	}
 }
 

@@ -1,8 +1,10 @@
 package rewrite
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -33,10 +35,13 @@ var (
 	lmsGroupBys = []int{-1, 2, 5, 10}
 )
 
-// lmsCand is a swap candidate with its eligible consumers sorted as PlanLMS sorts them.
+// lmsCand is a swap candidate with its eligible consumers sorted as PlanLMS sorts them, and
+// each one's distance in levels from the producer (its deferredNode's level less the
+// producer's), which the sort makes ascending.
 type lmsCand struct {
 	c    Candidate
 	uses []graphdef.Use
+	dist []int
 }
 
 // lmsCache holds what PlanLMS recomputes on every call: the candidates with their eligible
@@ -45,8 +50,18 @@ type lmsCache struct {
 	cands    []lmsCand
 	triggers map[string]*graphdef.Node
 	// peaks are the fast model's predicted peaks of the plans of lmsPlan, by threshold,
-	// ahead and groupBy: lmsFit asks for the same plans at every target it fits.
+	// ahead and groupBy, the threshold made canonical (lmsCanon): lmsFit asks for the same
+	// plans at every target it fits, and many thresholds give the same plan.
 	peaks map[[3]int][]int64
+	// planPeaks are the same predicted peaks by the plan's content (lmsSignature): other
+	// pairs of ahead and groupBy often give the same plan (one far consumer per tensor has
+	// one group whatever groupBy is), whose prediction is then not made again.
+	planPeaks map[string][]int64
+	// groups are the swap-ins lmsPlan gave a candidate's uses from the k-th on, by the
+	// candidate's position, k, ahead and groupBy (lmsGroupsKey).
+	groups map[lmsGroupsKey][]SwapInGroup
+	// dists are the distances of every candidate's uses, sorted and without repeats.
+	dists []int
 }
 
 // lmsInit fills the problem's lmsCache with the candidates, the first time it is needed.
@@ -65,8 +80,51 @@ func (pr *Problem) lmsInit() {
 			}
 		}
 		sortUses(uses)
-		pr.lms.cands = append(pr.lms.cands, lmsCand{c: c, uses: uses})
+		dist := make([]int, len(uses))
+		for i, u := range uses {
+			dist[i] = deferredNode(u.Node).Level - c.Tensor.Node.Level
+			pr.lms.dists = append(pr.lms.dists, dist[i])
+		}
+		pr.lms.cands = append(pr.lms.cands, lmsCand{c: c, uses: uses, dist: dist})
 	}
+	slices.Sort(pr.lms.dists)
+	pr.lms.dists = slices.Compact(pr.lms.dists)
+}
+
+// lmsGroupsKey names the swap-ins of one candidate's uses from the k-th on, for one ahead
+// and groupBy.
+type lmsGroupsKey struct{ cand, k, ahead, groupBy int }
+
+// lmsCanon returns the smallest distance of a candidate's use at least threshold (or
+// math.MaxInt when there is none): lmsPlan swaps for exactly the same uses, and so makes
+// the same plan, with either threshold.
+func (pr *Problem) lmsCanon(threshold int) int {
+	pr.lmsInit()
+	i, _ := slices.BinarySearch(pr.lms.dists, threshold)
+	if i == len(pr.lms.dists) {
+		return math.MaxInt
+	}
+	return pr.lms.dists[i]
+}
+
+// lmsSignature writes the content of an LMS plan to b: for each swap, its tensor, and for
+// each of its groups the trigger and the uses, by node index. Plans with the same signature
+// are the same plan.
+func lmsSignature(b []byte, plan *Plan) []byte {
+	for _, ps := range plan.Swaps {
+		b = binary.AppendUvarint(b, uint64(ps.Tensor.Node.Index))
+		b = binary.AppendUvarint(b, uint64(ps.Tensor.Port))
+		b = binary.AppendUvarint(b, uint64(len(ps.Groups)))
+		for _, g := range ps.Groups {
+			b = binary.AppendUvarint(b, uint64(g.Trigger.Index))
+			b = binary.AppendUvarint(b, uint64(len(g.Uses)))
+			for _, u := range g.Uses {
+				b = binary.AppendUvarint(b, uint64(u.Node.Index))
+				b = binary.AppendUvarint(b, uint64(u.Input))
+			}
+		}
+	}
+	return b
 }
 
 // lmsPlan plans LMS with the given distances: the plan PlanLMS makes with these options,
@@ -75,19 +133,29 @@ func (pr *Problem) lmsPlan(threshold, ahead, groupBy int) *Plan {
 	a := pr.Analysis
 	pr.lmsInit()
 	plan := &Plan{}
+	if pr.lms.groups == nil {
+		pr.lms.groups = map[lmsGroupsKey][]SwapInGroup{}
+	}
 	var key strings.Builder
-	for _, lc := range pr.lms.cands {
+	for ci, lc := range pr.lms.cands {
 		p := lc.c.Tensor.Node
-		var far []graphdef.Use
-		for _, u := range lc.uses {
-			if deferredNode(u.Node).Level-p.Level >= threshold {
-				far = append(far, u)
-			}
-		}
+		k, _ := slices.BinarySearch(lc.dist, threshold)
+		far := lc.uses[k:len(lc.uses):len(lc.uses)]
 		if len(far) == 0 {
 			continue
 		}
 		ps := PlannedSwap{Tensor: lc.c.Tensor, Bytes: lc.c.Bytes}
+		// The swap-ins depend on the threshold only through k: they are made once per k
+		// and handed out as copies of the group list (the groups' uses clipped, so that an
+		// append to them copies).
+		gk := lmsGroupsKey{ci, k, ahead, groupBy}
+		if gs, ok := pr.lms.groups[gk]; ok {
+			if len(gs) > 0 {
+				ps.Groups = slices.Clone(gs)
+				plan.Swaps = append(plan.Swaps, ps)
+			}
+			continue
+		}
 		for _, group := range groupUses(far, groupBy) {
 			gs, _, _ := triggeredGroups(a.Graph, group, func(nodes []*graphdef.Node) (*graphdef.Node, error) {
 				key.Reset()
@@ -110,6 +178,10 @@ func (pr *Problem) lmsPlan(threshold, ahead, groupBy int) *Plan {
 			})
 			ps.Groups = append(ps.Groups, gs...)
 		}
+		for i := range ps.Groups {
+			ps.Groups[i].Uses = slices.Clip(ps.Groups[i].Uses)
+		}
+		pr.lms.groups[gk] = slices.Clone(ps.Groups)
 		if len(ps.Groups) > 0 {
 			plan.Swaps = append(plan.Swaps, ps)
 		}
@@ -161,17 +233,25 @@ func (pr *Problem) lmsFit(maxT, ahead, groupBy int, target []int64) *Plan {
 	// and are kept (lmsCache.peaks; a device the model does not follow has no peak).
 	pr.lmsInit()
 	excess := func(th int) int64 {
-		key := [3]int{th, ahead, groupBy}
+		key := [3]int{pr.lmsCanon(th), ahead, groupBy}
 		peaks, ok := pr.lms.peaks[key]
 		if !ok {
-			r := pr.fast.predict(pr.lmsPlan(th, ahead, groupBy))
-			peaks = make([]int64, len(r.base))
-			for i, t := range r.base {
-				if t == nil {
-					peaks[i] = noPeak
-					continue
+			plan := pr.lmsPlan(th, ahead, groupBy)
+			sig := string(lmsSignature(nil, plan))
+			if peaks, ok = pr.lms.planPeaks[sig]; !ok {
+				r := pr.fast.predict(plan)
+				peaks = make([]int64, len(r.base))
+				for i, t := range r.base {
+					if t == nil {
+						peaks[i] = noPeak
+						continue
+					}
+					peaks[i], _ = r.peak(i)
 				}
-				peaks[i], _ = r.peak(i)
+				if pr.lms.planPeaks == nil {
+					pr.lms.planPeaks = map[string][]int64{}
+				}
+				pr.lms.planPeaks[sig] = peaks
 			}
 			if pr.lms.peaks == nil {
 				pr.lms.peaks = map[[3]int][]int64{}
