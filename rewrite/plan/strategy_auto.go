@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tfswap/tfswap/cost"
 	"github.com/tfswap/tfswap/graphdef"
 	"github.com/tfswap/tfswap/triggers"
 )
@@ -348,10 +349,10 @@ func (pr *Problem) improve(start *Evaluation) (*Evaluation, error) {
 		var cs []cand
 		drop := pr.newWithoutSweep(cur.Plan)
 		for i := range units {
-			r := drop.predict(units[i])
+			peak := drop.peakWithout(units[i])
 			worst := int64(-1 << 62)
 			for _, d := range cur.Devices {
-				p, _ := r.peak(d.SimulatedIndex)
+				p := peak(d.SimulatedIndex)
 				if x := p + calib[d.SimulatedIndex] - d.Budget; x > worst {
 					worst = x
 				}
@@ -417,6 +418,11 @@ type withoutSweep struct {
 	pr   *Problem
 	plan *rewrite.Plan
 	prep *preparedSweep
+	// step is the incremental simulator of prep with every buffer kept (made on first use);
+	// swapsOf counts each prepared buffer's swaps, and drop lists the buffers a unit drops.
+	step    *cost.SwapStep
+	swapsOf []int
+	drop    []int
 }
 
 func (pr *Problem) newWithoutSweep(plan *rewrite.Plan) *withoutSweep {
@@ -429,6 +435,47 @@ func (w *withoutSweep) predict(drop []int) *fastResult {
 		return w.prep.run(kb)
 	}
 	return w.pr.fast.predict(without(w.plan, drop))
+}
+
+// peakWithout returns each device's predicted peak for the plan without the swaps drop (the
+// same as pr.fast.predict(without(plan, drop)).peak), valid until the next call: the
+// incremental simulator with the dropped swaps' buffers unswapped, when drop holds every
+// swap of the buffers it names.
+func (w *withoutSweep) peakWithout(drop []int) func(dev int) int64 {
+	if w.swapsOf == nil {
+		w.swapsOf = make([]int, len(w.prep.bufs))
+		for _, bi := range w.prep.bufOfSwap {
+			if bi >= 0 {
+				w.swapsOf[bi]++
+			}
+		}
+	}
+	w.drop = w.drop[:0]
+	whole := true
+	for _, i := range drop {
+		bi := int(w.prep.bufOfSwap[i])
+		if bi < 0 || slices.Contains(w.drop, bi) {
+			continue
+		}
+		n := 0
+		for _, j := range drop {
+			if int(w.prep.bufOfSwap[j]) == bi {
+				n++
+			}
+		}
+		whole = whole && n == w.swapsOf[bi]
+		w.drop = append(w.drop, bi)
+	}
+	if !whole {
+		r := w.pr.fast.predict(without(w.plan, drop))
+		return func(dev int) int64 { p, _ := r.peak(dev); return p }
+	}
+	if w.step == nil {
+		w.step = w.prep.swapStep(nil)
+	}
+	w.step.Undo()
+	w.step.Set(false, w.drop...)
+	return func(dev int) int64 { p, _ := w.step.Peak(dev); return p }
 }
 
 func without(plan *rewrite.Plan, drop []int) *rewrite.Plan {

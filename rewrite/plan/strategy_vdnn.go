@@ -170,10 +170,22 @@ func (p vdnnPlanner) Plan(pr *Problem) (*Evaluation, error) {
 		for i := range target {
 			target[i] -= slack[i]
 		}
+		// The incremental simulator answers each drop (nil: the assembled plans are swept).
+		step := drop.step()
 		for i := len(cs) - 1; i >= 0; i-- {
 			keep[cs[i]] = false
-			if x, _ := pr.fastExcess(drop.predict(keep), target); x > 0 {
+			var x int64
+			if step != nil {
+				step.Set(false, drop.bufsOf[cs[i]]...)
+				x, _ = stepExcess(step, target)
+			} else {
+				x, _ = pr.fastExcess(drop.predict(keep), target)
+			}
+			if x > 0 {
 				keep[cs[i]] = true
+				if step != nil {
+					step.Undo()
+				}
 			}
 		}
 		plan, _ := assemble(groups, kept)
@@ -212,6 +224,8 @@ type dropSweep struct {
 	// the buffers' keep flags, reused from prediction to prediction.
 	bufChoice []*choice
 	keepBuf   []bool
+	// bufsOf are, per choice, its prepared buffers (with bufChoice).
+	bufsOf map[*choice][]int
 }
 
 // newDropSweep prepares the sweep of the plan with every choice of groups. When a swapped
@@ -240,7 +254,22 @@ func (pr *Problem) newDropSweep(groups []*pendingGroup) *dropSweep {
 		d.bufChoice[bi] = c
 	}
 	d.keepBuf = make([]bool, len(d.prep.bufs))
+	if d.bufChoice != nil {
+		d.bufsOf = map[*choice][]int{}
+		for bi, c := range d.bufChoice {
+			d.bufsOf[c] = append(d.bufsOf[c], bi)
+		}
+	}
 	return d
+}
+
+// step returns the incremental simulator of the synchronised plan with every choice, its
+// candidates the prepared buffers (bufsOf), or nil when the sweep is not prepared by buffer.
+func (d *dropSweep) step() *cost.SwapStep {
+	if d.prep == nil || d.bufChoice == nil {
+		return nil
+	}
+	return d.prep.swapStep(nil)
 }
 
 // predict returns the fast model's prediction for the synchronised plan of the choices keep
