@@ -249,6 +249,18 @@ func better(a, b *Evaluation) bool {
 
 // Problem is one planning task: a graph, a device, budgets, and the unswapped graph's
 // simulation. Planners receive it and evaluate plans through it.
+//
+// Its fields are of three kinds (issue 14 item 2 aims to make the first an immutable input
+// and move the third into the pass that runs a strategy; that is not done yet):
+//   - the inputs, set by the constructors and not changed after: Model, Analysis, Opts,
+//     Profile, Base, original, simOpts, shapes, timing, buffers, bufOf, fast, relabel,
+//     realType, fit, grappler, latency, hostIdent, grapplerMargin and accumulators (release
+//     drops the large ones, and the memos and search state, once the plan is chosen);
+//   - memos, filled on first use, whose answers do not depend on what was searched before:
+//     seqs, budgets, lms, elig and memos;
+//   - the search state that planning mutates as it runs: cache (every evaluated plan),
+//     best, lowest, sims, gsims, strategy (the strategy running), keep, kept, keptPlan and
+//     Explain.
 type Problem struct {
 	Model    *graphdef.Model
 	Analysis *rewrite.Analysis
