@@ -3,11 +3,11 @@ package tfswap
 import (
 	"errors"
 	"fmt"
+	"github.com/tfswap/tfswap/rewrite/plan"
 	"strings"
 	"time"
 
 	"github.com/tfswap/tfswap/graphdef"
-	"github.com/tfswap/tfswap/rewrite"
 )
 
 // The kinds of error this package returns. Every error from Load, Read, Plan and Write
@@ -84,7 +84,7 @@ func classify(err error) error {
 	if errors.As(err, &e) || errors.As(err, &ne) || errors.As(err, &ie) {
 		return err
 	}
-	var rn *rewrite.NoFitError
+	var rn *plan.NoFitError
 	if errors.As(err, &rn) {
 		return newNoFitError(rn)
 	}
@@ -197,7 +197,7 @@ type LiveTensor struct {
 }
 
 // newNoFitError converts the rewrite package's error.
-func newNoFitError(e *rewrite.NoFitError) *NoFitError {
+func newNoFitError(e *plan.NoFitError) *NoFitError {
 	out := &NoFitError{Strategy: e.Strategy, Device: e.Device, Budget: e.Budget, Peak: e.Peak, GrapplerPeak: e.GrapplerPeak,
 		GrapplerPeakUS: e.GrapplerPeakUS, Accountings: clone(e.Accountings), PeakTime: time.Duration(e.PeakTime), Unswapped: e.Unswapped,
 		Weights: e.Weights, Slots: e.Slots, Constants: e.Constants, Workspace: e.Workspace, Activations: e.Activations, Copies: e.Copies,

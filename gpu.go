@@ -3,12 +3,12 @@ package tfswap
 import (
 	"errors"
 	"fmt"
+	"github.com/tfswap/tfswap/rewrite/plan"
 	"runtime"
 
 	"github.com/tfswap/tfswap/cost"
 	"github.com/tfswap/tfswap/gpucheck"
 	"github.com/tfswap/tfswap/internal/units"
-	"github.com/tfswap/tfswap/rewrite"
 	"github.com/tfswap/tfswap/tfrun"
 )
 
@@ -141,7 +141,7 @@ func defaultTarget(list func() ([]GPU, error), unlisted string) (target, error) 
 			g, units.FormatBytes(g.MemoryBytes), n, match.Profile.Name, match.Reason)
 		return target{profile: match.Profile, budget: g.MemoryBytes, source: DeviceRuntime, deviceReason: why}, nil
 	}
-	p, err := cost.LookupProfile(rewrite.DefaultDevice)
+	p, err := cost.LookupProfile(plan.DefaultDevice)
 	if err != nil {
 		return target{}, &InternalError{Err: err}
 	}
@@ -156,8 +156,8 @@ func budgetOrigin(p *cost.Profile) string {
 	if _, ok := p.CCMajor(); !ok {
 		cc = "an unknown compute capability (the largest reserve)"
 	}
-	r := units.FormatBytes(rewrite.DefaultReserve(p))
-	if n := rewrite.DefaultReserve(p); n%(1<<20) == 0 {
+	r := units.FormatBytes(plan.DefaultReserve(p))
+	if n := plan.DefaultReserve(p); n%(1<<20) == 0 {
 		r = fmt.Sprintf("%d MiB", n>>20) // as TensorFlow's source states it
 	}
 	return fmt.Sprintf("%s less the %s TensorFlow %s keeps back at %s", units.FormatBytes(p.MemoryBytes), r, cost.TensorFlowVersion, cc)

@@ -1,6 +1,7 @@
 package tfswap
 
 import (
+	"github.com/tfswap/tfswap/rewrite/plan"
 	"slices"
 	"strings"
 
@@ -139,10 +140,10 @@ type Options struct {
 
 // DefaultDevice is the device profile planned for when Options name none and no GPU is
 // listed: the 16 GB V100 on PCIe 3.0.
-const DefaultDevice = rewrite.DefaultDevice
+const DefaultDevice = plan.DefaultDevice
 
 // Strategies returns the names of the planning strategies, "auto" (the default) first.
-func Strategies() []string { return rewrite.StrategyNames() }
+func Strategies() []string { return plan.StrategyNames() }
 
 // DeviceNames returns the names of the built-in device profiles.
 func DeviceNames() []string { return cost.ProfileNames() }
@@ -155,7 +156,7 @@ func DefaultBudget(device string) (int64, error) {
 	if err != nil {
 		return 0, &Error{Kind: ErrBadOptions, Err: err}
 	}
-	return rewrite.DefaultBudget(p), nil
+	return plan.DefaultBudget(p), nil
 }
 
 // fixedThresholds reports whether o fixes any of LMS's thresholds, and the first it fixes.
@@ -187,7 +188,7 @@ func (o *Options) strategy() (string, error) {
 	if s == "" {
 		s = "auto"
 	}
-	if _, err := rewrite.LookupStrategy(s); err != nil {
+	if _, err := plan.LookupStrategy(s); err != nil {
 		return "", &Error{Kind: ErrBadOptions, Err: err}
 	}
 	if s == "lms-fixed" {
@@ -205,9 +206,9 @@ func (o *Options) strategy() (string, error) {
 
 // rewriteOptions checks o and returns the rewrite package's options for it (without the
 // device, budget and files, which Plan resolves).
-func (o *Options) rewriteOptions() (rewrite.Options, rewrite.PlanOptions, error) {
+func (o *Options) rewriteOptions() (rewrite.Options, plan.PlanOptions, error) {
 	var ro rewrite.Options
-	var po rewrite.PlanOptions
+	var po plan.PlanOptions
 	s, err := o.strategy()
 	if err != nil {
 		return ro, po, err
@@ -240,7 +241,7 @@ func (o *Options) rewriteOptions() (rewrite.Options, rewrite.PlanOptions, error)
 	if err != nil {
 		return ro, po, err
 	}
-	if _, err := rewrite.ParseFitAccounting(o.FitAccounting); err != nil {
+	if _, err := plan.ParseFitAccounting(o.FitAccounting); err != nil {
 		return ro, po, badOptions("FitAccounting: %v", err)
 	}
 	ro = rewrite.Options{SwapoutThreshold: o.SwapoutThreshold, SwapinAhead: o.SwapinAhead, SwapinGroupBy: o.SwapinGroupBy, MinTensorBytes: o.MinTensorBytes,
@@ -263,7 +264,7 @@ func (o *Options) rewriteOptions() (rewrite.Options, rewrite.PlanOptions, error)
 	if err := rewrite.CheckDevices(o.ComputeDevice, o.HostDevice); err != nil {
 		return ro, po, &Error{Kind: ErrBadOptions, Err: err}
 	}
-	po = rewrite.PlanOptions{Strategy: s, Budget: o.Budget, Explain: o.Explain, BOIterations: o.BOIterations, Window: o.Window,
+	po = plan.PlanOptions{Strategy: s, Budget: o.Budget, Explain: o.Explain, BOIterations: o.BOIterations, Window: o.Window,
 		FitAccounting: o.FitAccounting, Recompute: o.Recompute, Offload: rewrite.OffloadMode(o.Offload),
 		OffloadVariables: clone(o.OffloadVariables)}
 	if o.NoBayesianOptimisation {

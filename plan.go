@@ -1,11 +1,11 @@
 package tfswap
 
 import (
+	"github.com/tfswap/tfswap/rewrite/plan"
 	"runtime/debug"
 
 	"github.com/tfswap/tfswap/cost"
 	"github.com/tfswap/tfswap/graphdef"
-	"github.com/tfswap/tfswap/rewrite"
 )
 
 // Result is a planned rewrite: the rewritten model and the report.
@@ -61,7 +61,7 @@ func Plan(m *Model, opts Options) (res *Result, err error) {
 		}
 		po.Sim.Measured = ms
 	}
-	planned, err := rewrite.RewriteGraphWithPlanner(m.gm, g, ro, po)
+	planned, err := plan.RewriteGraphWithPlanner(m.gm, g, ro, po)
 	if err != nil {
 		return nil, classify(err)
 	}

@@ -2,13 +2,13 @@ package tfswap
 
 import (
 	"fmt"
+	"github.com/tfswap/tfswap/rewrite/plan"
 	"sort"
 	"time"
 
 	"github.com/tfswap/tfswap/cost"
 	"github.com/tfswap/tfswap/graphdef"
 	"github.com/tfswap/tfswap/internal/units"
-	"github.com/tfswap/tfswap/rewrite"
 )
 
 // Report is what a plan changed in the graph and what it predicts for the device. Its JSON
@@ -328,7 +328,7 @@ type SwapInExplanation struct {
 const maxOverhead = 0.5
 
 // reportOf builds the report of a planned rewrite for the target t.
-func reportOf(p *rewrite.Planned, t target, explain bool) *Report {
+func reportOf(p *plan.Planned, t target, explain bool) *Report {
 	r := p.Result
 	rep := &Report{BytesOut: r.BytesOut(), BytesIn: r.BytesIn()}
 	if r.Swaps != nil {
@@ -388,7 +388,7 @@ func reportOf(p *rewrite.Planned, t target, explain bool) *Report {
 
 // predictionOf builds the prediction of a planned rewrite for the target t; with explain,
 // its Explanation is not nil.
-func predictionOf(p *rewrite.Planned, t target, explain bool) Prediction {
+func predictionOf(p *plan.Planned, t target, explain bool) Prediction {
 	pr := Prediction{Strategy: p.Strategy, PlanStrategy: p.Eval.Strategy, Device: p.Profile.Name, DeviceSource: t.source, Budget: p.Budget,
 		Fits: p.Eval.Fits, Unchanged: p.Unchanged(), StepTime: time.Duration(p.Eval.StepTime), UnswappedStepTime: time.Duration(p.Base.StepTime),
 		Overhead: p.Eval.Overhead, SwapInStall: time.Duration(p.Eval.Result.SwapInStall()), Transferred: p.Eval.Transferred,

@@ -3,6 +3,7 @@ package tfswap
 import (
 	"bufio"
 	"fmt"
+	"github.com/tfswap/tfswap/rewrite/plan"
 	"io"
 	"strings"
 
@@ -41,7 +42,7 @@ func (r *Report) WriteText(w io.Writer, opts TextOptions) error {
 	}
 	p.writeText(bw)
 	if p.Explanation != nil {
-		fmt.Fprint(bw, "\nexplanation:\n"+rewrite.FormatExplanation(rewriteExplanation(p.Explanation), units.FormatBytes))
+		fmt.Fprint(bw, "\nexplanation:\n"+plan.FormatExplanation(rewriteExplanation(p.Explanation), units.FormatBytes))
 	}
 	return bw.Flush()
 }
@@ -232,12 +233,12 @@ func (p *Prediction) simulatedStep() string {
 
 // rewriteExplanation converts an explanation back to the rewrite package's types, which
 // format it.
-func rewriteExplanation(es []TensorExplanation) []rewrite.TensorExplanation {
-	out := make([]rewrite.TensorExplanation, 0, len(es))
+func rewriteExplanation(es []TensorExplanation) []plan.TensorExplanation {
+	out := make([]plan.TensorExplanation, 0, len(es))
 	for _, e := range es {
-		te := rewrite.TensorExplanation{Tensor: e.Tensor, Bytes: e.Bytes, Swapped: e.Swapped, Recomputed: e.Recomputed, Reason: e.Reason, Reads: e.Reads, Out: int64(e.Out)}
+		te := plan.TensorExplanation{Tensor: e.Tensor, Bytes: e.Bytes, Swapped: e.Swapped, Recomputed: e.Recomputed, Reason: e.Reason, Reads: e.Reads, Out: int64(e.Out)}
 		for _, s := range e.SwapIns {
-			te.SwapIns = append(te.SwapIns, rewrite.SwapInExplanation{Node: s.Node, Trigger: s.Trigger, Consumer: s.Consumer, TriggerEnd: int64(s.TriggerEnd),
+			te.SwapIns = append(te.SwapIns, plan.SwapInExplanation{Node: s.Node, Trigger: s.Trigger, Consumer: s.Consumer, TriggerEnd: int64(s.TriggerEnd),
 				CopyStart: int64(s.CopyStart), CopyEnd: int64(s.CopyEnd), ConsumerStart: int64(s.ConsumerStart), Wait: int64(s.Wait)})
 		}
 		out = append(out, te)

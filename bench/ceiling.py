@@ -449,7 +449,7 @@ cf7d69a (Grappler's fan-out decisions kept, issue 12; found by planning 8x with 
 and a6ace77) no such plan is found: at 8x the lowest plan peaked at 19.00 GiB at `stage2/block1`'s gradient (a
 projection block), where the main branch's and the shortcut's batch-norm gradients and the ReLU gradient that both
 read (4.43 GiB each) were live with a 4.43 GiB swapped-in copy. Since 67b8bb4 `auto`'s reorder pass (issue 14
-item 5; rewrite/reorder.go) adds, when nothing fits, a control edge from each reader that was ready and alone keeps
+item 5; rewrite/plan/reorder.go) adds, when nothing fits, a control edge from each reader that was ready and alone keeps
 a buffer live to the op at the lowest plan's peak, and plans the graph again: here the shortcut's filter gradient
 before the main branch's batch-norm gradient. The lowest peak at 8x falls from 19.00 to 15.68 GiB (10x: 23.71 to
 19.56) and moves to `stage3/block1`'s gradient: the main branch's and the shortcut's input gradients (4.43 GiB

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/tfswap/tfswap/rewrite/plan"
 	"math"
 	"os"
 	"os/exec"
@@ -119,7 +120,7 @@ func TestVirtualClusterAgreement(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := rewrite.Rewrite(m, rewrite.Options{})
+		res, err := plan.Rewrite(m, rewrite.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -133,14 +134,14 @@ func TestVirtualClusterAgreement(t *testing.T) {
 		// Planned graphs too: vDNN's, whose waits put control edges from host swap-outs on
 		// GPU ops, and (fixtures) one recomputing every candidate, whose copies and gates the
 		// scheduler places among other work.
-		plans := []rewrite.PlanOptions{{Strategy: "vdnn-all"}}
+		plans := []plan.PlanOptions{{Strategy: "vdnn-all"}}
 		if !strings.Contains(f, "/large/") {
-			plans = append(plans, rewrite.PlanOptions{Strategy: "window", Recompute: "max"})
+			plans = append(plans, plan.PlanOptions{Strategy: "window", Recompute: "max"})
 		}
 		for _, po := range plans {
 			po.Profile, po.Budget, po.FitAccounting = p, 1<<40, "tfswap"
 			po.Sim = cost.Options{Fetch: []string{side.TrainOp}}
-			pl, err := rewrite.RewriteWithPlanner(m, rewrite.Options{}, po)
+			pl, err := plan.RewriteWithPlanner(m, rewrite.Options{}, po)
 			if err != nil {
 				t.Fatalf("%s: planning with %s: %v", f, po.Strategy, err)
 			}

@@ -3,6 +3,7 @@ package gpucheck
 import (
 	"errors"
 	"fmt"
+	"github.com/tfswap/tfswap/rewrite/plan"
 	"io"
 	"math"
 	"path/filepath"
@@ -193,8 +194,8 @@ func checkModel(cfg Config, env Env, j Judge, model string, progress func(string
 			base = un
 		}
 		pl := &Row{Batch: b, Multiple: un.Multiple, Graph: "auto"}
-		planned, err := plan(g, j.Profile, j.Budget)
-		var nf *rewrite.NoFitError
+		planned, err := planAuto(g, j.Profile, j.Budget)
+		var nf *plan.NoFitError
 		switch {
 		case errors.As(err, &nf):
 			pl.Status, pl.Error = StatusNoPlan, nf.Error()
@@ -257,10 +258,10 @@ func checkModel(cfg Config, env Env, j Judge, model string, progress func(string
 	return mr, nil
 }
 
-// plan plans g with tfswap's auto strategy for the profile and budget, as `tfswap rewrite
+// planAuto plans g with tfswap's auto strategy for the profile and budget, as `tfswap rewrite
 // MODEL --device P --budget B --fetch train` does.
-func plan(g *Graph, p *cost.Profile, budget int64) (*rewrite.Planned, error) {
-	return rewrite.RewriteWithPlanner(g.Def, rewrite.Options{}, rewrite.PlanOptions{
+func planAuto(g *Graph, p *cost.Profile, budget int64) (*plan.Planned, error) {
+	return plan.RewriteWithPlanner(g.Def, rewrite.Options{}, plan.PlanOptions{
 		Strategy: "auto", Profile: p, Budget: budget, Sim: cost.Options{Fetch: []string{"train"}},
 	})
 }
@@ -285,8 +286,8 @@ func run(cfg Config, env Env, r *Row, g *Graph, path, label string) error {
 func identity(cfg Config, env Env, j Judge, g *Graph, unswappedPeak int64, progress func(string, ...any)) (*Identity, error) {
 	budget := int64(float64(unswappedPeak) * cfg.IdentityFraction)
 	id := &Identity{Batch: g.Batch, Budget: budget, Steps: cfg.IdentitySteps}
-	planned, err := plan(g, j.Profile, budget)
-	var nf *rewrite.NoFitError
+	planned, err := planAuto(g, j.Profile, budget)
+	var nf *plan.NoFitError
 	switch {
 	case errors.As(err, &nf):
 		id.Status, id.Detail = IdentityNotChecked, "no plan fits "+units.FormatBytes(budget)+": "+nf.Error()

@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"fmt"
+	"github.com/tfswap/tfswap/triggers"
 	"sort"
 	"strconv"
 	"strings"
@@ -11,10 +12,10 @@ import (
 	tpb "github.com/wamuir/graft/tensorflow/core/framework/types_go_proto"
 )
 
-// neverSwappedOps are ops whose outputs are never swapped: constants (Grappler folds them),
+// NeverSwappedOps are ops whose outputs are never swapped: constants (Grappler folds them),
 // variables and their reads (the variable keeps its buffer, so a swap frees nothing), and
 // control flow (an edge into or out of a while loop frame must go through Enter/Exit).
-var neverSwappedOps = map[string]bool{
+var NeverSwappedOps = map[string]bool{
 	"Const": true, "HostConst": true,
 	"Variable": true, "VariableV2": true, "VarHandleOp": true, "ReadVariableOp": true,
 	"VarIsInitializedOp": true, "TemporaryVariable": true,
@@ -36,14 +37,14 @@ var removableOps = map[string]bool{
 	"PreventGradient": true, "CheckNumerics": true, "Print": true,
 }
 
-// collectiveOps are the cross-replica collectives of a data-parallel step
+// CollectiveOps are the cross-replica collectives of a data-parallel step
 // (tf.distribute's MirroredStrategy and MultiWorkerMirroredStrategy, Horovod-like NCCL
 // all-reduces): each replica's op meets its peers' at run time by group and instance key,
 // not by graph edges. Their outputs are never swapped, their inputs never redirected to a
 // swap-in, and they never gate a swap-in: a collective waits for every replica, so a trigger
 // on it would tie one replica's prefetch to the slowest peer, and the collectives stay
 // exactly as the program built them.
-var collectiveOps = map[string]bool{
+var CollectiveOps = map[string]bool{
 	"CollectiveReduce": true, "CollectiveReduceV2": true, "CollectiveReduceV3": true,
 	"CollectiveGather": true, "CollectiveGatherV2": true,
 	"CollectiveBcastSend": true, "CollectiveBcastRecv": true,
@@ -56,10 +57,10 @@ var collectiveOps = map[string]bool{
 }
 
 // IsCollective reports whether op is a cross-replica collective (see collectiveOps).
-func IsCollective(op string) bool { return collectiveOps[op] }
+func IsCollective(op string) bool { return CollectiveOps[op] }
 
-// notConsumers are ops whose inputs are never redirected to a swapped-in copy.
-var notConsumers = map[string]bool{
+// NotConsumers are ops whose inputs are never redirected to a swapped-in copy.
+var NotConsumers = map[string]bool{
 	"Enter": true, "RefEnter": true, "Exit": true, "RefExit": true, "Switch": true,
 	"RefSwitch": true, "Merge": true, "RefMerge": true, "NextIteration": true,
 	"RefNextIteration": true, "LoopCond": true, "_Send": true, "_HostSend": true, "_Retval": true,
@@ -72,20 +73,20 @@ type Analysis struct {
 	Graph *graphdef.Graph
 	Opts  Options
 
-	computeSpec   graphdef.Device   // the first compute device; zero Type means "every GPU"
+	ComputeSpec   graphdef.Device   // the first compute device; zero Type means "every GPU"
 	computeSpecs  []graphdef.Device // every compute device named, indices defaulted to 0
 	defaultDevice graphdef.Device   // where nodes without a device run
 	hostSpec      graphdef.Device   // zero when the host is derived per producer
 	inLoop        []bool
 	conditional   []bool
 	inBranch      []bool
-	foldable      []bool
-	valueDead     []bool
+	Foldable      []bool
+	ValueDead     []bool
 	excludedOps   map[string]bool
 	preserved     map[string]bool // Options.Preserve, by node name
-	// setup caches the per-node set-up of the simulations of Graph and of its planned
+	// Setup caches the per-node set-up of the simulations of Graph and of its planned
 	// graphs, for every problem planned on the analysis (newProblemWith).
-	setup *cost.SetupCache
+	Setup *cost.SetupCache
 }
 
 // Analyze prepares the analysis of g under opts (whose defaults must be applied).
@@ -98,12 +99,12 @@ func Analyze(g *graphdef.Graph, opts Options) *Analysis {
 		}
 		a.computeSpecs = append(a.computeSpecs, d)
 	}
-	a.computeSpec = graphdef.Device{Replica: -1, Task: -1, Index: -1}
+	a.ComputeSpec = graphdef.Device{Replica: -1, Task: -1, Index: -1}
 	if len(specs) > 0 {
-		a.computeSpec = specs[0]
+		a.ComputeSpec = specs[0]
 	}
 	a.hostSpec, _ = graphdef.ParseDevice(opts.HostDevice)
-	if a.computeSpec.Type != "" {
+	if a.ComputeSpec.Type != "" {
 		// Nodes without a device run on the first compute device named.
 		a.defaultDevice = a.computeSpecs[0]
 	} else {
@@ -121,15 +122,15 @@ func Analyze(g *graphdef.Graph, opts Options) *Analysis {
 	// An Exit runs in its loop's frame; a Merge's output is live whichever branch ran.
 	a.inLoop = a.reachFrom(func(n *graphdef.Node) bool { return n.Op == "Enter" || n.Op == "RefEnter" },
 		func(n *graphdef.Node) bool { return n.Op == "Exit" || n.Op == "RefExit" }, true)
-	a.foldable = foldable(g)
-	a.valueDead = valueDead(g)
+	a.Foldable = Foldable(g)
+	a.ValueDead = valueDead(g)
 	if len(opts.Fetch) > 0 {
 		// The simulator's pruned set (cost.PrunedNodes) for the fetched step: a node read
 		// only through control edges, or only by nodes outside the step, runs as a NoOp
 		// too, and a swap-in for it would run (swap nodes are kept) and read nothing.
 		if pruned, err := cost.PrunedNodes(g, opts.Fetch); err == nil {
 			for i, p := range pruned {
-				a.valueDead[i] = a.valueDead[i] || p
+				a.ValueDead[i] = a.ValueDead[i] || p
 			}
 		}
 	}
@@ -206,7 +207,7 @@ func (a *Analysis) Device(n *graphdef.Node) graphdef.Device {
 // Options.ComputeDevice, or any GPU when none is named.
 func (a *Analysis) OnCompute(n *graphdef.Node) bool {
 	d := a.Device(n)
-	if a.computeSpec.Type == "" {
+	if a.ComputeSpec.Type == "" {
 		return d.Type == "GPU"
 	}
 	for _, spec := range a.computeSpecs {
@@ -248,10 +249,10 @@ func (a *Analysis) Preserved(n *graphdef.Node) bool { return a.preserved[n.Name]
 
 // Excluded reports whether n's outputs are never swapped, and why.
 func (a *Analysis) Excluded(n *graphdef.Node) (bool, string) {
-	if neverSwappedOps[n.Op] {
+	if NeverSwappedOps[n.Op] {
 		return true, "op " + n.Op + " is never swapped"
 	}
-	if collectiveOps[n.Op] {
+	if CollectiveOps[n.Op] {
 		return true, "op " + n.Op + " is a cross-replica collective"
 	}
 	if _, ok := n.Def.GetAttr()[RoleAttr]; ok {
@@ -259,7 +260,7 @@ func (a *Analysis) Excluded(n *graphdef.Node) (bool, string) {
 		// wait depend on the swap-ins its chain reads, a cycle.
 		return true, "made by tfswap (a recomputation)"
 	}
-	if aliasesVariable(n) {
+	if AliasesVariable(n) {
 		return true, "reads a variable, which keeps its buffer"
 	}
 	if r := a.swapOutSensitive(n); r != "" {
@@ -302,16 +303,16 @@ func (a *Analysis) TriggerEligible(n *graphdef.Node) bool {
 	if _, ok := n.Def.GetAttr()[RoleAttr]; ok {
 		return false // a node tfswap added (a recomputation planned before the swaps)
 	}
-	if a.foldable[n.Index] {
+	if a.Foldable[n.Index] {
 		return false // constant folding replaces it, and moves its control edges
 	}
-	if collectiveOps[n.Op] {
+	if CollectiveOps[n.Op] {
 		return false // it waits for every replica (collectiveOps)
 	}
-	if removableOps[n.Op] || (neverSwappedOps[n.Op] && n.Op != "Merge" && n.Op != "RefMerge") {
+	if removableOps[n.Op] || (NeverSwappedOps[n.Op] && n.Op != "Merge" && n.Op != "RefMerge") {
 		return false // a Merge's output is live whichever branch ran
 	}
-	if fanoutSensitive(n) != "" || a.valueDead[n.Index] {
+	if FanoutSensitive(n) != "" || a.ValueDead[n.Index] {
 		// The gate would be the reader that changes Grappler's decision, or the one that
 		// keeps a value nobody reads from being pruned.
 		return false
@@ -328,7 +329,7 @@ func (a *Analysis) TriggerEligible(n *graphdef.Node) bool {
 // consumers: with several compute devices (the replicas of a data-parallel step), a swap-in
 // is gated only by work of its own replica, never by a peer's.
 func (a *Analysis) checkTriggerDevice(grp SwapInGroup) error {
-	if len(a.computeSpecs) < 2 && a.computeSpec.Type != "" {
+	if len(a.computeSpecs) < 2 && a.ComputeSpec.Type != "" {
 		return nil
 	}
 	td := a.Device(grp.Trigger)
@@ -343,18 +344,18 @@ func (a *Analysis) checkTriggerDevice(grp SwapInGroup) error {
 // shapeReaders read only the shapes of their inputs, never the data (issue 12, item 6).
 var shapeReaders = map[string]bool{"Shape": true, "ShapeN": true, "Size": true, "Rank": true}
 
-// aggregationOps are the sums Grappler's arithmetic optimizer treats as aggregations: it
+// AggregationOps are the sums Grappler's arithmetic optimizer treats as aggregations: it
 // collapses trees of them into one AddN (AddOpsRewrite), and its canonicaliser
 // (CanonicalizeNode) sorts their data inputs by input name. A float sum of three or more
 // terms is computed in that order, so renaming one input (to a swap-in) can reorder it and
 // change its last bits (issue 12, item 2: the GPT's gradient AddNs came out in another
 // order). Two terms may come in either order: IEEE addition is commutative.
-var aggregationOps = map[string]bool{"Add": true, "AddV2": true, "AddN": true, "AccumulateNV2": true}
+var AggregationOps = map[string]bool{"Add": true, "AddV2": true, "AddN": true, "AccumulateNV2": true}
 
-// factorOps are the products HoistCommonFactorOutOfAggregation matches, by input name, in the
+// FactorOps are the products HoistCommonFactorOutOfAggregation matches, by input name, in the
 // terms of an aggregation: a factor read from a swap-in in one term and from the original in
 // another is no longer common, and the sum is computed another way.
-var factorOps = map[string]bool{"Mul": true, "Div": true, "RealDiv": true}
+var FactorOps = map[string]bool{"Mul": true, "Div": true, "RealDiv": true}
 
 // Consumer exclusion reasons, as ConsumerExclusion returns them.
 const (
@@ -383,22 +384,22 @@ const (
 // (pushDownChild): the rotation moves one of its inputs up the tree only if that input is on
 // the parent's device, which a swap-in, made on the host, is not. A recomputed copy is
 // judged by copyExclusion.
-func ConsumerExclusion(u graphdef.Use) string { return consumerExclusion(u, nil) }
+func ConsumerExclusion(u graphdef.Use) string { return ConsumerExclusionWith(u, nil) }
 
-// consumerExclusion is ConsumerExclusion with the value-dead nodes of the graph (valueDead),
+// ConsumerExclusionWith is ConsumerExclusion with the value-dead nodes of the graph (valueDead),
 // which Grappler prunes and which therefore do not count as readers; nil counts every reader.
 // A gradient tuple's Identity may read the swap-in when tupleReader finds the one op that
 // reads its value once Grappler has bypassed it: that op then reads the swap-in in Grappler's
 // later passes, so it is judged as a reader of the swap-in.
-func consumerExclusion(u graphdef.Use, dead []bool) string {
+func ConsumerExclusionWith(u graphdef.Use, dead []bool) string {
 	swapped := u.Node.Inputs[u.Input]
-	if r := tupleReader(u.Node); r != nil {
+	if r := TupleReader(u.Node); r != nil {
 		if readerExclusion(*r, swapped, dead) != "" {
 			return ReasonIdentityReader
 		}
 		return ""
 	}
-	if rs := tupleReaders(u.Node); rs != nil {
+	if rs := TupleReaders(u.Node); rs != nil {
 		for _, r := range rs {
 			if readerExclusion(r, swapped, dead) != "" {
 				return ReasonIdentityReader
@@ -418,17 +419,17 @@ func readerExclusion(u graphdef.Use, swapped graphdef.Tensor, dead []bool) strin
 		return ReasonShapeReader
 	case identityReaderSensitive(c):
 		return ReasonIdentityReader
-	case factorOps[c.Op]:
+	case FactorOps[c.Op]:
 		if hoistableSumReads(c) {
 			return ReasonFactor
 		}
-		if x := swapped.Node; factorOps[x.Op] && !severalReaders(x, dead) {
+		if x := swapped.Node; FactorOps[x.Op] && !severalReaders(x, dead) {
 			return ReasonProduct
 		}
 		if pushDownChild(c, dead) && !pushDownOrderKept(c, u.Node.Inputs[u.Input], swapped) {
 			return ReasonProduct
 		}
-	case aggregationOps[c.Op]:
+	case AggregationOps[c.Op]:
 		if !sumOrderKept(u, swapped) {
 			return ReasonSumOrder
 		}
@@ -498,24 +499,24 @@ func singleReader(n *graphdef.Node) *graphdef.Node {
 // A gradient tuple's Identity that may read a swap-in (tupleReader) needs its reader, which
 // then runs after the swap-in too, to be movable as well.
 func (a *Analysis) ConsumerEligible(u graphdef.Use) bool {
-	if !a.consumerMovable(u) || consumerExclusion(u, a.valueDead) != "" {
+	if !a.ConsumerMovable(u) || ConsumerExclusionWith(u, a.ValueDead) != "" {
 		return false
 	}
-	if r := tupleReader(u.Node); r != nil {
-		return a.consumerMovable(*r) && a.Device(r.Node) == a.Device(u.Node)
+	if r := TupleReader(u.Node); r != nil {
+		return a.ConsumerMovable(*r) && a.Device(r.Node) == a.Device(u.Node)
 	}
-	for _, r := range tupleReaders(u.Node) {
-		if !a.consumerMovable(r) || a.Device(r.Node) != a.Device(u.Node) {
+	for _, r := range TupleReaders(u.Node) {
+		if !a.ConsumerMovable(r) || a.Device(r.Node) != a.Device(u.Node) {
 			return false
 		}
 	}
 	return true
 }
 
-// consumerMovable reports whether use u may read another node than its original input as far
+// ConsumerMovable reports whether use u may read another node than its original input as far
 // as its place in the graph goes (ConsumerEligible without ConsumerExclusion's rules).
-func (a *Analysis) consumerMovable(u graphdef.Use) bool {
-	return a.OnCompute(u.Node) && !notConsumers[u.Node.Op] && !collectiveOps[u.Node.Op] && !a.Preserved(u.Node) && !a.InLoop(u.Node) && !a.InBranch(u.Node) && !a.valueDead[u.Node.Index]
+func (a *Analysis) ConsumerMovable(u graphdef.Use) bool {
+	return a.OnCompute(u.Node) && !NotConsumers[u.Node.Op] && !CollectiveOps[u.Node.Op] && !a.Preserved(u.Node) && !a.InLoop(u.Node) && !a.InBranch(u.Node) && !a.ValueDead[u.Node.Index]
 }
 
 // Candidate is a tensor that may be swapped: made on a compute device, of known size, by an
@@ -567,11 +568,11 @@ func (a *Analysis) Candidates() (cands []Candidate, unsized []Skipped) {
 	return cands, unsized
 }
 
-// sortUses orders uses by consumer level, then graph order, then input index.
-func sortUses(uses []graphdef.Use) {
+// SortUses orders uses by consumer level, then graph order, then input index.
+func SortUses(uses []graphdef.Use) {
 	sort.SliceStable(uses, func(i, j int) bool {
 		a, b := uses[i].Node, uses[j].Node
-		if la, lb := deferredNode(a).Level, deferredNode(b).Level; la != lb {
+		if la, lb := DeferredNode(a).Level, DeferredNode(b).Level; la != lb {
 			return la < lb
 		}
 		if a.Level != b.Level {
@@ -584,10 +585,10 @@ func sortUses(uses []graphdef.Use) {
 	})
 }
 
-// aliasesVariable reports whether n's output is (or may share its buffer with) a variable's
+// AliasesVariable reports whether n's output is (or may share its buffer with) a variable's
 // value: an Identity or Snapshot of a ref tensor or of a variable read. Swapping it frees
 // nothing while the variable lives.
-func aliasesVariable(n *graphdef.Node) bool {
+func AliasesVariable(n *graphdef.Node) bool {
 	if n.Op != "Identity" && n.Op != "Snapshot" && n.Op != "RefIdentity" {
 		return false
 	}
@@ -598,21 +599,21 @@ func aliasesVariable(n *graphdef.Node) bool {
 	if dt, ok := in.DataType(); ok && graphdef.IsRef(dt) {
 		return true
 	}
-	return neverSwappedOps[in.Node.Op] && (in.Node.Op == "ReadVariableOp" || in.Node.Op == "VariableV2" || in.Node.Op == "Variable")
+	return NeverSwappedOps[in.Node.Op] && (in.Node.Op == "ReadVariableOp" || in.Node.Op == "VariableV2" || in.Node.Op == "Variable")
 }
 
-// foldable marks the nodes Grappler's constant folding can replace by constants: stateless
+// Foldable marks the nodes Grappler's constant folding can replace by constants: stateless
 // ops whose data inputs all come from constants or other foldable nodes (a Tile or Reshape of
 // constants, the shape arithmetic of a gradient). Placeholders, variables and stateful ops
 // are never foldable. Like a removed op, a folded one hands its control edges to others, so
 // it must not gate a swap-in or hold back an op.
-func foldable(g *graphdef.Graph) []bool {
+func Foldable(g *graphdef.Graph) []bool {
 	f := make([]bool, len(g.Nodes))
 	for _, n := range g.Topo {
 		switch {
 		case n.Op == "Const" || n.Op == "HostConst":
 			f[n.Index] = true
-		case len(n.Inputs) == 0 || graphdef.IsStatefulOp(n.Op) || !graphdef.KnownOp(n.Op) || neverSwappedOps[n.Op] && n.Op != "Shape" && n.Op != "ShapeN" && n.Op != "Size" && n.Op != "Rank" && n.Op != "BroadcastGradientArgs" && n.Op != "ConcatOffset":
+		case len(n.Inputs) == 0 || graphdef.IsStatefulOp(n.Op) || !graphdef.KnownOp(n.Op) || NeverSwappedOps[n.Op] && n.Op != "Shape" && n.Op != "ShapeN" && n.Op != "Size" && n.Op != "Rank" && n.Op != "BroadcastGradientArgs" && n.Op != "ConcatOffset":
 			// Sources other than constants, state, unknown ops and control flow stay.
 		default:
 			all := true
@@ -626,4 +627,94 @@ func foldable(g *graphdef.Graph) []bool {
 		}
 	}
 	return f
+}
+
+// NoTriggerWhy says why no op on the path ByDistance walks back from the earliest of consumers
+// to producer (triggers.Ancestry) may trigger a swap-in: how many of those ops lie inside a
+// while loop (NoTriggerInLoop when all do), inside a conditional branch, off the compute
+// device, or do no work a trigger may be hung on.
+func (a *Analysis) NoTriggerWhy(producer *graphdef.Node, consumers []*graphdef.Node) string {
+	path := triggers.Ancestry(producer, consumers)
+	if len(path) == 0 {
+		return "no op lies between them"
+	}
+	var loop, cond, off, other int
+	for _, n := range path {
+		switch {
+		case a.InLoop(n):
+			loop++
+		case a.Conditional(n):
+			cond++
+		case !a.OnCompute(n):
+			off++
+		default:
+			other++
+		}
+	}
+	if loop == len(path) {
+		return fmt.Sprintf("all %d ops between them lie %s", len(path), NoTriggerInLoop)
+	}
+	return fmt.Sprintf("of the %d ops between them, %d lie inside a while loop, %d inside a conditional branch, %d off the compute device, and %d do no work a trigger can be hung on", len(path), loop, cond, off, other)
+}
+
+// GroupUses splits uses (sorted by consumer level) into groups whose consumers lie within
+// groupBy levels of the group's first; groupBy < 0 gives one group per consumer node.
+func GroupUses(uses []graphdef.Use, groupBy int) [][]graphdef.Use {
+	var groups [][]graphdef.Use
+	for _, u := range uses {
+		if n := len(groups); n > 0 {
+			first := groups[n-1][0].Node
+			if u.Node == first || (groupBy >= 0 && DeferredNode(u.Node).Level-DeferredNode(first).Level <= groupBy) {
+				groups[n-1] = append(groups[n-1], u)
+				continue
+			}
+		}
+		groups = append(groups, []graphdef.Use{u})
+	}
+	return groups
+}
+
+// SwapInReaders returns the distinct nodes whose runs the swap-in read by uses must precede,
+// in order, the ones its trigger is searched back from: the consumers, a gradient tuple
+// Identity replaced by its reader (deferredNode), which the trigger rules then search back
+// from (the Identity itself waits only for the swap-in and its tuple, both early). Tools that
+// place triggers themselves (package tune) use it so that their candidates match the
+// planners'.
+func SwapInReaders(uses []graphdef.Use) []*graphdef.Node {
+	var nodes []*graphdef.Node
+	seen := map[*graphdef.Node]bool{}
+	for _, u := range uses {
+		for _, n := range StandIns(u.Node) {
+			if !seen[n] {
+				seen[n] = true
+				nodes = append(nodes, n)
+			}
+		}
+	}
+	return nodes
+}
+
+// NoTriggerInLoop is the phrase a Skipped reason holds when no swap-in trigger could be found
+// because every op between the producer and its consumer lies inside a while loop.
+const NoTriggerInLoop = "inside a while loop"
+
+// DeadCopyRead reports whether the later read u, by a value-dead node (valueDead: the unused
+// half of a gradient tuple and the ops only it reads, such as the gradient of the attention
+// scores' scale constant), may read a recomputed copy of its tensor. Grappler prunes the tuple
+// member and its dependency optimizer turns the rest into NoOps, so after Grappler nothing
+// reads the tensor there; but TensorFlow's executor before Grappler, tfswap's simulator and
+// the VirtualCluster run the dead reader, which keeps the original live until the backward
+// pass (a GPT's raw attention scores, one [B,A,S,S] tensor a layer). A swap-in would keep the
+// dead chain across devices, which the dependency optimizer does not convert, so it keeps
+// reading the original (consumerMovable); a recomputed copy is made on the reader's own
+// device, and the dead chain, the copy with it when only dead nodes read it, becomes NoOps
+// as in the original. Its value is never read, so how Grappler regroups the dead products
+// changes no live value: a rotation or a sum tree only takes inner nodes whose one reader is
+// in the tree, all of them dead below a dead root.
+func (a *Analysis) DeadCopyRead(u graphdef.Use) bool {
+	c := u.Node
+	if !a.ValueDead[c.Index] || !a.OnCompute(c) || NotConsumers[c.Op] || CollectiveOps[c.Op] || a.Preserved(c) || a.InLoop(c) || a.InBranch(c) {
+		return false
+	}
+	return a.Device(c) == a.Device(c.Inputs[u.Input].Node)
 }

@@ -100,9 +100,9 @@ type Result struct {
 	// where they are (UnloweredLoopLimit), in graph order.
 	FunctionalLoops []FunctionalLoop `json:",omitempty"`
 
-	// graph is Model's graph as the builder made it (Apply), for Verify; nil when Model was
+	// BuiltGraph is Model's graph as the builder made it (Apply), for Verify; nil when Model was
 	// built otherwise.
-	graph *graphdef.Graph
+	BuiltGraph *graphdef.Graph
 }
 
 // BytesOut returns the bytes moved device-to-host per step, and BytesIn host-to-device.
@@ -111,7 +111,7 @@ type Result struct {
 func (r *Result) BytesOut() int64 {
 	var n int64
 	for _, s := range r.Swaps {
-		n = addSat(n, s.Bytes)
+		n = AddSat(n, s.Bytes)
 	}
 	return n
 }
@@ -124,13 +124,13 @@ func (r *Result) BytesIn() int64 {
 		if !ok {
 			return math.MaxInt64
 		}
-		n = addSat(n, b)
+		n = AddSat(n, b)
 	}
 	return n
 }
 
-// addSat returns a+b for sizes, saturated at math.MaxInt64.
-func addSat(a, b int64) int64 {
+// AddSat returns a+b for sizes, saturated at math.MaxInt64.
+func AddSat(a, b int64) int64 {
 	if n, ok := graphdef.AddBytes(a, b, math.MaxInt64); ok {
 		return n
 	}
@@ -163,16 +163,16 @@ func SwapNodeName(t graphdef.Tensor, suffix string) string {
 // every other NodeDef is shared with model), adds the swap nodes after the original nodes,
 // and is deterministic.
 func Apply(model *graphdef.Model, a *Analysis, plan *Plan) (*Result, error) {
-	b, err := build(a, plan)
+	b, err := Build(a, plan)
 	if err != nil {
 		return nil, err
 	}
-	return applyPlan(model, a, plan, b), nil
+	return ApplyPlan(model, a, plan, b), nil
 }
 
-// applyPlan is applyBuilt followed by the placement of plan's accumulators on the host
+// ApplyPlan is applyBuilt followed by the placement of plan's accumulators on the host
 // (placeAccumulators), after the swap nodes: the GraphDef plan's rewrite writes.
-func applyPlan(model *graphdef.Model, a *Analysis, plan *Plan, b *built) *Result {
+func ApplyPlan(model *graphdef.Model, a *Analysis, plan *Plan, b *Built) *Result {
 	res := applyBuilt(model, a, b)
 	placeAccumulators(res, a, plan.Accumulators)
 	return res
@@ -182,9 +182,9 @@ func applyPlan(model *graphdef.Model, a *Analysis, plan *Plan, b *built) *Result
 // prediction simulated: the rewrite is written from it, not built again). It takes b's
 // graph over: the changed nodes' Defs become the written ones and its Def the written
 // GraphDef.
-func applyBuilt(model *graphdef.Model, a *Analysis, b *built) *Result {
+func applyBuilt(model *graphdef.Model, a *Analysis, b *Built) *Result {
 	out := model.Clone()
-	nodes := b.graph.Nodes
+	nodes := b.Graph.Nodes
 	for _, idx := range b.changed {
 		n := nodes[idx]
 		nd := copyNodeDef(n.Def, len(n.ControlInputs)-len(a.Graph.Nodes[idx].ControlInputs))
@@ -206,8 +206,8 @@ func applyBuilt(model *graphdef.Model, a *Analysis, b *built) *Result {
 	for _, n := range nodes[b.n0:] {
 		out.Graph.Node = append(out.Graph.Node, n.Def)
 	}
-	b.graph.Def = out.Graph
-	return &Result{Model: out, Swaps: b.swaps, Waits: b.waits, graph: b.graph}
+	b.Graph.Def = out.Graph
+	return &Result{Model: out, Swaps: b.swaps, Waits: b.waits, BuiltGraph: b.Graph}
 }
 
 // copyNodeDef returns a copy of nd to change, with its own input list (with room for extra
@@ -267,9 +267,9 @@ func SmallestGatePort(n *graphdef.Node) (port int, dt graphdef.DataType, ok bool
 	return port, dt, ok
 }
 
-// gatePort is the output of n a gate reads under o: SmallestGatePort's with
+// GatePort is the output of n a gate reads under o: SmallestGatePort's with
 // GateSmallestOutput, else GatePort's.
-func (o Options) gatePort(n *graphdef.Node) (port int, dt graphdef.DataType, ok bool) {
+func (o Options) GatePort(n *graphdef.Node) (port int, dt graphdef.DataType, ok bool) {
 	if o.GateSmallestOutput {
 		return SmallestGatePort(n)
 	}
@@ -289,7 +289,7 @@ func gateNode(trigger *graphdef.Node, opts Options) (*npb.NodeDef, error) {
 
 // gateNode is the package's gateNode, its shape value shared through sh.
 func (sh *addedShare) gateNode(trigger *graphdef.Node, opts Options) (*npb.NodeDef, error) {
-	port, dt, ok := opts.gatePort(trigger)
+	port, dt, ok := opts.GatePort(trigger)
 	if !ok {
 		return nil, fmt.Errorf("trigger %q has no data output to gate on", trigger.Name)
 	}
@@ -428,39 +428,22 @@ func (sh *addedShare) swapNode(name, role, input, device string, dt graphdef.Dat
 	return nd
 }
 
-// Rewrite applies the LMS-style rewrite to model: it validates the graph, refuses one that
-// tfswap already rewrote, plans with PlanLMS, applies the plan and checks the rewrite's
-// invariants (Verify). The input model is not changed.
-func Rewrite(model *graphdef.Model, opts Options) (*Result, error) {
-	opts, g, err := prepare(model, opts)
-	if err != nil {
-		return nil, err
-	}
-	return rewriteLMS(model, Analyze(g, opts))
-}
-
-// rewriteLMS is Rewrite on a model prepare has checked, a being the analysis of its graph.
-func rewriteLMS(model *graphdef.Model, a *Analysis) (*Result, error) {
-	plan, skipped := PlanLMS(a)
-	return rewriteLMSPlanned(model, a, plan, skipped, nil)
-}
-
-// rewriteLMSPlanned is rewriteLMS given PlanLMS's plan and skipped tensors, and b, the
+// RewritePlanned is rewriteLMS given PlanLMS's plan and skipped tensors, and b, the
 // builder's output for plan or nil to build it.
-func rewriteLMSPlanned(model *graphdef.Model, a *Analysis, plan *Plan, skipped []Skipped, b *built) (*Result, error) {
+func RewritePlanned(model *graphdef.Model, a *Analysis, plan *Plan, skipped []Skipped, b *Built) (*Result, error) {
 	if b == nil {
 		var err error
-		if b, err = build(a, plan); err != nil {
+		if b, err = Build(a, plan); err != nil {
 			return nil, err
 		}
 	}
-	res := applyPlan(model, a, plan, b)
+	res := ApplyPlan(model, a, plan, b)
 	res.Skipped = skipped
 	res.FunctionalLoops = functionalLoops(a.Graph)
 	if err := Verify(a.Graph, res, a.Opts.Gate); err != nil {
 		return nil, fmt.Errorf("internal error: the rewrite breaks an invariant: %v", err)
 	}
-	res.graph = nil // checked: later changes to Model are Verify's to find
+	res.BuiltGraph = nil // checked: later changes to Model are Verify's to find
 	return res, nil
 }
 
@@ -485,16 +468,16 @@ func preservedNode(p string) string {
 	return p
 }
 
-// prepare checks opts (applying defaults), indexes model's graph and refuses a graph tfswap
+// Prepare checks opts (applying defaults), indexes model's graph and refuses a graph tfswap
 // already rewrote: what every rewrite does first.
-func prepare(model *graphdef.Model, opts Options) (Options, *graphdef.Graph, error) {
-	return prepareGraph(model, nil, opts)
+func Prepare(model *graphdef.Model, opts Options) (Options, *graphdef.Graph, error) {
+	return PrepareGraph(model, nil, opts)
 }
 
-// prepareGraph is prepare given g, model's graph as graphdef.NewGraph builds it; a nil g is
+// PrepareGraph is prepare given g, model's graph as graphdef.NewGraph builds it; a nil g is
 // built here.
-func prepareGraph(model *graphdef.Model, g *graphdef.Graph, opts Options) (Options, *graphdef.Graph, error) {
-	opts, err := opts.withDefaults()
+func PrepareGraph(model *graphdef.Model, g *graphdef.Graph, opts Options) (Options, *graphdef.Graph, error) {
+	opts, err := opts.WithDefaults()
 	if err != nil {
 		return opts, nil, err
 	}

@@ -19,7 +19,7 @@ func orderWaits(plan *Plan) ([]Wait, error) {
 	for _, ps := range plan.Swaps {
 		swapped[ps.Tensor] = true
 	}
-	ws := append([]Wait(nil), planWaits(plan)...)
+	ws := append([]Wait(nil), PlanWaits(plan)...)
 	sort.SliceStable(ws, func(i, j int) bool {
 		if ws[i].Node.Index != ws[j].Node.Index {
 			return ws[i].Node.Index < ws[j].Node.Index
@@ -43,9 +43,9 @@ func orderWaits(plan *Plan) ([]Wait, error) {
 	return out, nil
 }
 
-// orderSwaps returns the plan's swaps in the order Apply adds their nodes: by the producer's
+// OrderSwaps returns the plan's swaps in the order Apply adds their nodes: by the producer's
 // topological position, then port.
-func orderSwaps(plan *Plan) []PlannedSwap {
+func OrderSwaps(plan *Plan) []PlannedSwap {
 	swaps := append([]PlannedSwap(nil), plan.Swaps...)
 	sort.SliceStable(swaps, func(i, j int) bool {
 		ti, tj := swaps[i].Tensor, swaps[j].Tensor
@@ -66,19 +66,19 @@ func orderSwaps(plan *Plan) []PlannedSwap {
 // purpose except Graph.Node (name lookup), which the derived graph does not support, and
 // the Def of an original node whose inputs the plan changes.
 func DeriveGraph(a *Analysis, plan *Plan) (*graphdef.Graph, error) {
-	b, err := build(a, plan)
+	b, err := Build(a, plan)
 	if err != nil {
 		return nil, err
 	}
-	return b.graph, nil
+	return b.Graph, nil
 }
 
-// built is a rewrite as build makes it: the rewritten graph's indexed view and what Apply
+// Built is a rewrite as build makes it: the rewritten graph's indexed view and what Apply
 // needs to write its GraphDef and describe it.
-type built struct {
-	// graph is the rewritten graph: a's original nodes (copies, same indices, same Defs)
+type Built struct {
+	// Graph is the rewritten graph: a's original nodes (copies, same indices, same Defs)
 	// followed by the added nodes, whose Defs are complete.
-	graph *graphdef.Graph
+	Graph *graphdef.Graph
 	// n0 is the number of original nodes.
 	n0 int
 	// changed lists, in index order, the original nodes whose inputs the rewrite changes
@@ -89,15 +89,15 @@ type built struct {
 	waits []WaitInfo
 }
 
-// build is tfswap's one builder of rewritten graphs: it performs plan on a's graph and
+// Build is tfswap's one builder of rewritten graphs: it performs plan on a's graph and
 // returns the rewritten graph as an indexed view (DeriveGraph hands it to the simulator;
 // Apply writes its GraphDef from it and Verify checks it). It changes only the consumers
 // the plan names, adds the swap nodes (a swap-out per swapped tensor, then per group a gate
 // of the trigger unless the graph has it already, and the swap-in) after the original nodes
 // in the order of the producers' topological positions, and is deterministic.
-func build(a *Analysis, plan *Plan) (*built, error) {
+func Build(a *Analysis, plan *Plan) (*Built, error) {
 	g := a.Graph
-	swaps := orderSwaps(plan)
+	swaps := OrderSwaps(plan)
 	n0 := len(g.Nodes)
 	// Count the added nodes.
 	added := 0
@@ -117,7 +117,7 @@ func build(a *Analysis, plan *Plan) (*built, error) {
 		to          *graphdef.Node
 	}
 	var redirects []redirect
-	b := &built{n0: n0}
+	b := &Built{n0: n0}
 	sh := newAddedShare()
 	gates := map[*graphdef.Node]*graphdef.Node{} // trigger -> its gate node
 	extraCtlOut := map[int][]*graphdef.Node{}    // original node -> added control outputs
@@ -172,7 +172,7 @@ func build(a *Analysis, plan *Plan) (*built, error) {
 					if err != nil {
 						return nil, fmt.Errorf("tensor %s: %v", t, err)
 					}
-					port, gdt, _ := a.Opts.gatePort(grp.Trigger)
+					port, gdt, _ := a.Opts.GatePort(grp.Trigger)
 					gate, err = sh.derivedSwapNode(len(nodes), gateDef, gdt)
 					if err != nil {
 						return nil, err
@@ -212,7 +212,7 @@ func build(a *Analysis, plan *Plan) (*built, error) {
 					// from a swap-in, the gate would wait for a swap-in it may itself release).
 					continue
 				}
-				if needsRelay(u.Node, a.valueDead) {
+				if NeedsRelay(u.Node, a.ValueDead) {
 					relayed = append(relayed, u)
 				} else {
 					redirects = append(redirects, redirect{u.Node.Index, u.Input, in})
@@ -415,7 +415,7 @@ func build(a *Analysis, plan *Plan) (*built, error) {
 	if err := out.SortTopo(); err != nil {
 		return nil, err
 	}
-	b.graph = out
+	b.Graph = out
 	return b, nil
 }
 

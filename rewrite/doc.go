@@ -1,4 +1,7 @@
-// Package rewrite picks the tensors to swap and performs the graph surgery.
+// Package rewrite performs the graph surgery a plan describes: it analyses which tensors may
+// be swapped (Analysis), writes the swaps, waits and recomputations of a Plan into the graph
+// (one builder behind Apply and DeriveGraph, ApplyRecomputes) and checks the result (Verify).
+// Choosing the plan is package rewrite/plan's, which imports this one, never the reverse.
 //
 // A swap moves a tensor that sits idle on a compute device (a GPU) between its forward use
 // and its backward use out to host memory, and brings it back just before it is needed:
@@ -20,11 +23,12 @@
 // _grappler_do_not_remove = true so that Grappler's dependency optimizer keeps them, and
 // _tfswap_role = "swap_out" or "swap_in" so that a rewritten graph is recognised.
 //
-// The auto planner may also recompute tensors instead of swapping them (recompute.go): their
+// The auto planner may also recompute tensors instead of swapping them (recompute.go, planned
+// in rewrite/plan): their
 // backward readers read a copy made by running a chain of deterministic ops again, gated the
 // same way, with the role "recompute"; ApplyRecomputes adds them before the swaps are planned.
 //
-// Planners produce a Plan; Apply performs it. Apply never changes
+// Planners (package rewrite/plan) produce a Plan; Apply performs it. Apply never changes
 // a node's device, and replaces (never mutates) the NodeDefs it changes, so untouched nodes
 // are written back byte for byte.
 package rewrite

@@ -44,9 +44,9 @@ const (
 	OffloadAuto OffloadMode = "auto"
 )
 
-// offloadNamed is the mode of PlanOptions.OffloadVariables: the groups holding a named
+// OffloadNamed is the mode of PlanOptions.OffloadVariables: the groups holding a named
 // variable move.
-const offloadNamed OffloadMode = "named"
+const OffloadNamed OffloadMode = "named"
 
 // OffloadModes lists the modes for --help.
 var OffloadModes = []OffloadMode{OffloadNone, OffloadAll, OffloadAuto}
@@ -65,8 +65,8 @@ func ParseOffloadMode(s string) (OffloadMode, error) {
 // WeightInRole is the role of a host-side copy of an offloaded variable's read.
 const WeightInRole = "weight_in"
 
-// variableOps are the ops that own a variable's buffer.
-var variableOps = map[string]bool{"VarHandleOp": true, "VariableV2": true, "Variable": true}
+// VariableOps are the ops that own a variable's buffer.
+var VariableOps = map[string]bool{"VarHandleOp": true, "VariableV2": true, "Variable": true}
 
 // VariableGroup is a variable with its optimizer slots and the nodes that must run where they
 // live.
@@ -154,7 +154,7 @@ func VariableGroups(a *Analysis) []*VariableGroup {
 	}
 	linked := make([]bool, len(g.Nodes))
 	for _, n := range g.Topo {
-		if (variableOps[n.Op] && a.OnCompute(n)) || hostArgVariable(a, n) {
+		if (VariableOps[n.Op] && a.OnCompute(n)) || hostArgVariable(a, n) {
 			linked[n.Index] = true
 		}
 	}
@@ -199,14 +199,14 @@ func VariableGroups(a *Analysis) []*VariableGroup {
 			groups = append(groups, vg)
 		}
 		vg.Nodes = append(vg.Nodes, n)
-		if variableOps[n.Op] || n.Op == "_Arg" {
+		if VariableOps[n.Op] || n.Op == "_Arg" {
 			vg.OnHost = vg.OnHost || n.Op == "_Arg"
 			vg.Variables = append(vg.Variables, n)
 			if vg.Name == "" || len(n.Name) < len(vg.Name) {
 				vg.Name = n.Name
 			}
 			if b, ok := variableBytes(n); ok {
-				vg.Bytes = addSat(vg.Bytes, b)
+				vg.Bytes = AddSat(vg.Bytes, b)
 			} else {
 				vg.Unsized = append(vg.Unsized, n.Name)
 			}
@@ -310,7 +310,7 @@ type OffloadResult struct {
 func (r *OffloadResult) Bytes() int64 {
 	var n int64
 	for _, v := range r.Variables {
-		n = addSat(n, v.Bytes)
+		n = AddSat(n, v.Bytes)
 	}
 	return n
 }
@@ -321,7 +321,7 @@ func (r *OffloadResult) Bytes() int64 {
 // compute and host devices and its SwapinAhead and SwapinGroupBy for the copies' triggers
 // and grouping, checks the result with VerifyOffload, and never changes model.
 func OffloadVariables(model *graphdef.Model, opts Options, keep func(*VariableGroup) bool) (*OffloadResult, error) {
-	opts, g, err := prepare(model, opts)
+	opts, g, err := Prepare(model, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -332,7 +332,7 @@ func OffloadVariables(model *graphdef.Model, opts Options, keep func(*VariableGr
 			sel = append(sel, vg)
 		}
 	}
-	res, err := offloadGroups(model, a, sel, "", nil)
+	res, err := OffloadGroups(model, a, sel, "", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -342,19 +342,19 @@ func OffloadVariables(model *graphdef.Model, opts Options, keep func(*VariableGr
 	return res, nil
 }
 
-// copyTiming lets offloadGroups choose the copies' triggers from a predicted step: the
+// CopyTiming lets offloadGroups choose the copies' triggers from a predicted step: the
 // start and end of every original node (an unswapped step's simulation) and the host-to-
 // device link's rate (bytes/s) and per-transfer latency (ns). With a window (bytes) above
 // zero the copies are scheduled forwards instead (windowStarts): each as early as the
 // window allows.
-type copyTiming struct {
-	times   *triggers.Times
-	rate    float64
-	latency int64
-	window  int64
+type CopyTiming struct {
+	Times   *triggers.Times
+	Rate    float64
+	Latency int64
+	Window  int64
 }
 
-// windowStarts schedules copies forwards on the host-to-device link under a byte window:
+// WindowStarts schedules copies forwards on the host-to-device link under a byte window:
 // in order of their due times (due[i], the earliest consumer's predicted start; copies
 // with a negative due are skipped and get -1), each copy starts as soon as the copies
 // before it that are still held (from their start to the end of their last consumer,
@@ -363,7 +363,7 @@ type copyTiming struct {
 // the link needs more time than the step (the copies cannot all be timed backwards from
 // their consumers), this keeps the link busy while copies are pending, as far as the window
 // lets them be resident, instead of starting every early copy at once.
-func windowStarts(due, last, size []int64, window int64) []int64 {
+func WindowStarts(due, last, size []int64, window int64) []int64 {
 	order := make([]int, 0, len(due))
 	starts := make([]int64, len(due))
 	for i := range due {
@@ -387,7 +387,7 @@ func windowStarts(due, last, size []int64, window int64) []int64 {
 		sort.SliceStable(held, func(x, y int) bool { return last[held[x]] < last[held[y]] })
 		var total int64
 		for _, k := range held {
-			total = addSat(total, size[k])
+			total = AddSat(total, size[k])
 		}
 		room := window - size[i]
 		for j := 0; j < len(held) && total > room; j++ {
@@ -400,12 +400,12 @@ func windowStarts(due, last, size []int64, window int64) []int64 {
 	return starts
 }
 
-// windowTrigger returns the trigger of a copy that may start no earlier than start (ns into
+// WindowTrigger returns the trigger of a copy that may start no earlier than start (ns into
 // the predicted step): walking back from the earliest consumer as weightTrigger does, the
 // earliest eligible op of the walk that still ends at or after start, or the nearest
 // eligible op when even that one ends before start. It returns nil when the walk meets no
 // eligible op.
-func windowTrigger(consumers []*graphdef.Node, start int64, times *triggers.Times, eligible func(*graphdef.Node) bool) *graphdef.Node {
+func WindowTrigger(consumers []*graphdef.Node, start int64, times *triggers.Times, eligible func(*graphdef.Node) bool) *graphdef.Node {
 	first := consumers[0]
 	for _, c := range consumers[1:] {
 		if c.Level < first.Level || (c.Level == first.Level && c.Index < first.Index) {
@@ -428,12 +428,12 @@ func windowTrigger(consumers []*graphdef.Node, start int64, times *triggers.Time
 	return cand
 }
 
-// offloadGroups places the groups' nodes on the host and gates the copies of their data
+// OffloadGroups places the groups' nodes on the host and gates the copies of their data
 // outputs to compute-device consumers. reason is recorded on every group. With timing, the
 // copies' triggers are chosen from predicted times (timedTrigger backwards from their
 // consumers, or windowTrigger forwards under the timing's byte window), else SwapinAhead
 // levels before their consumers (weightTrigger).
-func offloadGroups(model *graphdef.Model, a *Analysis, groups []*VariableGroup, reason string, timing *copyTiming) (*OffloadResult, error) {
+func OffloadGroups(model *graphdef.Model, a *Analysis, groups []*VariableGroup, reason string, timing *CopyTiming) (*OffloadResult, error) {
 	g := a.Graph
 	out := model.Clone()
 	res := &OffloadResult{Model: out}
@@ -506,41 +506,41 @@ func offloadGroups(model *graphdef.Model, a *Analysis, groups []*VariableGroup, 
 			if len(uses) == 0 {
 				continue
 			}
-			sortUses(uses)
+			SortUses(uses)
 			size, _, _ := t.Bytes()
-			for k, grp := range groupUses(uses, a.Opts.SwapinGroupBy) {
-				copies = append(copies, &pending{t: t, dt: dt, k: k, uses: grp, nodes: useNodes(grp), size: size})
+			for k, grp := range GroupUses(uses, a.Opts.SwapinGroupBy) {
+				copies = append(copies, &pending{t: t, dt: dt, k: k, uses: grp, nodes: SwapInReaders(grp), size: size})
 			}
 		}
 	}
 	switch {
-	case timing != nil && timing.window > 0:
-		res.Schedule = "forwards on the host link under a " + units.FormatBytes(timing.window) + " window of copies held, from the unswapped step's times"
+	case timing != nil && timing.Window > 0:
+		res.Schedule = "forwards on the host link under a " + units.FormatBytes(timing.Window) + " window of copies held, from the unswapped step's times"
 	case timing != nil:
 		res.Schedule = "backwards on the host link from their consumers' times in the unswapped step"
 	default:
 		res.Schedule = "SwapinAhead levels before their consumers"
 	}
-	if timing != nil && timing.window > 0 {
+	if timing != nil && timing.Window > 0 {
 		due := make([]int64, len(copies))
 		last := make([]int64, len(copies))
 		sizes := make([]int64, len(copies))
 		for i, c := range copies {
 			due[i], last[i], sizes[i] = -1, -1, c.size
 			for _, n := range c.nodes {
-				if st := timing.times.StartOf(n); st >= 0 && (due[i] < 0 || st < due[i]) {
+				if st := timing.Times.StartOf(n); st >= 0 && (due[i] < 0 || st < due[i]) {
 					due[i] = st
 				}
-				last[i] = max(last[i], timing.times.EndOf(n))
+				last[i] = max(last[i], timing.Times.EndOf(n))
 			}
 		}
-		starts := windowStarts(due, last, sizes, timing.window)
+		starts := WindowStarts(due, last, sizes, timing.Window)
 		for i, c := range copies {
 			if starts[i] < 0 {
-				c.trig = weightTrigger(c.nodes, a.Opts.SwapinAhead, eligible)
+				c.trig = WeightTrigger(c.nodes, a.Opts.SwapinAhead, eligible)
 				continue
 			}
-			c.trig = windowTrigger(c.nodes, starts[i], timing.times, eligible)
+			c.trig = WindowTrigger(c.nodes, starts[i], timing.Times, eligible)
 		}
 	} else if timing != nil {
 		order := make([]int, len(copies))
@@ -549,7 +549,7 @@ func offloadGroups(model *graphdef.Model, a *Analysis, groups []*VariableGroup, 
 			order[i] = i
 			due[i] = -1
 			for _, n := range c.nodes {
-				if st := timing.times.StartOf(n); st >= 0 && (due[i] < 0 || st < due[i]) {
+				if st := timing.Times.StartOf(n); st >= 0 && (due[i] < 0 || st < due[i]) {
 					due[i] = st
 				}
 			}
@@ -562,17 +562,17 @@ func offloadGroups(model *graphdef.Model, a *Analysis, groups []*VariableGroup, 
 		for _, i := range order {
 			c := copies[i]
 			if due[i] < 0 {
-				c.trig = weightTrigger(c.nodes, a.Opts.SwapinAhead, eligible)
+				c.trig = WeightTrigger(c.nodes, a.Opts.SwapinAhead, eligible)
 				continue
 			}
 			end := min(due[i], free)
-			start := end - int64(float64(c.size)/timing.rate*1e9) - timing.latency
+			start := end - int64(float64(c.size)/timing.Rate*1e9) - timing.Latency
 			free = start
-			c.trig = timedTrigger(c.nodes, start, timing.times, eligible)
+			c.trig = TimedTrigger(c.nodes, start, timing.Times, eligible)
 		}
 	} else {
 		for _, c := range copies {
-			c.trig = weightTrigger(c.nodes, a.Opts.SwapinAhead, eligible)
+			c.trig = WeightTrigger(c.nodes, a.Opts.SwapinAhead, eligible)
 		}
 	}
 	gates := map[string]bool{}
@@ -618,11 +618,11 @@ func nodeNames(nodes []*graphdef.Node) []string {
 	return out
 }
 
-// timedTrigger returns the trigger of a copy that must start by start (ns into the predicted
+// TimedTrigger returns the trigger of a copy that must start by start (ns into the predicted
 // step): walking back from the earliest consumer as weightTrigger does, the first eligible op
 // that ends by start, or the earliest eligible op of the walk when none does (the copy is
 // then as early as the graph allows). It returns nil when the walk meets no eligible op.
-func timedTrigger(consumers []*graphdef.Node, start int64, times *triggers.Times, eligible func(*graphdef.Node) bool) *graphdef.Node {
+func TimedTrigger(consumers []*graphdef.Node, start int64, times *triggers.Times, eligible func(*graphdef.Node) bool) *graphdef.Node {
 	first := consumers[0]
 	for _, c := range consumers[1:] {
 		if c.Level < first.Level || (c.Level == first.Level && c.Index < first.Index) {
@@ -660,7 +660,7 @@ func criticalBack(n *graphdef.Node) *graphdef.Node {
 	return best
 }
 
-// weightTrigger returns the trigger of a copy of a host-resident tensor for consumers: the
+// WeightTrigger returns the trigger of a copy of a host-resident tensor for consumers: the
 // eligible op ahead levels before the earliest consumer on its critical path (at each step
 // back, the input, data or control, of the highest level, ties broken by graph order), or
 // the nearest eligible op further back when none is within ahead levels. Unlike an
@@ -669,7 +669,7 @@ func criticalBack(n *graphdef.Node) *graphdef.Node {
 // the step. The trigger is an ancestor of the earliest consumer, so its level is below every
 // consumer's and it descends from none of them: the gate cannot close a cycle. It returns
 // nil when no eligible op precedes the consumer.
-func weightTrigger(consumers []*graphdef.Node, ahead int, eligible func(*graphdef.Node) bool) *graphdef.Node {
+func WeightTrigger(consumers []*graphdef.Node, ahead int, eligible func(*graphdef.Node) bool) *graphdef.Node {
 	if ahead < 1 {
 		ahead = 1
 	}
@@ -765,7 +765,7 @@ func VerifyOffload(orig *graphdef.Graph, res *OffloadResult) error {
 				return fmt.Errorf("node %q moved to %q, not a host CPU", on.Name, nn.Def.GetDevice())
 			}
 		}
-		if variableOps[on.Op] {
+		if VariableOps[on.Op] {
 			if h, ok := hostOf[on.Name]; ok && nn.Def.GetDevice() != h {
 				return fmt.Errorf("variable %q is on %q, not its host %q", on.Name, nn.Def.GetDevice(), h)
 			}
@@ -775,7 +775,7 @@ func VerifyOffload(orig *graphdef.Graph, res *OffloadResult) error {
 			if got.Node.Name == in.Node.Name && got.Port == in.Port {
 				// A handle must stay on its variable's device: TensorFlow runs ops on
 				// resources where the resource lives.
-				if dt, ok := in.DataType(); ok && (graphdef.IsHandle(dt) || graphdef.IsRef(dt)) && variableOps[in.Node.Op] {
+				if dt, ok := in.DataType(); ok && (graphdef.IsHandle(dt) || graphdef.IsRef(dt)) && VariableOps[in.Node.Op] {
 					if out.Nodes[in.Node.Index].Def.GetDevice() != nn.Def.GetDevice() {
 						return fmt.Errorf("node %q takes the handle of %q on another device (%q, %q)", on.Name, in.Node.Name, nn.Def.GetDevice(), out.Nodes[in.Node.Index].Def.GetDevice())
 					}

@@ -91,8 +91,8 @@ const (
 	DefaultMinTensorBytes   = 64 << 10
 )
 
-// withDefaults returns o with zero fields replaced by their defaults, and checks it.
-func (o Options) withDefaults() (Options, error) {
+// WithDefaults returns o with zero fields replaced by their defaults, and checks it.
+func (o Options) WithDefaults() (Options, error) {
 	if o.SwapoutThreshold == 0 {
 		o.SwapoutThreshold = DefaultSwapoutThreshold
 	}

@@ -49,8 +49,8 @@ type SwapInGroup struct {
 	TriggerWaits bool
 }
 
-// planWaits returns the plan's waits and the waits of its triggers (SwapInGroup.TriggerWaits).
-func planWaits(plan *Plan) []Wait {
+// PlanWaits returns the plan's waits and the waits of its triggers (SwapInGroup.TriggerWaits).
+func PlanWaits(plan *Plan) []Wait {
 	ws := plan.Waits
 	extra := false
 	for _, ps := range plan.Swaps {
@@ -65,4 +65,9 @@ func planWaits(plan *Plan) []Wait {
 		}
 	}
 	return ws
+}
+
+// OrderEdge is a control edge the planner added: Node waits for After.
+type OrderEdge struct {
+	Node, After string
 }

@@ -29,7 +29,7 @@ import (
 // parsing the GraphDef again (Apply writes the GraphDef from that graph, NodeDef by NodeDef);
 // a Result made otherwise is parsed with graphdef.NewGraph.
 func Verify(orig *graphdef.Graph, res *Result, gate Gate) error {
-	out := res.graph
+	out := res.BuiltGraph
 	if out == nil || len(out.Nodes) != len(res.Model.Graph.GetNode()) {
 		var err error
 		if out, err = graphdef.NewGraph(res.Model.Graph, "rewritten"); err != nil {
@@ -158,7 +158,7 @@ func Verify(orig *graphdef.Graph, res *Result, gate Gate) error {
 			if dead == nil {
 				dead = valueDead(orig)
 			}
-			if len(n.Consumers[0]) != 1 || n.Consumers[0][0].Node.Index >= len(orig.Nodes) || !needsRelay(orig.Nodes[n.Consumers[0][0].Node.Index], dead) {
+			if len(n.Consumers[0]) != 1 || n.Consumers[0][0].Node.Index >= len(orig.Nodes) || !NeedsRelay(orig.Nodes[n.Consumers[0][0].Node.Index], dead) {
 				return fmt.Errorf("relay %q is not read by one node alone that needs a relay (a gradient tuple Identity, or a product Grappler may rotate)", n.Name)
 			}
 		case "swap_out":

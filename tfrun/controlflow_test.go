@@ -3,6 +3,7 @@
 package tfrun
 
 import (
+	"github.com/tfswap/tfswap/rewrite/plan"
 	"path/filepath"
 	"testing"
 
@@ -58,8 +59,8 @@ func TestControlFlowRewritesTrainBitIdentically(t *testing.T) {
 				// At 70% of the peak by tfswap's accounting only placing the stacks on the
 				// host fits (passAccumulators).
 				budget := simulatedPeak(t, m, name, fetch) * 70 / 100
-				p, err := rewrite.RewriteWithPlanner(placed, rewrite.Options{ComputeDevice: computeDevice, HostDevice: hostDevice},
-					rewrite.PlanOptions{Budget: budget, Sim: fetch, FitAccounting: "tfswap"})
+				p, err := plan.RewriteWithPlanner(placed, rewrite.Options{ComputeDevice: computeDevice, HostDevice: hostDevice},
+					plan.PlanOptions{Budget: budget, Sim: fetch, FitAccounting: "tfswap"})
 				if err != nil {
 					t.Fatalf("planning at 70%% (%d bytes): %v", budget, err)
 				}
@@ -70,8 +71,8 @@ func TestControlFlowRewritesTrainBitIdentically(t *testing.T) {
 			}
 			if name == "cond_cnn" || name == "if_cnn" || name == "fn_call" {
 				budget := simulatedPeak(t, m, name, fetch) * 90 / 100
-				p, err := rewrite.RewriteWithPlanner(placed, rewrite.Options{ComputeDevice: computeDevice, HostDevice: hostDevice},
-					rewrite.PlanOptions{Budget: budget, Sim: fetch})
+				p, err := plan.RewriteWithPlanner(placed, rewrite.Options{ComputeDevice: computeDevice, HostDevice: hostDevice},
+					plan.PlanOptions{Budget: budget, Sim: fetch})
 				if err != nil {
 					t.Fatalf("planning at 90%% (%d bytes): %v", budget, err)
 				}
@@ -124,7 +125,7 @@ func TestControlFlowRewritesTrainBitIdentically(t *testing.T) {
 // GPU of the default profile) for the step fetch runs.
 func simulatedPeak(t *testing.T, m *graphdef.Model, name string, fetch cost.Options) int64 {
 	t.Helper()
-	prof, err := cost.LookupProfile(rewrite.DefaultDevice)
+	prof, err := cost.LookupProfile(plan.DefaultDevice)
 	if err != nil {
 		t.Fatal(err)
 	}

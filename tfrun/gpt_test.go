@@ -3,6 +3,7 @@
 package tfrun
 
 import (
+	"github.com/tfswap/tfswap/rewrite/plan"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -52,7 +53,7 @@ func TestGPTBitIdenticalUnderGrappler(t *testing.T) {
 	if f := graphdef.DefaultFetch(g); len(f.Nodes) != 1 || f.Nodes[0] != fx.TrainOp {
 		t.Errorf("default fetch %v (%s), want %s", f.Nodes, f.Reason, fx.TrainOp)
 	}
-	prof, err := cost.LookupProfile(rewrite.DefaultDevice)
+	prof, err := cost.LookupProfile(plan.DefaultDevice)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,8 +111,8 @@ func TestGPTBitIdenticalUnderGrappler(t *testing.T) {
 		t.Errorf("LMS swaps nothing into a gradient tuple Identity: the case the test guards is gone")
 	}
 	t.Logf("gradient tuple Identities reading swap-ins: %d, e.g. %v", len(tupleReads), tupleReads[:min(3, len(tupleReads))])
-	planned, err := rewrite.RewriteWithPlanner(placed, rewrite.Options{ComputeDevice: computeDevice, HostDevice: hostDevice},
-		rewrite.PlanOptions{Strategy: "auto", Budget: budget, Profile: prof, Sim: cost.Options{Fetch: []string{fx.TrainOp}}, FitAccounting: "tfswap"})
+	planned, err := plan.RewriteWithPlanner(placed, rewrite.Options{ComputeDevice: computeDevice, HostDevice: hostDevice},
+		plan.PlanOptions{Strategy: "auto", Budget: budget, Profile: prof, Sim: cost.Options{Fetch: []string{fx.TrainOp}}, FitAccounting: "tfswap"})
 	if err != nil {
 		t.Fatalf("plan at 90%% of %d bytes: %v", peak, err)
 	}

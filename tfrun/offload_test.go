@@ -3,6 +3,7 @@
 package tfrun
 
 import (
+	"github.com/tfswap/tfswap/rewrite/plan"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -155,7 +156,7 @@ func TestOffloadTiming(t *testing.T) {
 func TestPlannedOffloadInRuntime(t *testing.T) {
 	fx, placed := placedFixture(t, "resnet")
 	opts := rewrite.Options{ComputeDevice: computeDevice, HostDevice: hostDevice}
-	p, err := rewrite.RewriteWithPlanner(placed, opts, rewrite.PlanOptions{Budget: 4 << 20, Offload: rewrite.OffloadAll,
+	p, err := plan.RewriteWithPlanner(placed, opts, plan.PlanOptions{Budget: 4 << 20, Offload: rewrite.OffloadAll,
 		Sim: cost.Options{Fetch: []string{fx.TrainOp}}, FitAccounting: "both"})
 	if err != nil {
 		t.Fatal(err)

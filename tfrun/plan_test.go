@@ -4,6 +4,7 @@ package tfrun
 
 import (
 	"fmt"
+	"github.com/tfswap/tfswap/rewrite/plan"
 	"testing"
 
 	"github.com/tfswap/tfswap/cost"
@@ -44,7 +45,7 @@ func testPlannedRewrite(t *testing.T, strategy string, budget int64, recompute s
 	// whole step lasts about 140 us, and by the microsecond reading of Grappler's trace
 	// (docs/SIMULATOR.md) the 1 ns swap-ins and gates of its plans share a microsecond with
 	// the tensors beside them: no plan meets the tightest budgets by that figure.
-	p, err := rewrite.RewriteWithPlanner(placed, opts, rewrite.PlanOptions{Strategy: strategy, Budget: budget, Recompute: recompute,
+	p, err := plan.RewriteWithPlanner(placed, opts, plan.PlanOptions{Strategy: strategy, Budget: budget, Recompute: recompute,
 		Sim: cost.Options{Fetch: []string{fx.TrainOp}}, FitAccounting: "both"})
 	if err != nil {
 		t.Fatal(err)

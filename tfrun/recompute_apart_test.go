@@ -4,6 +4,7 @@ package tfrun
 
 import (
 	"fmt"
+	"github.com/tfswap/tfswap/rewrite/plan"
 	"math/rand"
 	"testing"
 
@@ -54,8 +55,8 @@ func TestRecomputeApartInRuntime(t *testing.T) {
 	}
 	prof := &cost.Profile{Name: "slowlink", MemoryBytes: 1 << 30, FP32: 1e12, FP16: 1e12, MemBandwidth: 4 << 30,
 		D2H: 200 << 20, H2D: 200 << 20, Duplex: true, TransferLatency: 1e-6, HostFLOPS: 1e12, HostMemBandwidth: 50e9}
-	p, err := rewrite.RewriteWithPlanner(m, rewrite.Options{ComputeDevice: computeDevice, HostDevice: hostDevice},
-		rewrite.PlanOptions{Strategy: "auto", Profile: prof, Budget: 5 << 20, FitAccounting: "tfswap"})
+	p, err := plan.RewriteWithPlanner(m, rewrite.Options{ComputeDevice: computeDevice, HostDevice: hostDevice},
+		plan.PlanOptions{Strategy: "auto", Profile: prof, Budget: 5 << 20, FitAccounting: "tfswap"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@
 package tfrun
 
 import (
+	"github.com/tfswap/tfswap/rewrite/plan"
 	"testing"
 
 	"github.com/tfswap/tfswap/graphdef"
@@ -84,7 +85,7 @@ func swapsOf(res *rewrite.Result) []Swap {
 func rewriteModel(t testing.TB, m *graphdef.Model, opts rewrite.Options) *rewrite.Result {
 	t.Helper()
 	opts.ComputeDevice = computeDevice
-	res, err := rewrite.Rewrite(m, opts)
+	res, err := plan.Rewrite(m, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ package tfrun
 import (
 	"errors"
 	"fmt"
+	"github.com/tfswap/tfswap/rewrite/plan"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -48,7 +49,7 @@ func TestZooBitIdenticalUnderGrappler(t *testing.T) {
 	if len(manifests) == 0 {
 		t.Fatal("no graph in ../testmodels/zoo")
 	}
-	prof, err := cost.LookupProfile(rewrite.DefaultDevice)
+	prof, err := cost.LookupProfile(plan.DefaultDevice)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,9 +114,9 @@ func TestZooBitIdenticalUnderGrappler(t *testing.T) {
 			// logged. The whole zoo must have at least one fitting 70% plan (checked after
 			// the subtests).
 			for _, pct := range []int64{90, 70} {
-				planned, err := rewrite.RewriteWithPlanner(placed, rewrite.Options{ComputeDevice: computeDevice, HostDevice: hostDevice},
-					rewrite.PlanOptions{Strategy: "auto", Budget: peak * pct / 100, Profile: prof, Sim: cost.Options{Fetch: []string{fx.TrainOp}, BatchScale: sim.BatchScale}, FitAccounting: "tfswap"})
-				var nf *rewrite.NoFitError
+				planned, err := plan.RewriteWithPlanner(placed, rewrite.Options{ComputeDevice: computeDevice, HostDevice: hostDevice},
+					plan.PlanOptions{Strategy: "auto", Budget: peak * pct / 100, Profile: prof, Sim: cost.Options{Fetch: []string{fx.TrainOp}, BatchScale: sim.BatchScale}, FitAccounting: "tfswap"})
+				var nf *plan.NoFitError
 				switch {
 				case errors.As(err, &nf):
 					t.Logf("no plan at %d%% of %d bytes (batch x%d): not trained", pct, peak, sim.BatchScale)

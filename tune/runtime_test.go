@@ -4,6 +4,7 @@ package tune
 
 import (
 	"fmt"
+	"github.com/tfswap/tfswap/rewrite/plan"
 	"os"
 	"strings"
 	"testing"
@@ -75,7 +76,7 @@ func TestTuneResNetTwoDevice(t *testing.T) {
 	opts := rewrite.Options{SwapoutThreshold: rewrite.DefaultSwapoutThreshold, SwapinAhead: rewrite.DefaultSwapinAhead,
 		SwapinGroupBy: rewrite.DefaultSwapinGroupBy, MinTensorBytes: rewrite.DefaultMinTensorBytes}
 	a := rewrite.Analyze(g, opts)
-	base, _ := rewrite.PlanLMS(a)
+	base, _ := plan.PlanLMS(a)
 	p, err := NewProblem(m, a, base)
 	if err != nil {
 		t.Fatal(err)

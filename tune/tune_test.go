@@ -2,6 +2,7 @@ package tune
 
 import (
 	"errors"
+	"github.com/tfswap/tfswap/rewrite/plan"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +24,7 @@ func resnetProblem(t *testing.T) (*Problem, *Predictor) {
 		t.Fatal(err)
 	}
 	a := rewrite.Analyze(g, rewrite.Options{SwapoutThreshold: 10, SwapinAhead: 2, SwapinGroupBy: 5, MinTensorBytes: 64 << 10})
-	plan, _ := rewrite.PlanLMS(a)
+	plan, _ := plan.PlanLMS(a)
 	p, err := NewProblem(m, a, plan)
 	if err != nil {
 		t.Fatal(err)
@@ -319,7 +320,7 @@ func TestPredictPlaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := rewrite.Analyze(g, rewrite.Options{SwapoutThreshold: 10, SwapinAhead: 2, SwapinGroupBy: 5, MinTensorBytes: 64 << 10, ComputeDevice: "/device:CPU:1"})
-	plan, _ := rewrite.PlanLMS(a)
+	plan, _ := plan.PlanLMS(a)
 	pp, err := NewProblem(placed, a, plan)
 	if err != nil {
 		t.Fatal(err)

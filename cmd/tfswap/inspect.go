@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/tfswap/tfswap/rewrite/plan"
 	"io"
 	"sort"
 
@@ -45,7 +46,7 @@ func inspectAction(c *cli.Context) error {
 	if err := rewrite.CheckNotRewritten(g); err != nil {
 		fmt.Fprintf(w, "\nThe graph was already rewritten by tfswap: no swap candidates.\n")
 	} else {
-		plan, err := rewrite.PlanFor(g, opts)
+		plan, err := plan.PlanFor(g, opts)
 		if err != nil {
 			return usagef("%v", err)
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/tfswap/tfswap/rewrite/plan"
 	"io"
 	"os"
 	"slices"
@@ -114,11 +115,11 @@ func lmsRewriteOptions(c *cli.Context) (rewrite.Options, error) {
 // planFlags are the flags of budget-driven planning.
 func planFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "strategy", Usage: "the strategy: " + strings.Join(rewrite.StrategyNames(), ", ") + " (default auto, or lms-fixed when a fixed LMS threshold is given; --list-strategies describes them)"},
+		&cli.StringFlag{Name: "strategy", Usage: "the strategy: " + strings.Join(plan.StrategyNames(), ", ") + " (default auto, or lms-fixed when a fixed LMS threshold is given; --list-strategies describes them)"},
 		&cli.BoolFlag{Name: "list-strategies", Usage: "describe the planning strategies and exit"},
-		&cli.StringSliceFlag{Name: "debug-pass", Usage: "print the best plan after this planning pass to stderr (repeatable; all for every pass; one of " + strings.Join(rewrite.DebugPassNames(), ", ") + "); sets TFSWAP_DEBUG_PASS"},
+		&cli.StringSliceFlag{Name: "debug-pass", Usage: "print the best plan after this planning pass to stderr (repeatable; all for every pass; one of " + strings.Join(plan.DebugPassNames(), ", ") + "); sets TFSWAP_DEBUG_PASS"},
 		&cli.BoolFlag{Name: "pass-time", Usage: "print each planning pass's time and simulations to stderr; sets TFSWAP_PASSTIME"},
-		&cli.StringFlag{Name: "device", Usage: "plan for this GPU, a built-in device profile (default: the GPU TensorFlow sees when this tfswap has the runtime and no --budget is given, else " + rewrite.DefaultDevice + "; see tfswap simulate --list-devices)"},
+		&cli.StringFlag{Name: "device", Usage: "plan for this GPU, a built-in device profile (default: the GPU TensorFlow sees when this tfswap has the runtime and no --budget is given, else " + plan.DefaultDevice + "; see tfswap simulate --list-devices)"},
 		&cli.StringFlag{Name: "device-file", Usage: "plan for the GPU of this device profile file"},
 		&cli.StringFlag{Name: "budget", Usage: "most memory each GPU may use, e.g. 14GiB (default: what TensorFlow " + cost.TensorFlowVersion + "'s allocator gets on the device: the limit TensorFlow reports for a GPU it sees, else the profile's memory less 500 MiB to 1800 MiB by compute capability)"},
 		&cli.StringSliceFlag{Name: "device-budget", Usage: "DEVICE=SIZE: the budget of one GPU, e.g. /device:GPU:1=10GiB (repeatable)"},
@@ -175,7 +176,7 @@ func rewriteStrategy(c *cli.Context) (string, error) {
 // planOptions reads the planning flags into opts, checking them where the command line gives
 // them, so that a bad value is a usage error naming its flag.
 func planOptions(c *cli.Context, opts *tfswap.Options) error {
-	if _, err := rewrite.LookupStrategy(c.String("strategy")); err != nil {
+	if _, err := plan.LookupStrategy(c.String("strategy")); err != nil {
 		return usagef("--strategy: %v", err)
 	}
 	if r := c.String("recompute"); !slices.Contains(rewrite.RecomputeModes, r) {
@@ -199,7 +200,7 @@ func planOptions(c *cli.Context, opts *tfswap.Options) error {
 		opts.OffloadVariables = names
 	}
 	opts.FitAccounting = c.String("fit-accounting")
-	if _, err := rewrite.ParseFitAccounting(opts.FitAccounting); err != nil {
+	if _, err := plan.ParseFitAccounting(opts.FitAccounting); err != nil {
 		return usagef("--fit-accounting: %v", err)
 	}
 	opts.Explain = c.Bool("explain")
@@ -284,7 +285,7 @@ func planOptions(c *cli.Context, opts *tfswap.Options) error {
 // TFSWAP_DEBUG_PASS and TFSWAP_PASSTIME (rewrite/passes.go), which it reads.
 func passDebugFlags(c *cli.Context) error {
 	if ps := c.StringSlice("debug-pass"); len(ps) > 0 {
-		names := rewrite.DebugPassNames()
+		names := plan.DebugPassNames()
 		for _, p := range ps {
 			if p != "all" && !slices.Contains(names, p) {
 				return usagef("--debug-pass: unknown planning pass %q (passes: all, %s)", p, strings.Join(names, ", "))
@@ -303,7 +304,7 @@ func passDebugFlags(c *cli.Context) error {
 }
 
 func listStrategies(w io.Writer) {
-	for _, p := range rewrite.Strategies() {
+	for _, p := range plan.Strategies() {
 		fmt.Fprintf(w, "%-10s %s\n", p.Name, p.Doc)
 	}
 }
@@ -318,7 +319,7 @@ func init() {
 			"overwritten unless --in-place is given.\n\n" +
 			"With no options it plans for the GPU the graph will run on: the GPU TensorFlow sees when this\n" +
 			"tfswap has the TensorFlow runtime and a GPU is present, with the memory limit TensorFlow gives\n" +
-			"its allocator as the budget; otherwise the " + rewrite.DefaultDevice + " profile at its default budget, the\n" +
+			"its allocator as the budget; otherwise the " + plan.DefaultDevice + " profile at its default budget, the\n" +
 			"memory less what TensorFlow " + cost.TensorFlowVersion + " keeps back (500 MiB to 1800 MiB by compute capability).\n" +
 			"The auto strategy picks the tensors to swap (or recompute), the ops that trigger their\n" +
 			"swap-ins and the ops that wait for swap-outs so that the simulated peak of every GPU stays\n" +

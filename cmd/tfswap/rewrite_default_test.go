@@ -9,6 +9,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/tfswap/tfswap/rewrite/plan"
 	"os"
 	"path/filepath"
 	"slices"
@@ -97,8 +98,8 @@ func TestRewriteDefaultFits(t *testing.T) {
 			t.Errorf("%s: unexpected messages: %s", name, stderr)
 		}
 		r := readReport(t, rep)
-		p, _ := cost.LookupProfile(rewrite.DefaultDevice)
-		if !r.Plan.Unchanged || !r.Plan.Fits || r.Plan.Strategy != "auto" || r.Plan.Device != rewrite.DefaultDevice || r.Plan.DeviceSource != "default" ||
+		p, _ := cost.LookupProfile(plan.DefaultDevice)
+		if !r.Plan.Unchanged || !r.Plan.Fits || r.Plan.Strategy != "auto" || r.Plan.Device != plan.DefaultDevice || r.Plan.DeviceSource != "default" ||
 			r.Plan.Budget != cost.TFMemoryLimit(p) || len(r.Swaps) != 0 || len(r.Plan.Devices) != 1 || r.Plan.Devices[0].GrapplerPeak <= 0 {
 			t.Errorf("%s: report %+v", name, r.Plan)
 		}
@@ -158,7 +159,7 @@ func TestRewriteDefaultDevice(t *testing.T) {
 			r := readReport(t, rep)
 			p, _ := cost.LookupProfile(tc.device)
 			if tc.budget == 0 {
-				tc.budget = rewrite.DefaultBudget(p)
+				tc.budget = plan.DefaultBudget(p)
 			}
 			if r.Plan.Device != tc.device || r.Plan.DeviceSource != tc.source || r.Plan.Budget != tc.budget {
 				t.Errorf("planned for %s (%s) at %d, want %s (%s) at %d", r.Plan.Device, r.Plan.DeviceSource, r.Plan.Budget, tc.device, tc.source, tc.budget)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/tfswap/tfswap/rewrite/plan"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,7 +50,7 @@ func TestRewritePlanCommand(t *testing.T) {
 	if err := json.Unmarshal(data, &r); err != nil {
 		t.Fatal(err)
 	}
-	if r.Plan.Strategy != "auto" || r.Plan.Device != rewrite.DefaultDevice || r.Plan.Budget != 6<<20 || len(r.Plan.Devices) != 1 || r.Plan.StepTime == 0 || len(r.Swaps) == 0 {
+	if r.Plan.Strategy != "auto" || r.Plan.Device != plan.DefaultDevice || r.Plan.Budget != 6<<20 || len(r.Plan.Devices) != 1 || r.Plan.StepTime == 0 || len(r.Swaps) == 0 {
 		t.Errorf("report: %+v", r.Plan)
 	}
 	// All three accountings were checked and all fit (--fit-accounting all, the default).
@@ -109,7 +110,7 @@ func TestRewritePlanErrors(t *testing.T) {
 		}
 	}
 	code, stdout, _ := runSimCLI(t, "rewrite", "--list-strategies")
-	for _, s := range rewrite.StrategyNames() {
+	for _, s := range plan.StrategyNames() {
 		if code != 0 || !strings.Contains(stdout, s+" ") {
 			t.Errorf("--list-strategies lacks %s: %s", s, stdout)
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/tfswap/tfswap/rewrite/plan"
 	"io"
 	"os"
 	"path/filepath"
@@ -12,7 +13,6 @@ import (
 	"github.com/tfswap/tfswap/cost"
 	"github.com/tfswap/tfswap/graphdef"
 	"github.com/tfswap/tfswap/internal/units"
-	"github.com/tfswap/tfswap/rewrite"
 	"github.com/urfave/cli/v2"
 )
 
@@ -80,7 +80,7 @@ func listDevices(w io.Writer) {
 	fmt.Fprintf(w, "%-18s %9s %4s %9s %8s %8s %8s %10s %10s  %s\n", "profile", "memory", "cc", "budget", "FP32", "TF32", "FP16", "mem BW", "link/dir", "")
 	for _, p := range cost.Profiles() {
 		fmt.Fprintf(w, "%-18s %9s %4s %9s %8s %8s %8s %5.0f GB/s %5.1f GB/s  %s\n", p.Name, units.FormatBytes(p.MemoryBytes), p.ComputeCapability,
-			units.FormatBytes(rewrite.DefaultBudget(p)), tflops(p.FP32), tflops(p.TF32), tflops(p.FP16), p.MemBandwidth/1e9, p.H2D/1e9, p.Description)
+			units.FormatBytes(plan.DefaultBudget(p)), tflops(p.FP32), tflops(p.TF32), tflops(p.FP16), p.MemBandwidth/1e9, p.H2D/1e9, p.Description)
 	}
 	fmt.Fprintf(w, "\ncc is the CUDA compute capability; budget is tfswap rewrite's default, the memory less what TensorFlow %s keeps\n"+
 		"back for the compute capability (MinSystemMemory, tensorflow/core/common_runtime/gpu/gpu_device.cc).\n"+

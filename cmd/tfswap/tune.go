@@ -5,6 +5,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/tfswap/tfswap/rewrite/plan"
 	"io"
 	"os"
 	"time"
@@ -170,7 +171,7 @@ func tuneAction(c *cli.Context) error {
 	}
 	w := c.App.Writer
 	a := rewrite.Analyze(g, opts)
-	base, _ := rewrite.PlanLMS(a)
+	base, _ := plan.PlanLMS(a)
 	if len(base.Swaps) == 0 {
 		return fmt.Errorf("%s: nothing to swap with these options (see tfswap rewrite -v)", in)
 	}

@@ -2,6 +2,7 @@ package fakegpu
 
 import (
 	"fmt"
+	"github.com/tfswap/tfswap/rewrite/plan"
 	"os"
 	"path/filepath"
 
@@ -39,7 +40,7 @@ func (c Case) Graph(root string) (*graphdef.Graph, error) {
 		return nil, err
 	}
 	if c.Swapped {
-		r, err := rewrite.Rewrite(m, SwappedOptions())
+		r, err := plan.Rewrite(m, SwappedOptions())
 		if err != nil {
 			return nil, fmt.Errorf("fakegpu: rewriting %s: %w", path, err)
 		}

@@ -736,7 +736,7 @@ def test_preserve_and_unknown_batch(built):
     assert kept["preserved"] == free[0]
     now = _swapped_producers(kept)
     # The loop swaps one tensor: preserving its producer leaves nothing to swap (the Go
-    # tests, rewrite/preserve_test.go, check that the rest of a graph is still rewritten).
+    # tests, rewrite/plan/preserve_test.go, check that the rest of a graph is still rewritten).
     assert free[0] not in now, (free[0], now)
     assert kept["swaps"] == [] and re.search(r"^tfswap: graph \S+: nothing to swap", by_name["preserve"], re.M)
     assert WARNING.findall(by_name["plain"] + by_name["preserve"]) == [], WARNING.findall(log)

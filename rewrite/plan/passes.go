@@ -1,0 +1,517 @@
+package plan
+
+import (
+	"fmt"
+	"github.com/tfswap/tfswap/rewrite"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tfswap/tfswap/cost"
+	"github.com/tfswap/tfswap/graphdef"
+)
+
+// Planning with a strategy (RewriteWithPlanner, for every strategy but lms-fixed) is one
+// ordered list of passes, in the style of Go's cmd/compile/internal/ssa/compile.go: each pass
+// reads and updates a planState, the order is written down in planPasses, and the ordering
+// constraints between passes, each with its reason, are in passOrder and checked when the
+// package is initialised (checkPassOrder). The passes up to nofit plan; apply is the graph
+// surgery, which consumes the chosen plan and changes nothing the planning passes decided.
+//
+// The auto strategy's Run is itself an ordered list of passes (autoPasses in
+// strategy_auto.go, named "auto.NAME" for debugging) with its own checked constraints.
+//
+// TFSWAP_PASSTIME=1 prints each pass's wall time and simulations to standard error;
+// TFSWAP_DEBUG_PASS=NAME[,NAME...] (or "all") prints the best plan after each named pass
+// (tfswap rewrite --pass-time and --debug-pass set them). Neither changes the plan.
+
+// planPass is one pass of planning.
+type planPass struct {
+	// name is the pass's name for TFSWAP_DEBUG_PASS and the timing lines.
+	name string
+	// doc says what the pass does, in one line.
+	doc string
+	// fn runs the pass; an error stops planning.
+	fn func(st *planState) error
+}
+
+// planPasses are the passes in the order they run.
+var planPasses = []planPass{
+	{"analyze", "index the graph's tensors and simulate the unswapped step (the problem every pass shares)", passAnalyze},
+	{"strategy", "run the strategy asked for (auto runs the strategies it requires first): the swap-only plan", passStrategy},
+	{"accumulators", "where the plan does not fit and while loops have accumulators the rewrite can place on the host, plan again with them there and keep the better outcome", passAccumulators},
+	{"recompute", "plan again on the graph with recomputations and keep the better outcome (auto, or --recompute max)", passRecompute},
+	{"recompute-single", "where Grappler's accounting kept a faster plan from fitting, recompute chains of one large output each", passRecomputeSingle},
+	{"recompute-apart", "auto, when nothing fits: recompute every tensor by its own chain, released just before its reads, and keep the better outcome", passRecomputeApart},
+	{"tighter", "auto: plan again for tighter budgets and keep a plan that fits and beats the best so far (monotone in the budget)", passTighter},
+	{"reorder", "auto, when nothing fits: order a ready reader before the op at the lowest plan's peak where that frees a buffer, and plan again", passReorder},
+	{"nofit", "fail with what is live at the lowest peak when no plan fits", passNoFit},
+	{"grappler-report", "simulate the chosen plan by every accounting, those it was not judged by too", passGrapplerReport},
+	{"apply", "graph surgery: build the rewritten graph from the chosen plan and its recomputations", passApply},
+	{"verify", "check the rewrite's invariants", passVerify},
+	{"explain", "the reasoning per tensor (--explain)", passExplain},
+}
+
+// passConstraint is an ordering constraint between passes: before runs before after, for
+// reason.
+type passConstraint struct{ before, after, reason string }
+
+// passOrder are the ordering constraints between planPasses. checkPassOrder checks them.
+var passOrder = []passConstraint{
+	{"analyze", "strategy", "every strategy plans on the problem analyze builds (the unswapped step's simulation and budgets)"},
+	{"strategy", "accumulators", "the accumulators are placed on the host only when the strategy's plan does not fit without"},
+	{"accumulators", "recompute", "recomputation is kept only when it beats the plan so far, the one placing accumulators included"},
+	{"strategy", "recompute", "recomputation is kept only when it beats the swap-only plan, and auto screens its levels against that plan's step"},
+	{"strategy", "tighter", "tighter plans run again only the two strategies that did best at the budget asked for, read from the strategy pass's plans"},
+	{"recompute", "recompute-single", "single chains are tried only when a plan of the recompute pass fitted by tfswap's accounting and not Grappler's"},
+	{"recompute-single", "recompute-apart", "chains apart are tried only when no plan fits, single chains' included"},
+	{"recompute-apart", "tighter", "a tighter plan is kept only when it beats the best plan so far, recomputed plans included"},
+	{"tighter", "reorder", "ordering edges are tried only when no plan fits, tighter budgets' plans included"},
+	{"reorder", "nofit", "a plan on the reordered graph may be the only one that fits"},
+	{"nofit", "grappler-report", "only a plan that fits is reported and written"},
+	{"nofit", "apply", "the surgery performs only a plan that fits"},
+	{"apply", "verify", "verify checks the graph apply built"},
+	{"apply", "explain", "the explanation lists the recomputations the surgery made"},
+}
+
+func init() {
+	if err := checkPassOrder(PlanPassNames(), passOrder); err != nil {
+		panic(err)
+	}
+}
+
+// checkPassOrder returns an error when a constraint names a pass that is not in names (the
+// passes in the order they run) or when that order breaks one.
+func checkPassOrder(names []string, order []passConstraint) error {
+	at := map[string]int{}
+	for i, n := range names {
+		if _, dup := at[n]; dup {
+			return fmt.Errorf("planning pass %q listed twice", n)
+		}
+		at[n] = i
+	}
+	for _, c := range order {
+		i, ok1 := at[c.before]
+		j, ok2 := at[c.after]
+		if !ok1 || !ok2 {
+			return fmt.Errorf("pass ordering constraint %s before %s names a pass that does not exist", c.before, c.after)
+		}
+		if i >= j {
+			return fmt.Errorf("planning pass %s must run before %s: %s", c.before, c.after, c.reason)
+		}
+	}
+	return nil
+}
+
+// PlanPassNames returns the names of the planning passes, in the order they run.
+func PlanPassNames() []string {
+	var out []string
+	for _, p := range planPasses {
+		out = append(out, p.name)
+	}
+	return out
+}
+
+// DebugPassNames returns the names TFSWAP_DEBUG_PASS accepts: the planning passes, then the
+// auto strategy's own passes (prefixed "auto."), which run within the strategy pass and
+// again wherever auto plans again (recompute, tighter), then the runs of the strategies it
+// requires ("auto.required:lms").
+func DebugPassNames() []string {
+	out := PlanPassNames()
+	for _, p := range autoPasses {
+		out = append(out, autoPassPrefix+p.name)
+	}
+	for _, r := range autoStrategy.Requires {
+		out = append(out, requiredPassName(autoStrategy, r))
+	}
+	return out
+}
+
+// planState is what the planning passes share: the input, the problem planned, the
+// swap-only plan, the stages compared, and the outcome.
+type planState struct {
+	model   *graphdef.Model
+	g       *graphdef.Graph
+	opts    rewrite.Options
+	po      PlanOptions
+	planner *Strategy
+	mode    string // the recompute mode (recomputeMode)
+
+	a  *rewrite.Analysis
+	pr *Problem
+	// ev is the strategy's swap-only plan; final the best stage so far and xpr the problem
+	// that planned it (for its explanation).
+	ev    *Evaluation
+	final *stage
+	xpr   *Problem
+	// recomputing is set when the recompute pass ran; rs is its stage (nil when nothing was
+	// recomputed).
+	recomputing bool
+	rs          *stage
+	// orders are the control edges the reorder pass added to the input graph to make model;
+	// depth counts the reorder rounds that led to model.
+	orders []rewrite.OrderEdge
+	depth  int
+	// sims counts the simulations of every problem planned so far.
+	sims int
+
+	res *rewrite.Result
+	out *Planned
+}
+
+// passDebug is what TFSWAP_PASSTIME and TFSWAP_DEBUG_PASS ask for.
+type passDebug struct {
+	time bool
+	dump map[string]bool // pass names; "all" for every pass
+	w    io.Writer
+}
+
+// passDebugOut is where timing lines and dumps go.
+var passDebugOut io.Writer = os.Stderr
+
+// report writes pass's timing line (started at t0, sims simulations) and its dump (by dump)
+// as d asks.
+func (d passDebug) report(pass string, t0 time.Time, sims int, dump func(w io.Writer)) {
+	if d.time {
+		fmt.Fprintf(d.w, "tfswap: pass %-28s %10.1f ms %5d simulations\n", pass, float64(time.Since(t0).Microseconds())/1000, sims)
+	}
+	if d.dump[pass] || d.dump["all"] {
+		fmt.Fprintf(d.w, "tfswap: after pass %s:", pass)
+		dump(d.w)
+	}
+}
+
+// passDebugFromEnv reads TFSWAP_PASSTIME and TFSWAP_DEBUG_PASS. An unknown pass name is an
+// error that lists the passes.
+func passDebugFromEnv() (passDebug, error) {
+	d := readPassDebug()
+	names := DebugPassNames()
+	for _, n := range slices.Sorted(maps.Keys(d.dump)) {
+		if n != "all" && !slices.Contains(names, n) {
+			return d, fmt.Errorf("TFSWAP_DEBUG_PASS: unknown planning pass %q (passes: all, %s)", n, strings.Join(names, ", "))
+		}
+	}
+	return d, nil
+}
+
+// readPassDebug reads TFSWAP_PASSTIME and TFSWAP_DEBUG_PASS without checking the names
+// (passDebugFromEnv checks them before planning starts).
+func readPassDebug() passDebug {
+	d := passDebug{w: passDebugOut}
+	if v := os.Getenv("TFSWAP_PASSTIME"); v != "" && v != "0" {
+		d.time = true
+	}
+	if v := os.Getenv("TFSWAP_DEBUG_PASS"); v != "" {
+		d.dump = map[string]bool{}
+		for _, n := range strings.Split(v, ",") {
+			d.dump[strings.TrimSpace(n)] = true
+		}
+	}
+	return d
+}
+
+// runPlanPasses runs planPasses on st in order, timing and dumping them as dbg asks.
+func runPlanPasses(st *planState, dbg passDebug) error {
+	for _, p := range planPasses {
+		t0 := time.Now()
+		sims := st.sims
+		if err := p.fn(st); err != nil {
+			return err
+		}
+		dbg.report(p.name, t0, st.sims-sims, st.dump)
+	}
+	return nil
+}
+
+// dump writes the best plan so far to w.
+func (st *planState) dump(w io.Writer) {
+	if st.final != nil {
+		dumpEvaluation(w, st.final.ev, len(st.final.descs), st.sims)
+		for _, r := range st.final.descs {
+			fmt.Fprintf(w, "  recompute %s\n", r.Tensor)
+		}
+		return
+	}
+	dumpEvaluation(w, st.ev, 0, st.sims)
+}
+
+// dumpEvaluation writes ev (with recomputes recomputations, after sims simulations) to w:
+// its strategy, fit, step, peak per device and swaps.
+func dumpEvaluation(w io.Writer, ev *Evaluation, recomputes, sims int) {
+	if ev == nil {
+		fmt.Fprintf(w, " no plan yet (%d simulations)\n", sims)
+		return
+	}
+	fit := "fits"
+	if !ev.Fits {
+		fit = "does not fit"
+	}
+	nsw := 0
+	if ev.Plan != nil {
+		nsw = len(ev.Plan.Swaps)
+	}
+	fmt.Fprintf(w, " plan by %s, %s, step %s (%+.1f%%), %d swaps, %d recomputations, %d simulations\n",
+		ev.Strategy, fit, cost.FormatDuration(ev.StepTime), 100*ev.Overhead, nsw, recomputes, sims)
+	for _, d := range ev.Devices {
+		fmt.Fprintf(w, "  device %s peak %d of budget %d\n", d.Name, d.Peak, d.Budget)
+	}
+	if ev.Plan != nil {
+		for _, s := range ev.Plan.Swaps {
+			fmt.Fprintf(w, "  swap %s %d bytes, %d swap-ins\n", s.Tensor, s.Bytes, len(s.Groups))
+		}
+	}
+}
+
+// passAnalyze builds the problem: the analysis of the graph and the unswapped step.
+func passAnalyze(st *planState) error {
+	st.a = rewrite.Analyze(st.g, st.opts)
+	pr, err := newProblem(st.model, st.a, st.po)
+	if err != nil {
+		return err
+	}
+	if err := pr.checkSharedLinks(); err != nil {
+		return err
+	}
+	if err := pr.checkDeviceBudgets(); err != nil {
+		return err
+	}
+	st.pr = pr
+	st.sims = pr.sims
+	return nil
+}
+
+// passStrategy runs the strategy asked for.
+func passStrategy(st *planState) error {
+	pr := st.pr
+	pr.strategy = st.planner.Name
+	ev, err := st.planner.plan(pr)
+	if err != nil {
+		return err
+	}
+	st.ev = ev
+	st.final = &stage{model: st.model, a: st.a, pr: pr, ev: ev}
+	st.xpr = pr
+	st.sims = pr.sims
+	return nil
+}
+
+// passAccumulators: where the strategy's plan does not fit and the graph's while loops have
+// accumulators the rewrite can place on the host (Analysis.HostAccumulators: every
+// iteration's pushed tensor kept for the gradient loop; of any size, as they hold every
+// iteration's), the strategy plans again on a problem whose plans all place them there (the
+// unswapped step too: newProblemPlacing), and the better outcome is kept. Placing an accumulator is a swap of every iteration's pushed
+// tensor, out as the forward loop pushes it and in as the gradient loop pops it; its
+// transfers are simulated as the graph written runs them. On a graph without loops, or
+// when the plan fits without, nothing changes. The plan kept is then the swap-only plan the
+// later passes start from (Planned.Base stays the unswapped step as given).
+func passAccumulators(st *planState) error {
+	if st.ev != nil && st.ev.Fits {
+		return nil
+	}
+	accs := st.a.HostAccumulators(-1)
+	if len(accs) == 0 {
+		return nil
+	}
+	pr := st.pr
+	pr2, err := newProblemPlacing(st.model, st.a, pr.Opts, pr.grapplerMargin, accs)
+	if err != nil {
+		return err
+	}
+	if err := pr2.checkDeviceBudgets(); err != nil {
+		return err
+	}
+	pr2.strategy = st.planner.Name
+	pr2.original = pr.Base
+	ev, err := st.planner.plan(pr2)
+	st.sims += pr2.sims
+	if err != nil || ev == nil {
+		return err
+	}
+	e := *ev
+	if pr.Base.StepTime > 0 {
+		e.Overhead = float64(e.StepTime-pr.Base.StepTime) / float64(pr.Base.StepTime)
+	}
+	if st.ev == nil || better(&e, st.ev) {
+		st.ev = &e
+		st.final = &stage{model: st.model, a: st.a, pr: pr2, ev: &e}
+		st.xpr = pr2
+	}
+	return nil
+}
+
+// passRecompute plans again on the graph with recomputations, where the strategy may
+// recompute, and keeps the better outcome ("max" keeps the recomputed one whatever it costs).
+func passRecompute(st *planState) error {
+	pr, ev, mode := st.pr, st.ev, st.mode
+	if !(mode == "max" || (mode == "auto" && st.planner == autoStrategy && (ev == nil || !ev.Fits || ev.StepTime > pr.Base.StepTime))) {
+		return nil
+	}
+	st.recomputing = true
+	rs, err := pr.planRecomputed(st.planner, mode, ev, false, false)
+	if err != nil && mode == "max" {
+		return err
+	}
+	// In auto mode a recomputation that cannot be planned leaves the swap-only plan, always
+	// a safe answer.
+	st.rs = rs
+	if rs != nil {
+		st.sims += rs.pr.sims
+		if mode == "max" || better(rs.ev, ev) {
+			st.final = rs
+			st.xpr = rs.pr
+		}
+	}
+	return nil
+}
+
+// passRecomputeSingle: where Grappler's accounting kept a faster plan from fitting (a
+// recomputation chain's outputs, which TensorFlow writes into one buffer, count each as its
+// own there), auto plans recomputations again with chains of one large output each and keeps
+// the better outcome.
+func passRecomputeSingle(st *planState) error {
+	pr := st.pr
+	if !st.recomputing || !(st.mode == "auto" && pr.fit.grappler() && pr.fit.tfswap && grapplerBound(st.final.ev, pr, st.rs)) {
+		return nil
+	}
+	rs2, err := pr.planRecomputedToBeat(st.planner, st.mode, st.ev, st.final.ev, true, false)
+	if err != nil {
+		return err
+	}
+	if rs2 != nil {
+		st.sims += rs2.pr.sims
+		if better(rs2.ev, st.final.ev) {
+			st.final = rs2
+			st.xpr = rs2.pr
+		}
+	}
+	return nil
+}
+
+// passRecomputeApart: where no plan fits, recomputed ones included, or the best is slower
+// than moving the whole excess over the host link would be (linkBoundStep of the unswapped
+// step: the plans left stall on the link), auto plans recomputations again with every target
+// made by its own chain, released by its own trigger just before its first later read
+// (rcPlanner.apart), and keeps the better outcome. By default a chain that runs early serves
+// the later reads of the other targets it makes too, which keeps those copies on the device
+// from the chain's release to their reads: on ResNet-50 at 8x B0 (v100-16gb, every
+// candidate recomputed) the chain of a block's output, released for the next block's
+// gradients, keeps the block's recomputed convolution and batch-norm outputs (4.43 GiB each)
+// live across them, until the block's own gradient reads them. At 5x B0 by all accountings
+// (simulated) the plan with chains apart is +41.3% where the best before was +383.1%.
+func passRecomputeApart(st *planState) error {
+	if !RecomputeApart || !st.recomputing || st.mode != "auto" || !linkBound(st.final.ev, st.pr) {
+		return nil
+	}
+	rs, err := st.pr.planRecomputedToBeat(st.planner, st.mode, st.ev, st.final.ev, false, true)
+	if err != nil {
+		return err
+	}
+	if rs != nil {
+		st.sims += rs.pr.sims
+		// A plan that does not fit either replaces the best only when it comes lower, so
+		// that the no-fit diagnosis stays the one of the plans before where it gains nothing.
+		cur := st.final.ev
+		if cur == nil || rs.ev.Fits && better(rs.ev, cur) || !rs.ev.Fits && !cur.Fits && rs.ev.Excess < cur.Excess {
+			st.final = rs
+			st.xpr = rs.pr
+		}
+	}
+	return nil
+}
+
+// RecomputeApart says whether auto plans recomputations with chains apart where its plans
+// stall on the host link (passRecomputeApart); tests turn it off to compare.
+var RecomputeApart = true
+
+// linkBound reports whether ev does not fit or is slower than the shortest step a swap-only
+// plan could reach by moving pr's whole excess over the host link (linkBoundStep).
+func linkBound(ev *Evaluation, pr *Problem) bool {
+	if ev == nil || !ev.Fits {
+		return true
+	}
+	var excess int64
+	for _, d := range pr.Base.Devices {
+		excess = max(excess, d.Peak-d.Budget)
+	}
+	return excess > 0 && pr.Base.Result != nil && ev.StepTime > linkBoundStep(pr.Base.Result, pr.Profile, excess)
+}
+
+// passTighter: a plan found for a tighter budget fits this one too; auto plans again for
+// tighter budgets, with recomputations too where the recompute pass ran, and keeps such a
+// plan when it is better (issue 14 item 3: auto monotone in the budget).
+func passTighter(st *planState) error {
+	if st.planner != autoStrategy {
+		return nil
+	}
+	rs, rpr, n, err := st.pr.planTighter(st.planner, st.final.ev, st.recomputing && st.mode == "auto", st.model, st.a)
+	if err != nil {
+		return err
+	}
+	st.sims += n
+	if rs != nil {
+		st.final = rs
+		st.xpr = rpr
+	}
+	return nil
+}
+
+// passNoFit fails when the best plan does not fit.
+func passNoFit(st *planState) error {
+	if ev := st.final.ev; ev == nil || !ev.Fits {
+		err := st.final.pr.noFit(st.planner.Name, ev)
+		if e, ok := err.(*NoFitError); ok {
+			e.Orders = st.orders
+		}
+		return err
+	}
+	return nil
+}
+
+// passGrapplerReport gives every figure of the plan, those it was not judged by too.
+func passGrapplerReport(st *planState) error {
+	before := st.final.pr.sims
+	if err := st.final.pr.reportGrappler(st.final.ev); err != nil {
+		return err
+	}
+	st.sims += st.final.pr.sims - before
+	return nil
+}
+
+// passApply performs the chosen plan on the graph planned (the input, or the input with
+// the chosen recomputations).
+func passApply(st *planState) error {
+	res, err := rewrite.Apply(st.final.model, st.final.a, st.final.pr.placed(st.final.ev.Plan))
+	if err != nil {
+		return err
+	}
+	_, unsized := st.a.Candidates()
+	res.Skipped = unsized
+	res.Recomputes = st.final.descs
+	res.Orders = st.orders
+	st.res = res
+	return nil
+}
+
+// passVerify checks the rewrite's invariants and makes the outcome.
+func passVerify(st *planState) error {
+	res := st.res
+	if err := rewrite.Verify(st.g, res, st.opts.Gate); err != nil {
+		return fmt.Errorf("internal error: the planned rewrite breaks an invariant: %v", err)
+	}
+	res.BuiltGraph = nil // checked: later changes to Model are Verify's to find
+	pr := st.pr
+	st.out = &Planned{Result: res, Strategy: st.planner.Name, Eval: st.final.ev, Base: pr.Base, Profile: pr.Profile, Budget: pr.Opts.Budget, Simulations: st.sims,
+		Accountings: st.final.pr.fit.names()}
+	return nil
+}
+
+// passExplain records the reasoning per tensor when PlanOptions.Explain asks for it.
+func passExplain(st *planState) error {
+	if st.po.Explain {
+		st.out.Explanation = withRecomputes(st.xpr.explain(st.final.ev), st.res.Recomputes, st.mode)
+	}
+	return nil
+}

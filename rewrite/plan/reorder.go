@@ -1,0 +1,383 @@
+package plan
+
+import (
+	"fmt"
+	"github.com/tfswap/tfswap/rewrite"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/tfswap/tfswap/cost"
+	"github.com/tfswap/tfswap/graphdef"
+	npb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
+	"google.golang.org/protobuf/proto"
+)
+
+// Ordering edges (issue 14 item 5): when no plan fits, the lowest peak is sometimes held by
+// a tensor that only waits for a reader that could already run. In ResNet-50's backward
+// pass, a projection block's shortcut batch-norm gradient is read by the shortcut's input
+// gradient (which runs) and its filter gradient (which the scheduler leaves for later),
+// while the main branch's batch-norm gradient allocates its output beside it. A control
+// edge from the waiting reader to the op at the peak runs the reader first and frees the
+// tensor there. Control edges change when ops run, never what they compute, so the values
+// stay the same; an edge is added only when the reader does not descend from the peak op
+// (no cycle) and every input of the reader was made before the peak op started (it was
+// ready: the edge pulls nothing else forward).
+
+// orderRounds bounds how many times the reorder pass adds edges and plans again.
+const orderRounds = 3
+
+// orderingEdges returns the control edges that free, at the peak of device dev in res (a
+// simulation of g with a timeline and every live buffer listed), the activations live there
+// that only wait for ready readers: for each such reader R and the op P that started last
+// at the peak, the edge R before P. live are the buffers live at the peak, peakT its time
+// and slack the width of the instant (1000 ns for the VirtualCluster's microsecond figure,
+// 0 otherwise). keep reports whether a node may carry or be named by an edge. Edges are
+// sorted by node, then after. base is the graph the plan was made for: g's first nodes are
+// base's, and keep must hold only for those.
+func orderingEdges(g, base *graphdef.Graph, res *cost.Result, dev int, peakT, slack int64, live []cost.LiveTensor, alias bool, keep func(*graphdef.Node) bool) []rewrite.OrderEdge {
+	if res.Timeline == nil {
+		return nil
+	}
+	span := make([]*cost.OpSpan, len(g.Nodes))
+	var peak *cost.OpSpan
+	atPeak := map[*graphdef.Node]bool{}
+	for i := range res.Timeline.Ops {
+		s := &res.Timeline.Ops[i]
+		if s.Node == nil || s.Node.Index >= len(g.Nodes) || g.Nodes[s.Node.Index] != s.Node {
+			continue
+		}
+		span[s.Node.Index] = s
+		if s.Device == dev && s.Start <= peakT+slack && (s.End > peakT || s.Start >= peakT) {
+			atPeak[s.Node] = true
+			if peak == nil || s.Start > peak.Start || (s.Start == peak.Start && s.Node.Index > peak.Node.Index) {
+				peak = s
+			}
+		}
+	}
+	if debugOrder && peak != nil {
+		fmt.Fprintf(os.Stderr, "order: peak at %d ns (+%d), op %s (%s), %d ops at the peak, %d buffers live\n", peakT, slack, peak.Node.Name, peak.Node.Op, len(atPeak), len(live))
+	}
+	if peak == nil || !keep(peak.Node) {
+		return nil
+	}
+	p := peak.Node
+	// Descendants in the graph planned, before the plan's swap nodes and their edges:
+	// planning again places those anew.
+	desc := base.Descendants(base.Nodes[p.Index])
+	// ready reports whether every input of r was made before the peak op started. Inputs
+	// from nodes the plan added (swap-ins, gates) count as made: planning on the graph with
+	// the edge places them again.
+	ready := func(r *graphdef.Node) bool {
+		made := func(n *graphdef.Node) bool {
+			s := span[n.Index]
+			return !keep(n) || (s != nil && s.End <= peak.Start)
+		}
+		for _, in := range r.Inputs {
+			if !made(in.Node) {
+				return false
+			}
+		}
+		for _, c := range r.ControlInputs {
+			if !made(c) {
+				return false
+			}
+		}
+		return true
+	}
+	byName := make(map[string]*graphdef.Node, len(g.Nodes))
+	for _, n := range g.Nodes {
+		byName[n.Name] = n
+	}
+	seen := map[rewrite.OrderEdge]bool{}
+	var out []rewrite.OrderEdge
+	for _, l := range live {
+		if l.Kind != "activation" {
+			continue
+		}
+		i := strings.LastIndexByte(l.Name, ':')
+		if i < 0 {
+			continue
+		}
+		port, err := strconv.Atoi(l.Name[i+1:])
+		n := byName[l.Name[:i]]
+		if err != nil || n == nil || atPeak[n] {
+			continue
+		}
+		var pending []*graphdef.Node
+		ok := true
+		// The buffer's readers: the tensor's, and where an alias op (Identity, Reshape, ...)
+		// that already ran shares the buffer, its readers too.
+		var visit func(t graphdef.Tensor)
+		visit = func(t graphdef.Tensor) {
+			for _, u := range t.Consumers() {
+				if !ok {
+					return
+				}
+				r := u.Node
+				s := span[r.Index]
+				if s == nil || r.Index < len(res.Pruned) && res.Pruned[r.Index] {
+					continue // not simulated, or run as a NoOp: it does not hold the buffer
+				}
+				if atPeak[r] || (s.Start <= peak.Start && s.End > peak.Start) {
+					if debugOrder {
+						fmt.Fprintf(os.Stderr, "    read at peak by %s\n", r.Name)
+					}
+					ok = false // read at the peak
+					return
+				}
+				if s.Start <= peak.Start {
+					if alias {
+						for o := range r.Consumers {
+							if cost.AliasedInput(r.Op, o) == u.Input {
+								visit(graphdef.Tensor{Node: r, Port: o})
+							}
+						}
+					}
+					continue
+				}
+				// keep before desc: a node the plan added (a swap node, a gate) lies past the
+				// end of desc, which covers base's nodes only.
+				if s.Device != dev || !keep(r) || desc[r.Index] || !ready(r) {
+					if debugOrder {
+						kept := keep(r)
+						fmt.Fprintf(os.Stderr, "    reader %s: same device %v, kept %v, descends from the peak op %v, ready %v\n", r.Name, s.Device == dev, kept, kept && desc[r.Index], ready(r))
+					}
+					ok = false
+					return
+				}
+				if !slices.Contains(pending, r) {
+					pending = append(pending, r)
+				}
+			}
+		}
+		visit(graphdef.Tensor{Node: n, Port: port})
+		if debugOrder && l.Bytes >= 1<<20 {
+			fmt.Fprintf(os.Stderr, "  live %s (%d bytes): %d readers to order, freeable %v\n", l.Name, l.Bytes, len(pending), ok)
+		}
+		if !ok || len(pending) == 0 {
+			continue
+		}
+		// What the readers allocate must be less than what they free.
+		var made int64
+		for _, r := range pending {
+			for o := range r.Consumers {
+				b, known, _ := (graphdef.Tensor{Node: r, Port: o}).Bytes()
+				if !known {
+					made = l.Bytes
+				}
+				made += b
+			}
+		}
+		if made >= l.Bytes {
+			continue
+		}
+		for _, r := range pending {
+			e := rewrite.OrderEdge{Node: p.Name, After: r.Name}
+			if !seen[e] {
+				seen[e] = true
+				out = append(out, e)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Node != out[j].Node {
+			return out[i].Node < out[j].Node
+		}
+		return out[i].After < out[j].After
+	})
+	return out
+}
+
+// peakEdges simulates ev's plan on pr and returns the ordering edges at the peak of its
+// device furthest over budget, by each accounting over the budget there. Only nodes of pr's
+// own graph (no swap nodes) carry or are named by an edge.
+func (pr *Problem) peakEdges(ev *Evaluation) ([]rewrite.OrderEdge, error) {
+	var dp DevicePeak
+	worst := int64(-1 << 62)
+	for _, d := range ev.Devices {
+		if x := d.Over(); x > worst {
+			worst, dp = x, d
+		}
+	}
+	if worst <= 0 {
+		return nil, nil
+	}
+	g, err := pr.graphFor(ev.Plan)
+	if err != nil {
+		return nil, err
+	}
+	orig := pr.Analysis.Graph
+	keep := func(n *graphdef.Node) bool {
+		return n.Index < len(orig.Nodes) && orig.Nodes[n.Index].Name == n.Name && !pr.Analysis.InLoop(orig.Nodes[n.Index]) &&
+			!pr.Analysis.Conditional(orig.Nodes[n.Index])
+	}
+	type acc struct {
+		conv cost.Conventions
+		us   bool
+	}
+	var accs []acc
+	if dp.fit.tfswap || dp.fit == (fitSet{}) {
+		if dp.Peak > dp.Budget {
+			accs = append(accs, acc{})
+		}
+	}
+	if dp.fit.ns && dp.GrapplerPeak+dp.GrapplerMargin > dp.Budget {
+		accs = append(accs, acc{conv: cost.GrapplerConventions()})
+	}
+	if dp.fit.us && dp.GrapplerPeakUS > dp.Budget {
+		accs = append(accs, acc{conv: cost.GrapplerConventions(), us: true})
+	}
+	seen := map[rewrite.OrderEdge]bool{}
+	var out []rewrite.OrderEdge
+	for _, a := range accs {
+		opts := pr.simOpts
+		opts.TopLive = 1 << 30
+		opts.Timeline = true
+		if a.conv != (cost.Conventions{}) {
+			opts.Conventions = a.conv
+		}
+		res, err := cost.Simulate(g, pr.Profile, opts)
+		if err != nil {
+			return nil, err
+		}
+		dev := -1
+		for i, d := range res.Devices {
+			if d.Name == dp.simName {
+				dev = i
+			}
+		}
+		if dev < 0 {
+			continue
+		}
+		d := res.Devices[dev]
+		peakT, live, slack := d.PeakTime, d.Live, int64(0)
+		if a.us {
+			peakT, live, slack = d.MicrosecondPeakTime, d.MicrosecondLive, 1000
+		}
+		for _, e := range orderingEdges(g, orig, res, dev, peakT, slack, live, !opts.Conventions.NoAliasing, keep) {
+			if !seen[e] {
+				seen[e] = true
+				out = append(out, e)
+			}
+		}
+	}
+	return out, nil
+}
+
+// withOrderEdges returns a copy of model whose nodes carry the control inputs edges name
+// (those they do not have yet), and how many were added.
+func withOrderEdges(model *graphdef.Model, edges []rewrite.OrderEdge) (*graphdef.Model, int) {
+	byName := map[string][]string{}
+	for _, e := range edges {
+		byName[e.Node] = append(byName[e.Node], e.After)
+	}
+	out := model.Clone()
+	added := 0
+	for i, nd := range out.Graph.GetNode() {
+		var ins []string
+		for _, after := range byName[nd.GetName()] {
+			in := "^" + after
+			if !slices.Contains(nd.GetInput(), in) && !slices.Contains(ins, in) {
+				ins = append(ins, in)
+			}
+		}
+		if len(ins) > 0 {
+			c := proto.Clone(nd).(*npb.NodeDef)
+			c.Input = append(c.Input, ins...)
+			out.Graph.Node[i] = c
+			added += len(ins)
+		}
+	}
+	return out, added
+}
+
+// passReorder: when no plan fits, auto adds the ordering edges at the lowest plan's peak
+// (peakEdges; those between nodes of the input graph) to the input graph and plans it again
+// from the start, up to orderRounds times (each round may add edges at the new lowest peak);
+// it keeps the first plan that fits or, when none does, the graph whose lowest peak is
+// lowest (for the no-fit message).
+func passReorder(st *planState) error {
+	if st.planner != autoStrategy || st.depth >= orderRounds || st.final == nil || (st.final.ev != nil && st.final.ev.Fits) {
+		return nil
+	}
+	low := st.final.pr.lowest
+	if low == nil {
+		low = st.final.ev
+	}
+	if low == nil {
+		return nil
+	}
+	found, err := st.final.pr.peakEdges(low)
+	if err != nil {
+		return err
+	}
+	var edges []rewrite.OrderEdge
+	for _, e := range found {
+		if st.g.Node(e.Node) != nil && st.g.Node(e.After) != nil {
+			edges = append(edges, e)
+		}
+	}
+	m2, added := withOrderEdges(st.model, edges)
+	if added == 0 {
+		return nil
+	}
+	g2, err := graphdef.NewGraph(m2.Graph, st.model.Source)
+	if err != nil {
+		return fmt.Errorf("internal error: the reordered graph is invalid: %v", err)
+	}
+	if err := g2.SortTopo(); err != nil {
+		return fmt.Errorf("internal error: the reordered graph has a cycle: %v", err)
+	}
+	sub := &planState{model: m2, g: g2, opts: st.opts, po: st.po, planner: st.planner, mode: st.mode,
+		depth: st.depth + 1, orders: append(append([]rewrite.OrderEdge(nil), st.orders...), edges...)}
+	for _, p := range passesToReplan() {
+		if p.name == "nofit" {
+			break
+		}
+		if err := p.fn(sub); err != nil {
+			return err
+		}
+	}
+	st.sims += sub.sims
+	if debugOrder {
+		if ev := sub.final.ev; ev != nil && ev.Fits {
+			fmt.Fprintf(os.Stderr, "order: round %d, %d edges: fits, step %+.1f%%\n", sub.depth, len(sub.orders), 100*ev.Overhead)
+		} else if l := sub.final.pr.lowest; l != nil {
+			fmt.Fprintf(os.Stderr, "order: round %d, %d edges: lowest peak %d\n", sub.depth, len(sub.orders), maxPeak(l))
+		}
+	}
+	if ev := sub.final.ev; ev == nil || !ev.Fits {
+		// Nothing fits there either: keep the reordered graph when its lowest peak is lower,
+		// for the no-fit message to report.
+		if l, l0 := sub.final.pr.lowest, st.final.pr.lowest; l != nil && l0 != nil && l.Excess < l0.Excess {
+			st.final, st.xpr, st.orders = sub.final, sub.xpr, sub.orders
+		}
+		return nil
+	}
+	if ev := sub.final.ev; ev != nil && ev.Fits {
+		// The overhead is against the input graph's unswapped step.
+		e := *ev
+		if base := st.pr.Base.StepTime; base > 0 {
+			e.Overhead = float64(e.StepTime-base) / float64(base)
+		}
+		if !strings.HasSuffix(e.Strategy, "+order") {
+			e.Strategy += "+order"
+		}
+		f := *sub.final
+		f.ev = &e
+		st.final, st.xpr, st.orders = &f, sub.xpr, sub.orders
+	}
+	return nil
+}
+
+// passesToReplan returns planPasses (set by init: planPasses names passReorder, which plans
+// again with them).
+var passesToReplan func() []planPass
+
+func init() { passesToReplan = func() []planPass { return planPasses } }
+
+// debugOrder prints what the reorder pass finds (TFSWAP_DEBUG_ORDER=1).
+var debugOrder = os.Getenv("TFSWAP_DEBUG_ORDER") != ""

@@ -1,0 +1,114 @@
+package plan
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// Strategy is one swap-planning strategy, a value in the style of golang.org/x/tools/go/analysis's
+// Analyzer: it states its name, what it does, which strategies it starts from, and how it
+// plans. Run receives a Pass (the strategy and the Problem: the graph, the device, the budgets
+// and the unswapped step's simulation) and returns the strategy's best plan, evaluated by the
+// simulator. A strategy that finds nothing that fits returns its plan of least memory; the
+// driver reports that no plan fits.
+type Strategy struct {
+	// Name is the strategy's name for --strategy.
+	Name string
+	// Doc says what the strategy does and where it comes from, in one line (--list-strategies).
+	Doc string
+	// Requires are the strategies whose plans this one starts from. Pass.runRequired runs them,
+	// in this order, on the same Problem: they share its cache of simulated plans, and each
+	// plan is credited to the strategy that made it (Evaluation.Strategy). Every required
+	// strategy is in Strategies, and the requirements have no cycle (TestStrategyRegistry).
+	Requires []*Strategy
+	// Run plans for pass.Problem's budgets.
+	Run func(pass *Pass) (*Evaluation, error)
+}
+
+// Pass is one run of a Strategy on a Problem.
+type Pass struct {
+	// Strategy is the strategy running.
+	Strategy *Strategy
+	// Problem is the planning problem it runs on, shared with the strategies it requires.
+	Problem *Problem
+	// only, when set, limits the required strategies run (runRequired) to these: planning
+	// again on a graph with recomputations or for a tighter budget runs only those that did
+	// best at first.
+	only map[string]bool
+}
+
+// plan runs s on pr.
+func (s *Strategy) plan(pr *Problem) (*Evaluation, error) {
+	return s.planOnly(pr, nil)
+}
+
+// planOnly runs s on pr, running only the required strategies in only (all when nil).
+func (s *Strategy) planOnly(pr *Problem, only map[string]bool) (*Evaluation, error) {
+	return s.Run(&Pass{Strategy: s, Problem: pr, only: only})
+}
+
+// runRequired runs the strategies pass's strategy requires, in order, on its problem, and
+// returns their evaluations. A pass that limits the strategies to run before a search of its
+// own (Pass.only) skips the others. Each runs with its own name as the problem's
+// planner (so that its plans are credited to it); the name is left at the last one's.
+// Each is timed and dumped as pass NAME:STRATEGY (requiredPassName).
+func (pass *Pass) runRequired() ([]*Evaluation, error) {
+	pr := pass.Problem
+	dbg := readPassDebug() // its names checked by planPrepared
+	var out []*Evaluation
+	for _, s := range pass.Strategy.Requires {
+		if pass.only != nil && !pass.only[s.Name] {
+			continue
+		}
+		t0, sims := time.Now(), pr.sims
+		pr.strategy = s.Name
+		ev, err := s.plan(pr)
+		if err != nil {
+			return nil, err
+		}
+		dbg.report(requiredPassName(pass.Strategy, s), t0, pr.sims-sims, func(w io.Writer) { dumpEvaluation(w, ev, 0, pr.sims) })
+		out = append(out, ev)
+	}
+	return out, nil
+}
+
+// requiredPassName names the run of required strategy r within s for timing and
+// TFSWAP_DEBUG_PASS: "auto.required:lms".
+func requiredPassName(s, r *Strategy) string {
+	return s.Name + ".required:" + r.Name
+}
+
+// strategies is the registry, in the order --strategy and --list-strategies give them: the
+// default ("auto") first.
+var strategies = []*Strategy{autoStrategy, lmsStrategy, lmsFixedStrategy, vdnnAllStrategy, vdnnConvStrategy, vdnnDynStrategy, autoSwapStrategy, windowStrategy}
+
+// Strategies returns the planning strategies in a fixed order, the default ("auto") first.
+// The values are shared: callers must not change them.
+func Strategies() []*Strategy {
+	return append([]*Strategy(nil), strategies...)
+}
+
+// StrategyNames returns the names of the strategies, in Strategies' order.
+func StrategyNames() []string {
+	var out []string
+	for _, s := range strategies {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+// LookupStrategy returns the strategy called name ("" means "auto"). An unknown name is an
+// error that lists the strategies.
+func LookupStrategy(name string) (*Strategy, error) {
+	if name == "" {
+		name = "auto"
+	}
+	for _, s := range strategies {
+		if s.Name == name {
+			return s, nil
+		}
+	}
+	return nil, fmt.Errorf("unknown strategy %q (strategies: %s)", name, strings.Join(StrategyNames(), ", "))
+}
