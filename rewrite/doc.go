@@ -24,9 +24,9 @@
 // _tfswap_role = "swap_out" or "swap_in" so that a rewritten graph is recognised.
 //
 // The auto planner may also recompute tensors instead of swapping them (recompute.go, planned
-// in rewrite/plan): their
-// backward readers read a copy made by running a chain of deterministic ops again, gated the
-// same way, with the role "recompute"; ApplyRecomputes adds them before the swaps are planned.
+// in rewrite/plan): their backward readers read a copy made by running a chain of
+// deterministic ops again, gated the same way, with the role "recompute"; ApplyRecomputes adds
+// them before the swaps are planned.
 //
 // Planners (package rewrite/plan) produce a Plan; Apply performs it. Apply never changes
 // a node's device, and replaces (never mutates) the NodeDefs it changes, so untouched nodes

@@ -282,7 +282,7 @@ func planOptions(c *cli.Context, opts *tfswap.Options) error {
 }
 
 // passDebugFlags checks --debug-pass and --pass-time and passes them to the planner as
-// TFSWAP_DEBUG_PASS and TFSWAP_PASSTIME (rewrite/passes.go), which it reads.
+// TFSWAP_DEBUG_PASS and TFSWAP_PASSTIME (rewrite/plan/passes.go), which it reads.
 func passDebugFlags(c *cli.Context) error {
 	if ps := c.StringSlice("debug-pass"); len(ps) > 0 {
 		names := plan.DebugPassNames()
