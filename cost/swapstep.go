@@ -23,13 +23,21 @@ import "sort"
 // sweep's at the same event, or a value it changed (a swap-out's end, a swap-in's release)
 // is still to be read: once neither holds, the rest of the sweep is the previous one's and
 // is not replayed. The curve is kept as a segment tree with every swap's edit applied, so
-// the peak after a change costs the changed edits, not a pass over the step.
+// the peak after a change costs the changed edits, not a pass over the step; a step that is
+// never changed (one prediction) reads its peaks from the edits and the unswapped curve.
+//
+// With throttling (SwapStepSpec.Throttle), an op that may be held and whose start would take
+// its device over the device's target waits until enough swapped tensors have reached the
+// host, oldest first (Waits lists the waits so added). Throttling needs the events of every
+// op and of the tensors' and swap-ins' last reads, and a throttled step is swept once, not
+// changed.
 
-// SwapDevice is one device of a SwapStep: its unswapped memory curve (compute devices only)
-// and the copy engines its transfers queue on (engines are shared by devices on one link).
+// SwapDevice is one device of a SwapStep: its unswapped memory curve (compute devices only;
+// the step does not change Curve) and the copy engines its transfers queue on (engines are
+// shared by devices on one link).
 type SwapDevice struct {
 	Compute  bool
-	Curve    []MemPoint
+	Curve    *LoadTree
 	D2H, H2D int
 }
 
@@ -53,10 +61,15 @@ type SwapIn struct {
 	Last    int64
 }
 
-// StepOp is an op that waits for swap-outs before it starts, on compute device Device.
+// StepOp is an op that waits for swap-outs before it starts (Waits, -1 for a swap-out that is
+// not a candidate's), on compute device Device. With throttling every op of a compute device
+// is one: Hold says whether it may be held and Next is the start of the next op on its device
+// (the op's memory is the curve's maximum from its start to Next).
 type StepOp struct {
 	Device int
 	Waits  []int32
+	Hold   bool
+	Next   int64
 }
 
 // StepEventKind is what happens at a StepEvent.
@@ -64,12 +77,17 @@ type StepEventKind uint8
 
 // The event kinds: a swap-out's producer ends (ID a SwapOut), a swap-in's trigger ends (ID
 // a SwapIn), an op with waits starts (ID a StepOp), a swap-in's first reader is due (ID a
-// SwapIn).
+// SwapIn); for throttling also a tensor's last read before its gap ends (EventNear, ID a
+// SwappedTensor), a tensor's last read ends (EventTensorEnd), a swap-in's last read ends
+// (EventSwapInEnd, ID a SwapIn).
 const (
 	EventSwapOut StepEventKind = iota
 	EventTrigger
 	EventOp
 	EventSwapInDue
+	EventNear
+	EventTensorEnd
+	EventSwapInEnd
 )
 
 // StepEvent is one event of a SwapStep at time T of the unswapped step.
@@ -81,7 +99,10 @@ type StepEvent struct {
 
 // SwapStepSpec describes a SwapStep: its devices and engines, the transfer latency, the
 // time a swapped-in copy waits on the host before it is released (HostIdent), the candidates
-// and the events in the order they are handled.
+// and the events in the order they are handled, and the per-device targets of throttling
+// (nil: none) with CanWait, which says whether an op may wait for a swap-out (nil: always).
+// Scratch, when set, lends its working lists to the steps of the spec (one at a
+// time).
 type SwapStepSpec struct {
 	Devices            []SwapDevice
 	Engines            int
@@ -91,7 +112,19 @@ type SwapStepSpec struct {
 	Ins                []SwapIn
 	Ops                []StepOp
 	Events             []StepEvent
+	Throttle           []int64
+	CanWait            func(op, out int32) bool
+	Scratch            *StepScratch
+	index              *stepIndex // made by the first NewSwapStep
 }
+
+// StepScratch holds working lists that steps made one after another reuse.
+type StepScratch struct {
+	bounds, sorted []bound
+}
+
+// StepWait is a wait throttling added: op Op waits for swap-out Out.
+type StepWait struct{ Op, Out int32 }
 
 // stepEdit adds delta bytes to a device's curve over [from, to).
 type stepEdit struct{ from, to, delta int64 }
@@ -108,19 +141,21 @@ type SwapStep struct {
 	swapped []bool
 	n       int // events
 	nd, ne  int
-	// Static indices: the event that writes each value and the last event that reads it.
-	outIdx, ctlIdx, dueIdx, allocIdx []int32
-	outReader                        []int32
-	outsOf, insOf                    [][]int32
-	first, last                      []int32
+	// The spec's static indices.
+	*stepIndex
 	// The current sweep: its values, the engines' and shifts' state before each event
-	// (and after the last), the shift steps per device, the edits and the curves.
+	// (and after the last; recorded once the step is changed), the shift steps per device,
+	// the edits and the curves (trees, made on the first change; until then peaks are read
+	// from the edits and kept in peaks).
 	done, ctl, alloc []int64
 	stEng, stShift   []int64
+	rec              bool
 	hist             [][]shiftStep
 	tEdit, gEdit     []stepEdit
-	trees            []*peakTree
+	trees            []*LoadTree
+	peaks            []stepPeak
 	stall            int64
+	waits            []StepWait
 	// The pending change (Set), kept until the next Set commits it or Undo drops it.
 	pend *stepChange
 	// Trial working state, reused from change to change.
@@ -128,6 +163,12 @@ type SwapStep struct {
 	stampOut, stampCtl, stampAlloc []int32
 	tDone, tCtl, tAlloc            []int64
 	eng, shift                     []int64
+}
+
+// stepPeak is a device's peak and its time, read from the edits of a step not yet changed.
+type stepPeak struct {
+	v, t int64
+	ok   bool
 }
 
 // stepChange is a change replayed but not committed: the changed tensors (none for the
@@ -148,21 +189,25 @@ type stepChange struct {
 	stall       int64
 }
 
-// NewSwapStep prepares spec's step and sweeps it with the tensors swapped says are swapped.
-func NewSwapStep(spec *SwapStepSpec, swapped []bool) *SwapStep {
+// stepIndex holds a spec's static indices, made once for all its steps: the event that
+// writes each value and the last event that reads it, each tensor's first and last event,
+// and each tensor's swap-outs and each swap-out's swap-ins.
+type stepIndex struct {
+	outIdx, ctlIdx, dueIdx, allocIdx []int32
+	outReader                        []int32
+	first, last                      []int32
+	outsOff, outsV, insOff, insV     []int32
+}
+
+func newStepIndex(spec *SwapStepSpec) *stepIndex {
 	n := len(spec.Events)
-	s := &SwapStep{spec: spec, swapped: append([]bool(nil), swapped...), n: n, nd: len(spec.Devices), ne: spec.Engines}
 	no, ni, nt := len(spec.Outs), len(spec.Ins), len(spec.Tensors)
+	s := &stepIndex{}
 	s.outIdx, s.outReader = fill32(no, -1), fill32(no, -1)
 	s.ctlIdx, s.dueIdx, s.allocIdx = fill32(ni, -1), fill32(ni, -1), fill32(ni, -1)
 	s.first, s.last = fill32(nt, int32(n)), fill32(nt, -1)
-	s.outsOf, s.insOf = make([][]int32, nt), make([][]int32, no)
-	for o, so := range spec.Outs {
-		s.outsOf[so.Tensor] = append(s.outsOf[so.Tensor], int32(o))
-	}
-	for g, in := range spec.Ins {
-		s.insOf[in.Out] = append(s.insOf[in.Out], int32(g))
-	}
+	s.outsOff, s.outsV = group(nt, no, func(o int) int { return int(spec.Outs[o].Tensor) })
+	s.insOff, s.insV = group(no, ni, func(g int) int { return int(spec.Ins[g].Out) })
 	touch := func(t int32, i int) {
 		s.first[t] = min(s.first[t], int32(i))
 		s.last[t] = max(s.last[t], int32(i))
@@ -191,10 +236,47 @@ func NewSwapStep(spec *SwapStepSpec, swapped []bool) *SwapStep {
 		s.allocIdx[g] = max(s.ctlIdx[g], s.outIdx[in.Out])
 		s.outReader[in.Out] = max(s.outReader[in.Out], s.allocIdx[g])
 	}
+	return s
+}
+
+// group returns the items 0..m-1 grouped by key (0..n-1), in order within a group: group k
+// is v[off[k]:off[k+1]].
+func group(n, m int, key func(int) int) (off, v []int32) {
+	off = make([]int32, n+1)
+	for j := 0; j < m; j++ {
+		off[key(j)+1]++
+	}
+	for k := 0; k < n; k++ {
+		off[k+1] += off[k]
+	}
+	v = make([]int32, m)
+	next := append([]int32(nil), off[:n]...)
+	for j := 0; j < m; j++ {
+		k := key(j)
+		v[next[k]] = int32(j)
+		next[k]++
+	}
+	return off, v
+}
+
+// outsOf returns tensor t's swap-outs.
+func (x *stepIndex) outsOf(t int) []int32 { return x.outsV[x.outsOff[t]:x.outsOff[t+1]] }
+
+// insOf returns swap-out o's swap-ins.
+func (x *stepIndex) insOf(o int) []int32 { return x.insV[x.insOff[o]:x.insOff[o+1]] }
+
+// NewSwapStep prepares spec's step and sweeps it with the tensors swapped says are swapped.
+func NewSwapStep(spec *SwapStepSpec, swapped []bool) *SwapStep {
+	n := len(spec.Events)
+	s := &SwapStep{spec: spec, swapped: append([]bool(nil), swapped...), n: n, nd: len(spec.Devices), ne: spec.Engines}
+	no, ni, nt := len(spec.Outs), len(spec.Ins), len(spec.Tensors)
+	if spec.index == nil {
+		spec.index = newStepIndex(spec)
+	}
+	s.stepIndex = spec.index
 	s.done, s.ctl, s.alloc = fill64(no, -1), fill64(ni, -1), fill64(ni, -1)
 	s.tDone, s.tCtl, s.tAlloc = make([]int64, no), make([]int64, ni), make([]int64, ni)
 	s.stampOut, s.stampCtl, s.stampAlloc = make([]int32, no), make([]int32, ni), make([]int32, ni)
-	s.stEng, s.stShift = make([]int64, (n+1)*s.ne), make([]int64, (n+1)*s.nd)
 	s.eng, s.shift = make([]int64, s.ne), make([]int64, s.nd)
 	s.hist = make([][]shiftStep, s.nd)
 	// The first sweep is a change from nothing swapped, all events replayed, committed.
@@ -203,23 +285,52 @@ func NewSwapStep(spec *SwapStepSpec, swapped []bool) *SwapStep {
 	s.replay(c, 0, nil)
 	s.commitValues(c)
 	s.tEdit, s.gEdit = make([]stepEdit, nt), make([]stepEdit, ni)
-	s.trees = make([]*peakTree, s.nd)
-	for d, dev := range spec.Devices {
-		if dev.Compute {
-			s.trees[d] = newPeakTree(dev.Curve)
-		}
-	}
+	s.peaks = make([]stepPeak, s.nd)
 	for t := range spec.Tensors {
 		if s.swapped[t] {
 			s.setTensorEdit(t, s.tensorEdit(t, s.unwarpBase))
-			for _, o := range s.outsOf[t] {
-				for _, g := range s.insOf[o] {
+			for _, o := range s.outsOf(int(t)) {
+				for _, g := range s.insOf(int(o)) {
 					s.setInEdit(int(g), s.inEdit(int(g), s.unwarpBase))
 				}
 			}
 		}
 	}
 	return s
+}
+
+// prime prepares the step for changes: it sweeps the current decisions again recording the
+// engines' and shifts' state before every event, and makes the curves with every edit.
+func (s *SwapStep) prime() {
+	if s.rec {
+		return
+	}
+	if s.spec.Throttle != nil {
+		panic("cost: a throttled SwapStep cannot be changed")
+	}
+	s.rec = true
+	s.stEng, s.stShift = make([]int64, (s.n+1)*s.ne), make([]int64, (s.n+1)*s.nd)
+	s.epoch++
+	c := &stepChange{prefix: make([]int, s.nd), hist: make([][]shiftStep, s.nd)}
+	s.replay(c, 0, nil)
+	s.commitValues(c)
+	s.trees = make([]*LoadTree, s.nd)
+	for d, dev := range s.spec.Devices {
+		if dev.Compute {
+			s.trees[d] = dev.Curve.Clone()
+		}
+	}
+	for t, e := range s.tEdit {
+		s.trees[s.spec.Tensors[t].Device].Add(e.from, e.to, e.delta)
+	}
+	for g, e := range s.gEdit {
+		s.trees[s.inDevice(g)].Add(e.from, e.to, e.delta)
+	}
+}
+
+// inDevice returns the device of swap-in g's tensor.
+func (s *SwapStep) inDevice(g int) int {
+	return s.spec.Tensors[s.spec.Outs[s.spec.Ins[g].Out].Tensor].Device
 }
 
 func fill32(n int, v int32) []int32 {
@@ -244,11 +355,46 @@ func (s *SwapStep) Swapped(t int) bool { return s.swapped[t] }
 // Peak returns the predicted peak of device d and the time of the unswapped step it occurs
 // at (0, 0 for a device that is not a compute device).
 func (s *SwapStep) Peak(d int) (int64, int64) {
-	if s.trees[d] == nil {
+	dev := &s.spec.Devices[d]
+	if !dev.Compute {
 		return 0, 0
 	}
-	return s.trees[d].peak()
+	if s.trees != nil {
+		return s.trees[d].Peak()
+	}
+	if p := s.peaks[d]; p.ok {
+		return p.v, p.t
+	}
+	// Before the first change the edits are not applied to a curve: the peak is the unswapped
+	// curve's maximum plus the edits' sum, piece by piece between the edits' bounds.
+	sc := s.spec.Scratch
+	if sc == nil {
+		sc = &StepScratch{}
+	}
+	bs := sc.bounds[:0]
+	edge := func(e stepEdit) {
+		if e.from < e.to && e.delta != 0 {
+			bs = append(bs, bound{e.from, e.delta}, bound{e.to, -e.delta})
+		}
+	}
+	for t, e := range s.tEdit {
+		if s.spec.Tensors[t].Device == d {
+			edge(e)
+		}
+	}
+	for g, e := range s.gEdit {
+		if s.inDevice(g) == d {
+			edge(e)
+		}
+	}
+	v, at, bs, buf := dev.Curve.edgePeak(bs, sc.sorted)
+	sc.bounds, sc.sorted = bs, buf
+	s.peaks[d] = stepPeak{v, at, true}
+	return v, at
 }
+
+// Waits returns the waits throttling added, in the order of the ops.
+func (s *SwapStep) Waits() []StepWait { return s.waits }
 
 // Stall returns the longest shift of a device at the end of the step: the predicted
 // step-time overhead of the current decisions.
@@ -257,6 +403,7 @@ func (s *SwapStep) Stall() int64 { return s.stall }
 // Set changes the decisions of tensors to swapped and re-simulates what the change
 // affects. Undo reverts the last Set; a Set commits the one before it.
 func (s *SwapStep) Set(swapped bool, tensors ...int) {
+	s.prime()
 	s.commit()
 	c := &stepChange{prefix: make([]int, s.nd), hist: make([][]shiftStep, s.nd), stall: s.stall}
 	start, last := s.n, -1
@@ -333,13 +480,18 @@ func (s *SwapStep) curAlloc(g int32, start int) int64 {
 // replay sweeps the events from start with the current decisions, from the state the
 // previous sweep had there, until the end or, once after(i) holds and the replay has
 // rejoined the previous sweep at event i, up to i. It records in c the events replayed and
-// the state before each.
+// (once the step is changed) the state before each.
 func (s *SwapStep) replay(c *stepChange, start int, after func(int) bool) {
 	spec := s.spec
 	ne, nd := s.ne, s.nd
 	eng, shift := s.eng, s.shift
-	copy(eng, s.stEng[start*ne:(start+1)*ne])
-	copy(shift, s.stShift[start*nd:(start+1)*nd])
+	if start == 0 {
+		clear(eng)
+		clear(shift)
+	} else {
+		copy(eng, s.stEng[start*ne:(start+1)*ne])
+		copy(shift, s.stShift[start*nd:(start+1)*nd])
+	}
 	// The shift steps before start are the previous sweep's (prefix counts them); the
 	// replay's own go to c.hist. hi counts, per device, the previous sweep's steps before
 	// the current event, for comparing the steps of the replayed stretch.
@@ -347,6 +499,11 @@ func (s *SwapStep) replay(c *stepChange, start int, after func(int) bool) {
 	for d, h := range s.hist {
 		c.prefix[d] = sort.Search(len(h), func(k int) bool { return int(h[k].idx) >= start })
 		hi[d] = c.prefix[d]
+	}
+	var th *throttling
+	if spec.Throttle != nil {
+		th = newThrottling(s)
+		s.waits = s.waits[:0]
 	}
 	lat := spec.Latency
 	dirtyUntil := -1
@@ -360,6 +517,9 @@ func (s *SwapStep) replay(c *stepChange, start int, after func(int) bool) {
 		if len(c.tensors) > 0 && v != s.alloc[g] {
 			dirtyUntil = max(dirtyUntil, int(s.dueIdx[g]))
 		}
+		if th != nil {
+			th.allocated(g, v)
+		}
 	}
 	c.start = start
 	i := start
@@ -367,15 +527,19 @@ func (s *SwapStep) replay(c *stepChange, start int, after func(int) bool) {
 		if after != nil && after(i) && i > dirtyUntil && s.rejoined(i, hi, c) {
 			break
 		}
-		c.stEng = append(c.stEng, eng...)
-		c.stShift = append(c.stShift, shift...)
+		if s.rec {
+			c.stEng = append(c.stEng, eng...)
+			c.stShift = append(c.stShift, shift...)
+		}
 		ev := spec.Events[i]
 		switch ev.Kind {
 		case EventSwapOut:
 			if !s.kept(ev.ID) {
 				continue
 			}
-			tn := &spec.Tensors[spec.Outs[ev.ID].Tensor]
+			t := spec.Outs[ev.ID].Tensor
+			tn := &spec.Tensors[t]
+			th.advance(tn.Device, ev.T)
 			e := spec.Devices[tn.Device].D2H
 			v := max(ev.T+shift[tn.Device]+lat, eng[e]) + tn.OutCopy
 			eng[e] = v
@@ -383,7 +547,8 @@ func (s *SwapStep) replay(c *stepChange, start int, after func(int) bool) {
 			if len(c.tensors) > 0 && v != s.done[ev.ID] {
 				dirtyUntil = max(dirtyUntil, int(s.outReader[ev.ID]))
 			}
-			for _, g := range s.insOf[ev.ID] {
+			th.swappedOut(t, v)
+			for _, g := range s.insOf(int(ev.ID)) {
 				if int(s.ctlIdx[g]) < i {
 					setAlloc(g, v, i)
 				}
@@ -410,6 +575,7 @@ func (s *SwapStep) replay(c *stepChange, start int, after func(int) bool) {
 			}
 		case EventOp:
 			op := &spec.Ops[ev.ID]
+			th.advance(op.Device, ev.T)
 			for _, o := range op.Waits {
 				if o < 0 || !s.kept(o) {
 					continue
@@ -417,7 +583,14 @@ func (s *SwapStep) replay(c *stepChange, start int, after func(int) bool) {
 				if d := s.curDone(o, start); d >= 0 {
 					if need := d + lat; need > ev.T+shift[op.Device] {
 						addShift(op.Device, ev.T, need-(ev.T+shift[op.Device]), i)
+						th.advance(op.Device, ev.T)
 					}
+				}
+			}
+			if th != nil && op.Hold {
+				if by := th.hold(ev.ID, ev.T); by > 0 {
+					addShift(op.Device, ev.T, by, i)
+					th.advance(op.Device, ev.T)
 				}
 			}
 		case EventSwapInDue:
@@ -425,21 +598,35 @@ func (s *SwapStep) replay(c *stepChange, start int, after func(int) bool) {
 			if !s.kept(in.Out) {
 				continue
 			}
+			tn := &spec.Tensors[spec.Outs[in.Out].Tensor]
+			th.advance(tn.Device, ev.T)
 			a := s.curAlloc(ev.ID, start)
 			if a < 0 {
 				continue
 			}
-			tn := &spec.Tensors[spec.Outs[in.Out].Tensor]
 			e := spec.Devices[tn.Device].H2D
 			v := max(a+lat, eng[e]) + tn.InCopy
 			eng[e] = v
 			if late := v - (ev.T + shift[tn.Device]); late > 0 {
 				addShift(tn.Device, ev.T, late, i)
+				th.advance(tn.Device, ev.T)
+			}
+		case EventNear:
+			if s.swapped[ev.ID] {
+				th.near(ev.ID, ev.T)
+			}
+		case EventTensorEnd:
+			if s.swapped[ev.ID] {
+				th.tensorEnd(ev.ID, ev.T)
+			}
+		case EventSwapInEnd:
+			if s.kept(spec.Ins[ev.ID].Out) {
+				th.inEnd(ev.ID, ev.T)
 			}
 		}
 	}
 	c.stop = i
-	if i == s.n {
+	if i == s.n && s.rec {
 		c.stEng = append(c.stEng, eng...)
 		c.stShift = append(c.stShift, shift...)
 	}
@@ -505,7 +692,7 @@ func (s *SwapStep) tensorEdit(t int, uw func(int, int64) int64) stepEdit {
 		return stepEdit{}
 	}
 	outDone := int64(-1)
-	for _, o := range s.outsOf[t] {
+	for _, o := range s.outsOf(int(t)) {
 		outDone = max(outDone, s.valDone(o))
 	}
 	free := tn.LastNear
@@ -552,25 +739,25 @@ func (s *SwapStep) valAlloc(g int32) int64 {
 }
 
 func (s *SwapStep) setTensorEdit(t int, e stepEdit) {
-	old := s.tEdit[t]
-	if old == e {
-		return
-	}
-	d := s.spec.Tensors[t].Device
-	s.trees[d].add(old.from, old.to, -old.delta)
-	s.trees[d].add(e.from, e.to, e.delta)
-	s.tEdit[t] = e
+	s.setEdit(&s.tEdit[t], s.spec.Tensors[t].Device, e)
 }
 
 func (s *SwapStep) setInEdit(g int, e stepEdit) {
-	old := s.gEdit[g]
+	s.setEdit(&s.gEdit[g], s.inDevice(g), e)
+}
+
+// setEdit replaces the edit at p, of device d's curve, by e.
+func (s *SwapStep) setEdit(p *stepEdit, d int, e stepEdit) {
+	old := *p
 	if old == e {
 		return
 	}
-	d := s.spec.Tensors[s.spec.Outs[s.spec.Ins[g].Out].Tensor].Device
-	s.trees[d].add(old.from, old.to, -old.delta)
-	s.trees[d].add(e.from, e.to, e.delta)
-	s.gEdit[g] = e
+	if s.trees != nil {
+		s.trees[d].Add(old.from, old.to, -old.delta)
+		s.trees[d].Add(e.from, e.to, e.delta)
+	}
+	s.peaks[d].ok = false
+	*p = e
 }
 
 // applyEdits sets the edits the pending change c alters, remembering the old ones: those of
@@ -634,8 +821,8 @@ func (s *SwapStep) applyEdits(c *stepChange) {
 	}
 	for _, t := range c.tensors {
 		setT(t)
-		for _, o := range s.outsOf[t] {
-			for _, g := range s.insOf[o] {
+		for _, o := range s.outsOf(int(t)) {
+			for _, g := range s.insOf(int(o)) {
 				setG(int(g))
 			}
 		}
@@ -647,7 +834,7 @@ func (s *SwapStep) applyEdits(c *stepChange) {
 			if s.stampOut[ev.ID] == s.epoch && s.tDone[ev.ID] != s.done[ev.ID] {
 				setT(int(s.spec.Outs[ev.ID].Tensor))
 			}
-			for _, g := range s.insOf[ev.ID] {
+			for _, g := range s.insOf(int(ev.ID)) {
 				if s.stampAlloc[g] == s.epoch && s.tAlloc[g] != s.alloc[g] {
 					setG(int(g))
 				}
@@ -678,7 +865,7 @@ func (s *SwapStep) commitValues(c *stepChange) {
 		switch ev.Kind {
 		case EventSwapOut:
 			s.done[ev.ID] = s.valDone(ev.ID)
-			for _, g := range s.insOf[ev.ID] {
+			for _, g := range s.insOf(int(ev.ID)) {
 				s.alloc[g] = s.valAlloc(g)
 			}
 		case EventTrigger:
@@ -692,9 +879,9 @@ func (s *SwapStep) commitValues(c *stepChange) {
 		if s.swapped[t] {
 			continue
 		}
-		for _, o := range s.outsOf[t] {
+		for _, o := range s.outsOf(int(t)) {
 			s.done[o] = -1
-			for _, g := range s.insOf[o] {
+			for _, g := range s.insOf(int(o)) {
 				s.ctl[g], s.alloc[g] = -1, -1
 			}
 		}
@@ -703,8 +890,10 @@ func (s *SwapStep) commitValues(c *stepChange) {
 	if end == s.n {
 		end = s.n + 1
 	}
-	copy(s.stEng[c.start*ne:end*ne], c.stEng)
-	copy(s.stShift[c.start*nd:end*nd], c.stShift)
+	if s.rec {
+		copy(s.stEng[c.start*ne:end*ne], c.stEng)
+		copy(s.stShift[c.start*nd:end*nd], c.stShift)
+	}
 	for d, h := range s.hist {
 		k := sort.Search(len(h), func(k int) bool { return int(h[k].idx) >= c.stop })
 		if c.stop == s.n {
@@ -718,89 +907,12 @@ func (s *SwapStep) commitValues(c *stepChange) {
 		var stall int64
 		for d, dev := range s.spec.Devices {
 			if dev.Compute {
-				stall = max(stall, s.stShift[s.n*nd+d])
+				stall = max(stall, s.shift[d])
 			}
 		}
 		s.stall = stall
 	}
 }
 
-// peakTree is a device's memory curve as a segment tree over the curve's points: range
-// additions and the maximum, with the earliest point where it occurs.
-type peakTree struct {
-	t    []int64
-	max  []int64
-	arg  []int32
-	lazy []int64
-}
-
-func newPeakTree(pts []MemPoint) *peakTree {
-	if len(pts) == 0 {
-		pts = []MemPoint{{}}
-	}
-	n := len(pts)
-	pt := &peakTree{t: make([]int64, n), max: make([]int64, 4*n), arg: make([]int32, 4*n), lazy: make([]int64, 4*n)}
-	for i, p := range pts {
-		pt.t[i] = p.T
-	}
-	var build func(node, l, r int)
-	build = func(node, l, r int) {
-		if l == r {
-			pt.max[node], pt.arg[node] = pts[l].Max, int32(l)
-			return
-		}
-		m := (l + r) / 2
-		build(2*node, l, m)
-		build(2*node+1, m+1, r)
-		pt.pull(node)
-	}
-	build(1, 0, n-1)
-	return pt
-}
-
-func (pt *peakTree) pull(node int) {
-	l, r := 2*node, 2*node+1
-	if pt.max[l] >= pt.max[r] {
-		pt.max[node], pt.arg[node] = pt.max[l], pt.arg[l]
-	} else {
-		pt.max[node], pt.arg[node] = pt.max[r], pt.arg[r]
-	}
-	pt.max[node] += pt.lazy[node]
-}
-
-// add adds v bytes over the points in the time interval [from, to).
-func (pt *peakTree) add(from, to, v int64) {
-	if v == 0 || from >= to {
-		return
-	}
-	n := len(pt.t)
-	l := sort.Search(n, func(i int) bool { return pt.t[i] >= from })
-	r := sort.Search(n, func(i int) bool { return pt.t[i] >= to }) - 1
-	if l > r {
-		return
-	}
-	pt.update(1, 0, n-1, l, r, v)
-}
-
-// update adds v over the points l..r; a node's lazy amount applies to its whole range and
-// is included in its max (no push-down is needed, as only the root's maximum is read).
-func (pt *peakTree) update(node, nl, nr, l, r int, v int64) {
-	if r < nl || nr < l {
-		return
-	}
-	if l <= nl && nr <= r {
-		pt.max[node] += v
-		pt.lazy[node] += v
-		return
-	}
-	m := (nl + nr) / 2
-	pt.update(2*node, nl, m, l, r, v)
-	pt.update(2*node+1, m+1, nr, l, r, v)
-	pt.pull(node)
-}
-
-// peak returns the curve's maximum and the time of its earliest point.
-func (pt *peakTree) peak() (int64, int64) { return pt.max[1], pt.t[pt.arg[1]] }
-
 // Compute reports whether device d is a compute device (one with a memory curve).
-func (s *SwapStep) Compute(d int) bool { return s.trees[d] != nil }
+func (s *SwapStep) Compute(d int) bool { return s.spec.Devices[d].Compute }

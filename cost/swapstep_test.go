@@ -21,11 +21,13 @@ func randomSwapStep(rng *rand.Rand) *SwapStepSpec {
 			spec.Engines += 2
 		}
 		var t, b int64
+		var curve []MemPoint
 		for k := 0; k < 5+rng.Intn(40); k++ {
 			b += int64(rng.Intn(200) - 90)
-			dev.Curve = append(dev.Curve, MemPoint{T: t, Bytes: b, Max: b + int64(rng.Intn(20))})
+			curve = append(curve, MemPoint{T: t, Bytes: b, Max: b + int64(rng.Intn(20))})
 			t += int64(rng.Intn(int(horizon)/8 + 1))
 		}
+		dev.Curve = NewLoadTree(curve)
 		spec.Devices = append(spec.Devices, dev)
 	}
 	spec.Devices = append(spec.Devices, SwapDevice{})
@@ -42,6 +44,8 @@ func randomSwapStep(rng *rand.Rand) *SwapStepSpec {
 		near := prod + rng.Int63n(horizon/4+1)
 		end := near + rng.Int63n(horizon/2+1)
 		spec.Tensors = append(spec.Tensors, SwappedTensor{Device: rng.Intn(ncomp), Bytes: int64(1 + rng.Intn(100)), OutCopy: int64(1 + rng.Intn(15)), InCopy: int64(1 + rng.Intn(15)), LastNear: near, LastEnd: end})
+		add(near, EventNear, ti)
+		add(end, EventTensorEnd, ti)
 		for k := 0; k < 1+rng.Intn(2); k++ {
 			o := len(spec.Outs)
 			spec.Outs = append(spec.Outs, SwapOut{Tensor: int32(ti)})
@@ -54,6 +58,7 @@ func randomSwapStep(rng *rand.Rand) *SwapStepSpec {
 				add(max(0, due-rng.Int63n(horizon/3+1)), EventTrigger, g)
 				if rng.Intn(5) > 0 {
 					add(due, EventSwapInDue, g)
+					add(spec.Ins[g].Last, EventSwapInEnd, g)
 				}
 			}
 		}
@@ -63,8 +68,16 @@ func randomSwapStep(rng *rand.Rand) *SwapStepSpec {
 		for j := 0; j < 1+rng.Intn(2); j++ {
 			op.Waits = append(op.Waits, int32(rng.Intn(len(spec.Outs)+1)-1))
 		}
-		add(rng.Int63n(horizon), EventOp, len(spec.Ops))
+		at := rng.Int63n(horizon)
+		op.Hold, op.Next = rng.Intn(4) > 0, at+rng.Int63n(horizon/8+1)
+		add(at, EventOp, len(spec.Ops))
 		spec.Ops = append(spec.Ops, op)
+	}
+	// Ops without waits, which only throttling may hold.
+	for k := 0; k < rng.Intn(20); k++ {
+		at := rng.Int63n(horizon)
+		add(at, EventOp, len(spec.Ops))
+		spec.Ops = append(spec.Ops, StepOp{Device: rng.Intn(ncomp), Hold: rng.Intn(4) > 0, Next: at + rng.Int63n(horizon/8+1)})
 	}
 	slices.SortFunc(evs, func(a, b tev) int {
 		switch {
@@ -136,4 +149,65 @@ func TestSwapStepIncrementalIsExact(t *testing.T) {
 		t.Fatalf("no change of %d rejoined the previous sweep before the end", changes)
 	}
 	t.Logf("%d of %d changes rejoined the previous sweep before the end", rejoins, changes)
+}
+
+// TestSwapStepThrottleWaitsArePlanWaits: on random steps throttled to random targets, the
+// waits throttling adds are waits an op may take (CanWait), and the throttled step predicts
+// what the unthrottled step predicts when those waits are the ops' own (appended to their
+// waits): every device's peak and its time, and the stall. That is how the planner uses
+// them (Problem.throttled predicts the plan with the waits again). A target above every
+// curve adds no wait.
+func TestSwapStepThrottleWaitsArePlanWaits(t *testing.T) {
+	rng := rand.New(rand.NewSource(15))
+	waits, steps := 0, 0
+	for it := 0; it < 3000; it++ {
+		spec := randomSwapStep(rng)
+		sw := make([]bool, len(spec.Tensors))
+		for i := range sw {
+			sw[i] = rng.Intn(4) > 0
+		}
+		spec.Throttle = make([]int64, len(spec.Devices))
+		for d, dev := range spec.Devices {
+			if dev.Compute {
+				p, _ := dev.Curve.Peak()
+				spec.Throttle[d] = p - int64(rng.Intn(400))
+			}
+		}
+		spec.CanWait = func(op, out int32) bool { return (op+out)%4 != 0 }
+		th := NewSwapStep(spec, sw)
+		steps++
+		plain := *spec
+		plain.Throttle, plain.CanWait, plain.index = nil, nil, nil
+		plain.Ops = append([]StepOp(nil), spec.Ops...)
+		for _, w := range th.Waits() {
+			if !spec.CanWait(w.Op, w.Out) {
+				t.Fatalf("step %d: op %d waits for swap-out %d, which CanWait forbids", it, w.Op, w.Out)
+			}
+			op := &plain.Ops[w.Op]
+			op.Waits = append(append([]int32(nil), op.Waits...), w.Out)
+			waits++
+		}
+		ps := NewSwapStep(&plain, sw)
+		for d := range spec.Devices {
+			p, at := th.Peak(d)
+			wp, wat := ps.Peak(d)
+			if p != wp || at != wat {
+				t.Fatalf("step %d: device %d: throttled peak %d at %d, with its waits %d at %d", it, d, p, at, wp, wat)
+			}
+		}
+		if th.Stall() != ps.Stall() {
+			t.Fatalf("step %d: throttled stall %d, with its waits %d", it, th.Stall(), ps.Stall())
+		}
+		for d := range spec.Throttle {
+			spec.Throttle[d] = 1 << 40
+		}
+		if w := NewSwapStep(spec, sw).Waits(); len(w) != 0 {
+			t.Fatalf("step %d: %d waits under a target above every curve", it, len(w))
+		}
+	}
+	// The targets must have held some ops, or the test checks nothing.
+	if waits < steps/10 {
+		t.Fatalf("%d waits in %d throttled steps", waits, steps)
+	}
+	t.Logf("%d waits in %d throttled steps", waits, steps)
 }

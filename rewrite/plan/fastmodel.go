@@ -4,11 +4,9 @@ import (
 	"cmp"
 	"github.com/tfswap/tfswap/rewrite"
 	"slices"
-	"sort"
 
 	"github.com/tfswap/tfswap/cost"
 	"github.com/tfswap/tfswap/graphdef"
-	"github.com/tfswap/tfswap/internal/minheap"
 )
 
 // The fast memory model: the memory pass planners use between full simulations.
@@ -21,149 +19,11 @@ import (
 // the order they are issued, as in the simulator. Op times are not shifted by stalls, so the
 // model is exact only while the plan adds no stall; planners confirm every plan they keep with
 // a full simulation (Problem.Evaluate) and correct for the difference.
-
-// loadTree is one device's memory curve as a segment tree over the curve's points: range
-// additions, the maximum (with its time) and the area under the curve over a range.
-type loadTree struct {
-	t    []int64 // point times
-	n    int
-	max  []int64 // max of spike+add over the node's range
-	arg  []int32 // leaf index of max
-	sum  []float64
-	dt   []float64 // sum of durations over the node's range
-	lazy []int64
-}
-
-// newLoadTree builds the tree of a simulated memory curve.
-func newLoadTree(pts []cost.MemPoint) *loadTree {
-	n := len(pts)
-	if n == 0 {
-		pts = []cost.MemPoint{{}}
-		n = 1
-	}
-	lt := &loadTree{n: n, t: make([]int64, n), max: make([]int64, 4*n), arg: make([]int32, 4*n), sum: make([]float64, 4*n), dt: make([]float64, 4*n), lazy: make([]int64, 4*n)}
-	for i, p := range pts {
-		lt.t[i] = p.T
-	}
-	var build func(node, l, r int)
-	build = func(node, l, r int) {
-		if l == r {
-			p := pts[l]
-			var d float64
-			if l+1 < n {
-				d = float64(pts[l+1].T - p.T)
-			}
-			lt.max[node] = p.Max
-			lt.arg[node] = int32(l)
-			lt.dt[node] = d
-			lt.sum[node] = float64(p.Bytes) * d
-			return
-		}
-		m := (l + r) / 2
-		build(2*node, l, m)
-		build(2*node+1, m+1, r)
-		lt.pull(node)
-	}
-	build(1, 0, n-1)
-	return lt
-}
-
-func (lt *loadTree) clone() *loadTree {
-	c := *lt
-	c.max = append([]int64(nil), lt.max...)
-	c.arg = append([]int32(nil), lt.arg...)
-	c.sum = append([]float64(nil), lt.sum...)
-	c.lazy = append([]int64(nil), lt.lazy...)
-	return &c
-}
-
-func (lt *loadTree) pull(node int) {
-	l, r := 2*node, 2*node+1
-	if lt.max[l] >= lt.max[r] {
-		lt.max[node], lt.arg[node] = lt.max[l], lt.arg[l]
-	} else {
-		lt.max[node], lt.arg[node] = lt.max[r], lt.arg[r]
-	}
-	lt.sum[node] = lt.sum[l] + lt.sum[r]
-	lt.dt[node] = lt.dt[l] + lt.dt[r]
-}
-
-func (lt *loadTree) apply(node int, v int64) {
-	lt.max[node] += v
-	lt.sum[node] += float64(v) * lt.dt[node]
-	lt.lazy[node] += v
-}
-
-func (lt *loadTree) push(node int) {
-	if v := lt.lazy[node]; v != 0 {
-		lt.apply(2*node, v)
-		lt.apply(2*node+1, v)
-		lt.lazy[node] = 0
-	}
-}
-
-// index returns the first point at or after time t.
-func (lt *loadTree) index(t int64) int {
-	return sort.Search(lt.n, func(i int) bool { return lt.t[i] >= t })
-}
-
-// add adds v bytes over the time interval [from, to).
-func (lt *loadTree) add(from, to, v int64) {
-	l, r := lt.index(from), lt.index(to)-1
-	if l > r || v == 0 {
-		return
-	}
-	lt.update(1, 0, lt.n-1, l, r, v)
-}
-
-func (lt *loadTree) update(node, nl, nr, l, r int, v int64) {
-	if r < nl || nr < l {
-		return
-	}
-	if l <= nl && nr <= r {
-		lt.apply(node, v)
-		return
-	}
-	lt.push(node)
-	m := (nl + nr) / 2
-	lt.update(2*node, nl, m, l, r, v)
-	lt.update(2*node+1, m+1, nr, l, r, v)
-	lt.pull(node)
-}
-
-// peak returns the curve's maximum and its time.
-func (lt *loadTree) peak() (int64, int64) { return lt.max[1], lt.t[lt.arg[1]] }
-
-// area returns the integral of the curve over [from, to) in byte-nanoseconds, by points.
-func (lt *loadTree) area(from, to int64) float64 {
-	return lt.areaIdx(lt.index(from), lt.index(to)-1)
-}
-
-// span returns the total duration of the points l..r (l <= r): the time from point l to the
-// point after r, the last point lasting nothing.
-func (lt *loadTree) span(l, r int) int64 {
-	return lt.t[min(r+1, lt.n-1)] - lt.t[l]
-}
-
-// areaIdx returns the integral of the curve over the points l..r (0 when l > r).
-func (lt *loadTree) areaIdx(l, r int) float64 {
-	if l > r {
-		return 0
-	}
-	return lt.query(1, 0, lt.n-1, l, r)
-}
-
-func (lt *loadTree) query(node, nl, nr, l, r int) float64 {
-	if r < nl || nr < l {
-		return 0
-	}
-	if l <= nl && nr <= r {
-		return lt.sum[node]
-	}
-	lt.push(node)
-	m := (nl + nr) / 2
-	return lt.query(2*node, nl, m, l, r) + lt.query(2*node+1, m+1, nr, l, r)
-}
+//
+// The model itself is cost.SwapStep, the incremental swap simulator: a plan's sweep is
+// prepared here (preparedSweep: its events in order and each swap's, buffer's and swap-in's
+// static part) and handed to it as a cost.SwapStepSpec, for one prediction, for the throttle
+// (ops held until swap-outs reach the host) or for the drop-one loops' incremental changes.
 
 // bufSwaps are a plan's swaps of one buffer.
 type bufSwaps struct {
@@ -174,21 +34,21 @@ type bufSwaps struct {
 // fastModel predicts plans' memory curves from the unswapped step.
 type fastModel struct {
 	pr    *Problem
-	trees []*loadTree // per simulated device; nil for hosts
+	trees []*cost.LoadTree // the unswapped curve per simulated device; nil for hosts
 	// d2h and h2d are the copy engines of each device (shared links and non-duplex links
 	// share them), as in the simulator.
 	d2h, h2d []int
 	engines  int
 	// nextStart is, per node, the start of the next op on its device (its own end when last).
 	nextStart []int64
-	// bounds and sortBuf are fastResult.peak's working lists, reused from call to call
+	// scratch holds the working lists of the steps' peaks, reused from step to step
 	// (planning is sequential).
-	bounds, sortBuf []bound
+	scratch cost.StepScratch
 }
 
 func newFastModel(pr *Problem) *fastModel {
 	res := pr.timing.res
-	fm := &fastModel{pr: pr, trees: make([]*loadTree, len(res.Devices)), d2h: make([]int, len(res.Devices)), h2d: make([]int, len(res.Devices))}
+	fm := &fastModel{pr: pr, trees: make([]*cost.LoadTree, len(res.Devices)), d2h: make([]int, len(res.Devices)), h2d: make([]int, len(res.Devices))}
 	group := func(name string) int {
 		dev, err := graphdef.ParseDevice(name)
 		if err != nil {
@@ -210,7 +70,7 @@ func newFastModel(pr *Problem) *fastModel {
 		if !d.GPU {
 			continue
 		}
-		fm.trees[i] = newLoadTree(res.Timeline.Memory[i])
+		fm.trees[i] = cost.NewLoadTree(res.Timeline.Memory[i])
 		g := group(d.Name)
 		if e, ok := shared[g]; ok && g >= 0 {
 			fm.d2h[i], fm.h2d[i] = e[0], e[1]
@@ -252,150 +112,22 @@ func (fm *fastModel) xferTime(bytes int64, h2d bool) int64 {
 	return ceilNS(float64(bytes) / bw)
 }
 
-// fastResult is a plan's predicted memory: the unswapped curves with the plan's edits, and
-// the predicted swap-ins.
+// fastResult is a plan's prediction: the incremental simulator swept for it (its peaks),
+// the waits the sweep added to hold ops back (throttling), and stall, the longest total
+// delay of a device (waits and late copies), an estimate of the step-time overhead.
 type fastResult struct {
-	fm    *fastModel
-	base  []*loadTree
-	edits [][]edit
-	peaks []int64
-	peakT []int64
-	done  []bool
-	// late sums how long consumers are predicted to wait for copies (ns).
-	late int64
-	// waits are the waits the sweep added to hold ops back (throttling); stall is the longest
-	// total delay of a device (waits and late copies), an estimate of the step-time overhead.
+	base  []*cost.LoadTree
+	step  *cost.SwapStep
 	waits []rewrite.Wait
 	stall int64
 }
 
-// edit adds delta bytes to a curve over [from, to).
-type edit struct {
-	from, to, delta int64
-}
-
-func newFastResult(fm *fastModel) *fastResult {
-	n := len(fm.trees)
-	return &fastResult{fm: fm, base: fm.trees, edits: make([][]edit, n), peaks: make([]int64, n), peakT: make([]int64, n), done: make([]bool, n)}
-}
-
-func (r *fastResult) add(dev int, from, to, delta int64) {
-	if from < to && delta != 0 {
-		r.edits[dev] = append(r.edits[dev], edit{from, to, delta})
-		r.done[dev] = false
-	}
-}
-
-// peak returns the predicted peak of device dev and its time: the maximum over the pieces
-// between edit boundaries of the unswapped curve's maximum plus the edits' sum.
+// peak returns the predicted peak of device dev and its time.
 func (r *fastResult) peak(dev int) (int64, int64) {
 	if r.base[dev] == nil {
 		return 0, 0
 	}
-	if r.done[dev] {
-		return r.peaks[dev], r.peakT[dev]
-	}
-	es := r.edits[dev]
-	bs := r.fm.bounds[:0]
-	for _, e := range es {
-		bs = append(bs, bound{e.from, e.delta}, bound{e.to, -e.delta})
-	}
-	// The sorted list and the other are distinct arrays, kept for the next call.
-	bs, r.fm.sortBuf = sortBoundsWith(bs, r.fm.sortBuf)
-	r.fm.bounds = bs
-	lt := r.base[dev]
-	best, bestT := int64(-1<<62), int64(0)
-	// Each piece between bounds is the points lo..hi-1; a piece starts where the last ended.
-	// Only a point above best-d can raise the peak, so the query skips the parts of the
-	// curve that stay at or below it (qargAbove).
-	consider := func(lo, hi int, d int64) {
-		if lo < hi {
-			if v, at, ok := lt.qargAbove(1, 0, lt.n-1, lo, hi-1, best-d); ok && v+d > best {
-				best, bestT = v+d, lt.t[at]
-			}
-		}
-	}
-	var d int64
-	lo := 0
-	for i := 0; i < len(bs); {
-		t := bs[i].t
-		hi := firstAtOrAfter(lt.t[:lt.n], lo, t)
-		consider(lo, hi, d)
-		for i < len(bs) && bs[i].t == t {
-			d += bs[i].d
-			i++
-		}
-		lo = hi
-	}
-	consider(lo, lt.n, d)
-	r.peaks[dev], r.peakT[dev], r.done[dev] = best, bestT, true
-	return best, bestT
-}
-
-// bound is where an edit of a memory curve starts (d its amount) or ends (d minus it).
-type bound struct {
-	t, d int64
-}
-
-// firstAtOrAfter returns the least k at or after lo with ts[k] >= t (len(ts) when there is
-// none), ts being sorted: a galloping search, by steps that double from lo, then a binary
-// search within the last step. Successive calls for increasing t from the last answer cost
-// the logarithm of the distance moved, not of the whole list.
-func firstAtOrAfter(ts []int64, lo int, t int64) int {
-	n := len(ts)
-	hi, step := lo, 1
-	for hi < n && ts[hi] < t {
-		lo = hi + 1
-		hi += step
-		step *= 2
-	}
-	hi = min(hi, n)
-	return lo + sort.Search(hi-lo, func(k int) bool { return ts[lo+k] >= t })
-}
-
-// sortBounds returns bs ordered by time (the order of equal times is not kept), by a radix
-// sort when the list is long and no time is negative.
-func sortBounds(bs []bound) []bound {
-	out, _ := sortBoundsWith(bs, nil)
-	return out
-}
-
-// sortBoundsWith is sortBounds with buf as the radix sort's working list (grown when too
-// short); it returns the sorted list and the other of the two lists, for reuse. Either may be
-// bs.
-func sortBoundsWith(bs, buf []bound) ([]bound, []bound) {
-	var hi int64
-	neg := false
-	for _, b := range bs {
-		hi = max(hi, b.t)
-		neg = neg || b.t < 0
-	}
-	if len(bs) < 256 || neg {
-		slices.SortFunc(bs, func(a, b bound) int { return cmp.Compare(a.t, b.t) })
-		return bs, buf
-	}
-	const bits = 11
-	var count [1 << bits]int
-	if cap(buf) < len(bs) {
-		buf = make([]bound, len(bs), len(bs)+len(bs)/4)
-	}
-	buf = buf[:len(bs)]
-	for shift := uint(0); shift < 64 && hi>>shift > 0; shift += bits {
-		clear(count[:])
-		for _, b := range bs {
-			count[(b.t>>shift)&(1<<bits-1)]++
-		}
-		for k, sum := 0, 0; k < len(count); k++ {
-			count[k], sum = sum, sum+count[k]
-		}
-		for _, b := range bs {
-			k := (b.t >> shift) & (1<<bits - 1)
-			buf[count[k]] = b
-			count[k]++
-		}
-		bs, buf = buf, bs
-	}
-	return bs, buf
+	return r.step.Peak(dev)
 }
 
 // excess returns the largest predicted peak minus budget over the compute devices, and the
@@ -496,111 +228,45 @@ func sortEvents(evs []sweepEv) []sweepEv {
 	return evs
 }
 
-// outState is one planned swap-out during the sweep.
+// outState is one planned swap-out of a prepared sweep: its swap, its index in the plan's
+// swaps and the index of its buffer.
 type outState struct {
 	ps   *rewrite.PlannedSwap
-	swap int32 // index in the plan's swaps
-	bs   int32 // index of its buffer
-	done int64 // real time the copy is on the host; -1 until enqueued
-	wait []int32
+	swap int32
+	bs   int32
 }
 
-// bufState is one swapped buffer during the sweep.
+// bufState is one swapped buffer of a prepared sweep: its swap-outs and the end of its last
+// read before the gap (the last read no swap-in redirects).
 type bufState struct {
-	b                   *buffer
-	outs                []int32
-	lastNear, outDone   int64
-	pending             int
-	drained, sub, ended bool
-	// seq orders the buffers by when they joined their device's drains.
-	seq int
+	b        *buffer
+	outs     []int32
+	lastNear int64
 }
 
-// drainItem orders the swapped buffers waiting for their copy to the host by the copy's
-// end, then by arrival.
-type drainItem struct{ bs *bufState }
-
-func (a drainItem) Less(b drainItem) bool {
-	if a.bs.outDone != b.bs.outDone {
-		return a.bs.outDone < b.bs.outDone
-	}
-	return a.bs.seq < b.bs.seq
-}
-
-// allocItem orders the swap-ins not yet allocated by their allocation time, then by arrival.
-type allocItem struct {
-	g   *grpState
-	seq int
-}
-
-func (a allocItem) Less(b allocItem) bool {
-	if a.g.allocReal != b.g.allocReal {
-		return a.g.allocReal < b.g.allocReal
-	}
-	return a.seq < b.seq
-}
-
-// grpState is one planned swap-in during the sweep.
+// grpState is one planned swap-in of a prepared sweep: its swap-out, its trigger, its first
+// reader's start (-1: none found) and the end of its last read.
 type grpState struct {
-	out                int32 // index of its swap-out
-	trig               *graphdef.Node
-	ctlDone, allocReal int64
-	due, last, done    int64
-	allocated, freed   bool
+	out       int32
+	trig      *graphdef.Node
+	due, last int64
 }
 
-// devState is one compute device during the sweep: its time shift (the stalls so far),
-// recorded as steps for mapping real times back, and its running memory edits.
-type devState struct {
-	shift         int64
-	stepT, stepS  []int64
-	freed, copies int64
-	// drains are the swapped buffers whose copy to the host is not done yet, allocs the
-	// swap-ins not yet allocated, each a heap by time (advance takes them off in O(log n)).
-	drains minheap.Heap[drainItem]
-	allocs minheap.Heap[allocItem]
-	seq    int
-}
-
-func (d *devState) addShift(t, by int64) {
-	d.shift += by
-	if n := len(d.stepT); n > 0 && d.stepT[n-1] == t {
-		d.stepS[n-1] = d.shift
-		return
-	}
-	d.stepT = append(d.stepT, t)
-	d.stepS = append(d.stepS, d.shift)
-}
-
-// unwarp maps a real time back to the unswapped step's time: a moment inside a stall maps
-// to the stall's start.
-func (d *devState) unwarp(r int64) int64 {
-	k := sort.Search(len(d.stepT), func(i int) bool { return d.stepT[i]+d.stepS[i] > r }) - 1
-	var s int64
-	if k >= 0 {
-		s = d.stepS[k]
-	}
-	t := r - s
-	if k+1 < len(d.stepT) && t > d.stepT[k+1] {
-		t = d.stepT[k+1]
-	}
-	return t
-}
-
-// predict returns the fast model's prediction for plan. With throttle set (per-device
-// targets), it also holds ops back until swap-outs complete wherever the memory at an op
-// would exceed its device's target, and returns those waits in fastResult.waits.
+// predict returns the fast model's prediction for plan.
 func (fm *fastModel) predict(plan *rewrite.Plan) *fastResult { return fm.sweep(plan, nil) }
 
+// sweep returns the fast model's prediction for plan; with throttle set (per-device
+// targets), it also holds ops back until swap-outs complete wherever the memory at an op
+// would exceed its device's target, and returns those waits in fastResult.waits.
 func (fm *fastModel) sweep(plan *rewrite.Plan, throttle []int64) *fastResult {
-	return fm.prepare(plan, throttle).run(nil)
+	return fm.prepare(plan, throttle).result(nil)
 }
 
 // preparedSweep is a plan's sweep prepared once for any subset of its swapped buffers: the
 // events of every swap, sorted, and the static part of each swap's, buffer's and swap-in's
-// state. run replays the events of the buffers a decision keeps, skipping the others, which
-// is the sweep of the plan without the dropped buffers' swaps (and their waits): the events
-// of the kept swaps, their order and their handling are the same.
+// state. Its step (swapStep) sweeps the events of the buffers a decision keeps, skipping the
+// others, which is the sweep of the plan without the dropped buffers' swaps (and their
+// waits): the events of the kept swaps, their order and their handling are the same.
 type preparedSweep struct {
 	fm       *fastModel
 	plan     *rewrite.Plan
@@ -615,11 +281,10 @@ type preparedSweep struct {
 	// plan); opWaits are the same lists, which the ops' events index (sweepEv.w).
 	waitsOf map[int][]int32
 	opWaits [][]int32
-	// scratchBufs, scratchOuts and scratchGrps are run's working copies of bufs, outs and
-	// grps, reused from run to run.
-	scratchBufs []bufState
-	scratchOuts []outState
-	scratchGrps []grpState
+	// spec is the sweep as the incremental simulator's step (made on first use) and opNode
+	// the node of each of its ops.
+	spec   *cost.SwapStepSpec
+	opNode []int32
 }
 
 // prepare builds plan's prepared sweep.
@@ -650,16 +315,15 @@ func (fm *fastModel) prepare(plan *rewrite.Plan, throttle []int64) *preparedSwee
 		if !ok {
 			bi = int32(len(ps.bufs))
 			byBuf[b] = bi
-			ps.bufs = append(ps.bufs, bufState{b: b, outDone: -1})
+			ps.bufs = append(ps.bufs, bufState{b: b})
 		}
 		ps.bufOfSwap[i] = bi
 		oi := int32(len(ps.outs))
 		bs := &ps.bufs[bi]
 		bs.outs = append(bs.outs, oi)
-		bs.pending++
 		outOf[sw.Tensor] = oi
 		evs = append(evs, sweepEv{t: tm.times.End[sw.Tensor.Node.Index], kind: evOut, id: oi})
-		ps.outs = append(ps.outs, outState{ps: sw, swap: int32(i), bs: bi, done: -1})
+		ps.outs = append(ps.outs, outState{ps: sw, swap: int32(i), bs: bi})
 	}
 	redirected := map[graphdef.Use]bool{}
 	for bi := range ps.bufs {
@@ -694,7 +358,7 @@ func (fm *fastModel) prepare(plan *rewrite.Plan, throttle []int64) *preparedSwee
 		o := &ps.outs[oi]
 		b := ps.bufs[o.bs].b
 		for _, g := range o.ps.Groups {
-			gs := grpState{out: int32(oi), trig: g.Trigger, ctlDone: -1, allocReal: -1, due: -1}
+			gs := grpState{out: int32(oi), trig: g.Trigger, due: -1}
 			for _, u := range g.Uses {
 				x := b.find(u)
 				if x == nil {
@@ -745,299 +409,17 @@ func (fm *fastModel) prepare(plan *rewrite.Plan, throttle []int64) *preparedSwee
 	return ps
 }
 
-// run replays the prepared sweep. keep, when not nil, says per prepared buffer whether its
-// swaps are in the plan; the others' events are skipped, and an op whose waits all wait for
-// dropped swaps is not held (without throttling, the event of an op does nothing else).
-func (ps *preparedSweep) run(keep []bool) *fastResult {
-	fm := ps.fm
-	pr := fm.pr
-	tm := pr.timing
-	throttle := ps.throttle
-	res := newFastResult(fm)
-	devs := make([]*devState, len(fm.trees))
-	for i, t := range fm.trees {
-		if t != nil {
-			devs[i] = &devState{}
-		}
+// result returns the prediction of the prepared sweep's step with keep's decisions (nil:
+// every buffer kept): per prepared buffer whether its swaps are in the plan; the others'
+// events are skipped, and an op whose waits all wait for dropped swaps is not held.
+func (ps *preparedSweep) result(keep []bool) *fastResult {
+	step := ps.swapStep(keep)
+	r := &fastResult{base: ps.fm.trees, step: step, stall: step.Stall()}
+	for _, w := range step.Waits() {
+		n := ps.fm.pr.Analysis.Graph.Nodes[ps.opNode[w.Op]]
+		r.waits = append(r.waits, rewrite.Wait{Node: n, After: ps.outs[w.Out].ps.Tensor})
 	}
-	// The states start as prepared, in scratch copies kept for the next run (planning is
-	// sequential, and the result refers to none of them).
-	bufs := append(ps.scratchBufs[:0], ps.bufs...)
-	outs := append(ps.scratchOuts[:0], ps.outs...)
-	grps := append(ps.scratchGrps[:0], ps.grps...)
-	ps.scratchBufs, ps.scratchOuts, ps.scratchGrps = bufs, outs, grps
-	kept := func(bi int32) bool { return keep == nil || keep[bi] }
-	engFree := make([]int64, fm.engines)
-	lat := pr.latency
-	// advance brings device d's running memory edits up to base time t.
-	advance := func(d int, t int64) {
-		ds := devs[d]
-		r := t + ds.shift
-		for ds.drains.Len() > 0 && ds.drains.Peek().bs.outDone <= r {
-			bs := ds.drains.Pop().bs
-			bs.drained = true
-			if t >= bs.lastNear && !bs.ended && !bs.sub {
-				bs.sub = true
-				ds.freed += bs.b.bytes
-			}
-		}
-		for ds.allocs.Len() > 0 && ds.allocs.Peek().g.allocReal <= r {
-			g := ds.allocs.Pop().g
-			if !g.freed {
-				g.allocated = true
-				ds.copies += bufs[outs[g.out].bs].b.bytes
-			}
-		}
-	}
-	setAlloc := func(g *grpState) {
-		o := &outs[g.out]
-		g.allocReal = max(g.ctlDone, o.done) + pr.hostIdent
-		ds := devs[bufs[o.bs].b.dev]
-		ds.allocs.Push(allocItem{g, ds.seq})
-		ds.seq++
-	}
-	devOfNode := func(n *graphdef.Node) int {
-		d := tm.dev[n.Index]
-		if d < 0 || d >= len(devs) || devs[d] == nil {
-			return -1
-		}
-		return d
-	}
-	grpBuf := func(g *grpState) *bufState { return &bufs[outs[g.out].bs] }
-	// cand and candHeap hold a throttled op's candidate swap-outs, reused from op to op.
-	var cand []drainItem
-	var candHeap minheap.Heap[drainItem]
-	for _, ev := range ps.evs {
-		switch ev.kind {
-		case evOut:
-			o := &outs[ev.id]
-			if !kept(o.bs) {
-				continue
-			}
-			bs := &bufs[o.bs]
-			b := bs.b
-			ds := devs[b.dev]
-			advance(b.dev, ev.t)
-			eng := fm.d2h[b.dev]
-			start := max(ev.t+ds.shift+lat, engFree[eng])
-			o.done = start + fm.xferTime(b.bytes, false)
-			engFree[eng] = o.done
-			bs.outDone = max(bs.outDone, o.done)
-			bs.pending--
-			if bs.pending == 0 {
-				bs.seq = ds.seq
-				ds.seq++
-				ds.drains.Push(drainItem{bs})
-			}
-			for _, gi := range o.wait {
-				setAlloc(&grps[gi])
-			}
-			o.wait = nil
-		case evCtl:
-			g := &grps[ev.id]
-			o := &outs[g.out]
-			if !kept(o.bs) {
-				continue
-			}
-			td := devOfNode(g.trig)
-			real := ev.t + lat
-			if td >= 0 {
-				real += devs[td].shift
-				eng := fm.d2h[td]
-				real = max(real, engFree[eng])
-				engFree[eng] = real
-			} else if d := bufs[o.bs].b.dev; devs[d] != nil {
-				real += devs[d].shift
-			}
-			g.ctlDone = real
-			if o.done >= 0 {
-				setAlloc(g)
-			} else {
-				o.wait = append(o.wait, ev.id)
-			}
-		case evNear:
-			if !kept(ev.id) {
-				continue
-			}
-			bs := &bufs[ev.id]
-			advance(bs.b.dev, ev.t)
-			if bs.drained && !bs.sub && !bs.ended {
-				bs.sub = true
-				devs[bs.b.dev].freed += bs.b.bytes
-			}
-		case evOrigEnd:
-			if !kept(ev.id) {
-				continue
-			}
-			bs := &bufs[ev.id]
-			advance(bs.b.dev, ev.t)
-			bs.ended = true
-			if bs.sub {
-				devs[bs.b.dev].freed -= bs.b.bytes
-			}
-		case evOp:
-			n := pr.Analysis.Graph.Nodes[ev.id]
-			var waits []int32
-			if ev.w >= 0 {
-				waits = ps.opWaits[ev.w]
-			}
-			if throttle == nil && keep != nil {
-				any := false
-				for _, oi := range waits {
-					any = any || oi >= 0 && kept(outs[oi].bs)
-				}
-				if !any {
-					continue
-				}
-			}
-			d := devOfNode(n)
-			if d < 0 {
-				continue
-			}
-			ds := devs[d]
-			advance(d, ev.t)
-			for _, oi := range waits {
-				if oi < 0 || !kept(outs[oi].bs) {
-					continue
-				}
-				if o := &outs[oi]; o.done >= 0 {
-					if need := o.done + lat; need > ev.t+ds.shift {
-						ds.addShift(ev.t, need-(ev.t+ds.shift))
-						advance(d, ev.t)
-					}
-				}
-			}
-			if throttle == nil || !pr.eligible(n) {
-				continue
-			}
-			load := fm.trees[d].maxIn(ev.t, fm.nextStart[n.Index]) - ds.freed + ds.copies
-			if load <= throttle[d] {
-				continue
-			}
-			// Hold the op back until enough swap-outs have reached the host, oldest first
-			// (by the copy's end, then by arrival: a total order, as seq is unique on a
-			// device). Only the oldest few are usually needed, so the candidates are put in
-			// a heap and taken off it in order rather than sorted whole.
-			cand = cand[:0]
-			for _, it := range ds.drains.Items() {
-				if bs := it.bs; bs.lastNear <= ev.t && !bs.ended && bs.b.lastEnd > ev.t && bs.outDone >= 0 {
-					cand = append(cand, it)
-				}
-			}
-			if len(cand) == 0 {
-				continue
-			}
-			candHeap.Init(cand)
-			var acc int64
-			var last *bufState
-			for candHeap.Len() > 0 {
-				bs := candHeap.Pop().bs
-				acc += bs.b.bytes
-				last = bs
-				if load-acc <= throttle[d] {
-					break
-				}
-			}
-			var after *outState
-			for _, oi := range last.outs {
-				if o := &outs[oi]; after == nil || o.done > after.done {
-					after = o
-				}
-			}
-			if after.ps.Tensor.Node.TopoIndex >= n.TopoIndex || pr.timing.isEarly(pr.Analysis.Graph, after.ps.Tensor.Node) {
-				continue // the wait could close a cycle (see timing.isEarly)
-			}
-			res.waits = append(res.waits, rewrite.Wait{Node: n, After: after.ps.Tensor})
-			ds.addShift(ev.t, last.outDone+lat-(ev.t+ds.shift))
-			advance(d, ev.t)
-		case evDue:
-			g := &grps[ev.id]
-			bs := grpBuf(g)
-			if !kept(outs[g.out].bs) {
-				continue
-			}
-			b := bs.b
-			ds := devs[b.dev]
-			advance(b.dev, ev.t)
-			if g.allocReal < 0 {
-				continue
-			}
-			eng := fm.h2d[b.dev]
-			start := max(g.allocReal+lat, engFree[eng])
-			g.done = start + fm.xferTime(b.bytes, true)
-			engFree[eng] = g.done
-			if late := g.done - (ev.t + ds.shift); late > 0 {
-				res.late += late
-				ds.addShift(ev.t, late)
-				advance(b.dev, ev.t)
-			}
-		case evCopyEnd:
-			g := &grps[ev.id]
-			if !kept(outs[g.out].bs) {
-				continue
-			}
-			b := grpBuf(g).b
-			advance(b.dev, ev.t)
-			g.freed = true
-			if g.allocated {
-				devs[b.dev].copies -= b.bytes
-			}
-		}
-	}
-	// Edit the curves in the unswapped step's time: at most one edit per kept buffer and
-	// swap-in, in lists sized for them.
-	count := make([]int, len(devs))
-	for bi := range bufs {
-		if kept(int32(bi)) {
-			count[bufs[bi].b.dev]++
-		}
-	}
-	for gi := range grps {
-		if g := &grps[gi]; kept(outs[g.out].bs) && g.allocReal >= 0 {
-			count[grpBuf(g).b.dev]++
-		}
-	}
-	for d, c := range count {
-		if c > 0 {
-			res.edits[d] = make([]edit, 0, c)
-		}
-	}
-	for bi := range bufs {
-		if !kept(int32(bi)) {
-			continue
-		}
-		bs := &bufs[bi]
-		b := bs.b
-		ds := devs[b.dev]
-		free := bs.lastNear
-		if bs.outDone >= 0 {
-			free = max(free, ds.unwarp(bs.outDone))
-		}
-		if free < b.lastEnd {
-			res.add(b.dev, free, b.lastEnd, -b.bytes)
-		} else if free > b.lastEnd {
-			res.add(b.dev, b.lastEnd, free, b.bytes)
-		}
-	}
-	for gi := range grps {
-		g := &grps[gi]
-		if !kept(outs[g.out].bs) {
-			continue
-		}
-		b := grpBuf(g).b
-		if g.allocReal < 0 {
-			continue
-		}
-		ds := devs[b.dev]
-		alloc := ds.unwarp(g.allocReal)
-		res.add(b.dev, alloc, g.last, b.bytes)
-	}
-	for _, ds := range devs {
-		if ds != nil && ds.shift > res.stall {
-			res.stall = ds.shift
-		}
-	}
-	return res
+	return r
 }
 
 // keepOf returns the prepared buffers' keep flags for a subset of the plan's swaps (keep by
@@ -1069,31 +451,6 @@ func (b *buffer) find(u graphdef.Use) *access {
 	return nil
 }
 
-// maxIn returns the curve's maximum over the points in [from, to), or the value at the last
-// point before from when the range holds none.
-func (lt *loadTree) maxIn(from, to int64) int64 {
-	l, r := lt.index(from), lt.index(to)-1
-	if l > r {
-		if l > 0 {
-			l--
-		}
-		r = l
-	}
-	return lt.qmax(1, 0, lt.n-1, l, r)
-}
-
-func (lt *loadTree) qmax(node, nl, nr, l, r int) int64 {
-	if r < nl || nr < l {
-		return -1 << 62
-	}
-	if l <= nl && nr <= r {
-		return lt.max[node]
-	}
-	lt.push(node)
-	m := (nl + nr) / 2
-	return max(lt.qmax(2*node, nl, m, l, r), lt.qmax(2*node+1, m+1, nr, l, r))
-}
-
 // throttled returns plan with its waits replaced by those the fast model finds necessary to
 // keep every device within target: an op whose start would take its device over target
 // waits for the oldest swap-outs still on their way to the host.
@@ -1112,57 +469,4 @@ func (pr *Problem) throttled(plan *rewrite.Plan, target []int64) (*rewrite.Plan,
 		pr.Explain.derive(out, plan, "")
 	}
 	return out, pr.fast.predict(out)
-}
-
-// rangeMax returns the maximum over the points in [from, to), the time of the point where it
-// occurs, and whether the range holds a point.
-func (lt *loadTree) rangeMax(from, to int64) (int64, int64, bool) {
-	l, r := lt.index(from), lt.index(to)-1
-	if l > r {
-		return 0, 0, false
-	}
-	v, i := lt.qarg(1, 0, lt.n-1, l, r)
-	return v, lt.t[i], true
-}
-
-// qargAbove returns what qarg returns for the points l..r when their maximum is above thr,
-// and false otherwise, without descending into the parts of the tree whose maximum is not
-// above thr. Where the maximum is above thr, the skipped parts hold no point as high, so
-// the point returned is qarg's (the earliest of the highest).
-func (lt *loadTree) qargAbove(node, nl, nr, l, r int, thr int64) (int64, int, bool) {
-	if r < nl || nr < l || lt.max[node] <= thr {
-		return 0, -1, false
-	}
-	if l <= nl && nr <= r {
-		return lt.max[node], int(lt.arg[node]), true
-	}
-	lt.push(node)
-	m := (nl + nr) / 2
-	a, ai, aok := lt.qargAbove(2*node, nl, m, l, r, thr)
-	if aok {
-		// The right half need only beat the left's maximum (a tie keeps the left).
-		thr = a
-	}
-	b, bi, bok := lt.qargAbove(2*node+1, m+1, nr, l, r, thr)
-	if bok {
-		return b, bi, true
-	}
-	return a, ai, aok
-}
-
-func (lt *loadTree) qarg(node, nl, nr, l, r int) (int64, int) {
-	if r < nl || nr < l {
-		return -1 << 62, -1
-	}
-	if l <= nl && nr <= r {
-		return lt.max[node], int(lt.arg[node])
-	}
-	lt.push(node)
-	m := (nl + nr) / 2
-	a, ai := lt.qarg(2*node, nl, m, l, r)
-	b, bi := lt.qarg(2*node+1, m+1, nr, l, r)
-	if b > a {
-		return b, bi
-	}
-	return a, ai
 }

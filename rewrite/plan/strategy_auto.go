@@ -432,7 +432,7 @@ func (pr *Problem) newWithoutSweep(plan *rewrite.Plan) *withoutSweep {
 // predict returns the same as pr.fast.predict(without(plan, drop)).
 func (w *withoutSweep) predict(drop []int) *fastResult {
 	if kb, ok := w.prep.keepOf(func(i int) bool { return !slices.Contains(drop, i) }); ok {
-		return w.prep.run(kb)
+		return w.prep.result(kb)
 	}
 	return w.pr.fast.predict(without(w.plan, drop))
 }

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"github.com/tfswap/tfswap/cost"
 	"github.com/tfswap/tfswap/rewrite"
 	"math"
 	"slices"
@@ -64,7 +65,7 @@ type asCand struct {
 func (pr *Problem) autoSwapCandidates(minBytes int64) []*asCand {
 	var out []*asCand
 	for _, dev := range pr.gpuDevices() {
-		_, peakT := pr.fast.trees[dev].peak()
+		_, peakT := pr.fast.trees[dev].Peak()
 		for _, b := range pr.sortedBuffers(dev) {
 			if b.bytes < minBytes || !(b.alloc <= peakT && peakT < b.lastEnd) {
 				continue
@@ -96,8 +97,8 @@ func (pr *Problem) newCand(b *buffer, k int, why string) *asCand {
 		c.aoa = c.doa / float64(b.bytes)
 	}
 	lt := pr.fast.trees[b.dev]
-	c.li, c.ri = lt.index(last), lt.index(next)-1
-	c.wdoa = lt.areaIdx(c.li, c.ri)
+	c.li, c.ri = lt.Index(last), lt.Index(next)-1
+	c.wdoa = lt.AreaIdx(c.li, c.ri)
 	c.slack = float64(b.bytes) * math.Min(1, math.Max(0, float64(next-last))/float64(2*(dOut+dIn)+1))
 	return c
 }
@@ -129,10 +130,10 @@ func (pr *Problem) autoSwapSelect(cands []*asCand, w asWeights, target []int64) 
 }
 
 func (pr *Problem) autoSwapSelectOnce(cands []*asCand, w asWeights, target []int64) *rewrite.Plan {
-	trees := make([]*loadTree, len(pr.fast.trees))
+	trees := make([]*cost.LoadTree, len(pr.fast.trees))
 	for i, t := range pr.fast.trees {
 		if t != nil {
-			trees[i] = t.clone()
+			trees[i] = t.Clone()
 		}
 	}
 	taken := make([]bool, len(cands))
@@ -158,7 +159,7 @@ func (pr *Problem) autoSwapSelectOnce(cands []*asCand, w asWeights, target []int
 			if t == nil || stuck[i] {
 				continue
 			}
-			p, _ := t.peak()
+			p, _ := t.Peak()
 			if x := p - target[i]; x > worst {
 				dev, worst = i, x
 			}
@@ -166,7 +167,7 @@ func (pr *Problem) autoSwapSelectOnce(cands []*asCand, w asWeights, target []int
 		if dev < 0 {
 			break
 		}
-		_, peakT := trees[dev].peak()
+		_, peakT := trees[dev].Peak()
 		elig = elig[:0]
 		for i, c := range cands {
 			if !taken[i] && c.c.b.dev == dev && c.from <= peakT && peakT < c.to {
@@ -186,7 +187,7 @@ func (pr *Problem) autoSwapSelectOnce(cands []*asCand, w asWeights, target []int
 				lt := trees[dev]
 				for _, a := range adds[dev][seen[i]:] {
 					if lo, hi := max(a.l, c.li), min(a.r, c.ri); lo <= hi {
-						area[i] += float64(a.v) * float64(lt.span(lo, hi))
+						area[i] += float64(a.v) * float64(lt.Span(lo, hi))
 					}
 				}
 				seen[i] = len(adds[dev])
@@ -232,8 +233,8 @@ func (pr *Problem) autoSwapSelectOnce(cands []*asCand, w asWeights, target []int
 		taken[i] = true
 		c := cands[i]
 		lt := trees[dev]
-		lt.add(c.from, c.to, -c.c.b.bytes)
-		if l, r := lt.index(c.from), lt.index(c.to)-1; l <= r && c.c.b.bytes != 0 {
+		lt.Add(c.from, c.to, -c.c.b.bytes)
+		if l, r := lt.Index(c.from), lt.Index(c.to)-1; l <= r && c.c.b.bytes != 0 {
 			adds[dev] = append(adds[dev], rangeAdd{l, r, -c.c.b.bytes})
 		}
 		sel = append(sel, c.c)

@@ -280,11 +280,11 @@ func (d *dropSweep) predict(keep map[*choice]bool) *fastResult {
 		for bi, c := range d.bufChoice {
 			d.keepBuf[bi] = keep[c]
 		}
-		return d.prep.run(d.keepBuf)
+		return d.prep.result(d.keepBuf)
 	}
 	if d.prep != nil {
 		if kb, ok := d.prep.keepOf(func(i int) bool { return keep[d.choiceOf[d.full.Swaps[i].Tensor]] }); ok {
-			return d.prep.run(kb)
+			return d.prep.result(kb)
 		}
 	}
 	plan, _ := assemble(d.groups, func(c *choice) bool { return keep[c] })

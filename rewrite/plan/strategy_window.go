@@ -182,7 +182,7 @@ func (pr *Problem) windowChoices(window int64, target []int64) []*choice {
 			if i+1 < n {
 				to = max(to, pr.timing.times.Start[order[i+1].Index])
 			}
-			mem := tree.maxIn(from, to) - outBytes
+			mem := tree.MaxIn(from, to) - outBytes
 			for mem > target[dev] && qHead < len(queue) {
 				r := queue[qHead]
 				qHead++

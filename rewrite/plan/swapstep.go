@@ -2,21 +2,34 @@ package plan
 
 import "github.com/tfswap/tfswap/cost"
 
-// swapStep returns the incremental simulator of a prepared sweep without throttling
-// (cost.SwapStep), its candidates the prepared buffers and keep (nil: all) their decisions:
-// its answers are those of ps.run for the same decisions, and a changed decision
-// re-simulates only what it affects. The events that change nothing without throttling (a
+// swapStep returns the incremental simulator of a prepared sweep (cost.SwapStep), its
+// candidates the prepared buffers and keep (nil: all) their decisions, throttled when the
+// sweep was prepared with targets. Without throttling the events that change nothing (a
 // buffer's last reads, an op without waits) are left out.
 func (ps *preparedSweep) swapStep(keep []bool) *cost.SwapStep {
+	if ps.spec == nil {
+		ps.spec = ps.stepSpec()
+	}
+	swapped := keep
+	if swapped == nil {
+		swapped = make([]bool, len(ps.bufs))
+		for i := range swapped {
+			swapped[i] = true
+		}
+	}
+	return cost.NewSwapStep(ps.spec, swapped)
+}
+
+// stepSpec returns the prepared sweep as the spec of a cost.SwapStep.
+func (ps *preparedSweep) stepSpec() *cost.SwapStepSpec {
 	fm := ps.fm
 	pr := fm.pr
 	tm := pr.timing
-	res := tm.res
-	spec := &cost.SwapStepSpec{Engines: fm.engines, Latency: pr.latency, HostIdent: pr.hostIdent}
+	spec := &cost.SwapStepSpec{Engines: fm.engines, Latency: pr.latency, HostIdent: pr.hostIdent, Throttle: ps.throttle, Scratch: &fm.scratch}
 	spec.Devices = make([]cost.SwapDevice, len(fm.trees))
 	for i, t := range fm.trees {
 		if t != nil {
-			spec.Devices[i] = cost.SwapDevice{Compute: true, Curve: res.Timeline.Memory[i], D2H: fm.d2h[i], H2D: fm.h2d[i]}
+			spec.Devices[i] = cost.SwapDevice{Compute: true, Curve: t, D2H: fm.d2h[i], H2D: fm.h2d[i]}
 		}
 	}
 	devOf := func(index int) int {
@@ -41,6 +54,7 @@ func (ps *preparedSweep) swapStep(keep []bool) *cost.SwapStep {
 		g := &ps.grps[i]
 		spec.Ins[i] = cost.SwapIn{Out: g.out, Trigger: devOf(g.trig.Index), Last: g.last}
 	}
+	throttle := ps.throttle != nil
 	spec.Events = make([]cost.StepEvent, 0, len(ps.evs))
 	for _, ev := range ps.evs {
 		switch ev.kind {
@@ -50,23 +64,46 @@ func (ps *preparedSweep) swapStep(keep []bool) *cost.SwapStep {
 			spec.Events = append(spec.Events, cost.StepEvent{T: ev.t, Kind: cost.EventTrigger, ID: ev.id})
 		case evDue:
 			spec.Events = append(spec.Events, cost.StepEvent{T: ev.t, Kind: cost.EventSwapInDue, ID: ev.id})
+		case evNear:
+			if throttle {
+				spec.Events = append(spec.Events, cost.StepEvent{T: ev.t, Kind: cost.EventNear, ID: ev.id})
+			}
+		case evOrigEnd:
+			if throttle {
+				spec.Events = append(spec.Events, cost.StepEvent{T: ev.t, Kind: cost.EventTensorEnd, ID: ev.id})
+			}
+		case evCopyEnd:
+			if throttle {
+				spec.Events = append(spec.Events, cost.StepEvent{T: ev.t, Kind: cost.EventSwapInEnd, ID: ev.id})
+			}
 		case evOp:
 			d := devOf(int(ev.id))
-			if ev.w < 0 || d < 0 {
+			if d < 0 || ev.w < 0 && !throttle {
 				continue
 			}
+			op := cost.StepOp{Device: d}
+			if ev.w >= 0 {
+				op.Waits = ps.opWaits[ev.w]
+			}
+			if throttle {
+				n := pr.Analysis.Graph.Nodes[ev.id]
+				op.Hold, op.Next = pr.eligible(n), fm.nextStart[ev.id]
+			}
 			spec.Events = append(spec.Events, cost.StepEvent{T: ev.t, Kind: cost.EventOp, ID: int32(len(spec.Ops))})
-			spec.Ops = append(spec.Ops, cost.StepOp{Device: d, Waits: ps.opWaits[ev.w]})
+			spec.Ops = append(spec.Ops, op)
+			ps.opNode = append(ps.opNode, ev.id)
 		}
 	}
-	swapped := keep
-	if swapped == nil {
-		swapped = make([]bool, len(ps.bufs))
-		for i := range swapped {
-			swapped[i] = true
+	if throttle {
+		// A wait for a swap-out whose producer does not come before the op, or runs early,
+		// could close a cycle (see timing.isEarly).
+		nodes := pr.Analysis.Graph.Nodes
+		spec.CanWait = func(op, out int32) bool {
+			prod := ps.outs[out].ps.Tensor.Node
+			return prod.TopoIndex < nodes[ps.opNode[op]].TopoIndex && !tm.isEarly(pr.Analysis.Graph, prod)
 		}
 	}
-	return cost.NewSwapStep(spec, swapped)
+	return spec
 }
 
 // stepExcess returns the largest peak of step minus target over the compute devices, and

@@ -11,8 +11,9 @@ import (
 )
 
 // TestSwapStepAgreesWithSweep checks that the incremental simulator (cost.SwapStep) made
-// from a prepared sweep answers what a fresh replay of the sweep (preparedSweep.run)
-// answers for the same decisions: every device's peak and its time, and the stall, over
+// from a prepared sweep and changed decision by decision answers what a step swept afresh
+// answers for the same decisions (its peaks read from the edits, not from a curve with the
+// edits applied): every device's peak and its time, and the stall, over
 // random sequences of changes (one buffer's swaps dropped or taken back, or two buffers set
 // alike, some changes undone) of vDNN_all's synchronised plan on the fixtures' graphs and a
 // synthetic training graph, with slow and fast links so that copies queue and stall. It
@@ -63,7 +64,7 @@ func TestSwapStepAgreesWithSweep(t *testing.T) {
 			}
 			same := func(what string, step *cost.SwapStep) {
 				t.Helper()
-				want := prep.run(append([]bool(nil), keep...))
+				want := prep.result(append([]bool(nil), keep...))
 				for dev, lt := range want.base {
 					if lt == nil {
 						continue

@@ -1,0 +1,194 @@
+package cost
+
+import "github.com/tfswap/tfswap/internal/minheap"
+
+// throttling is the running memory state of a throttled sweep (SwapStepSpec.Throttle): per
+// device the bytes of swapped tensors already freed and of swapped-in copies already held,
+// the tensors whose swap-outs are all issued but not yet on the host (drains) and the
+// swap-ins not yet allocated (allocs), each a heap by time. A nil *throttling does nothing.
+type throttling struct {
+	s             *SwapStep
+	freed, copies []int64
+	seq           []int
+	drains        []minheap.Heap[queued]
+	allocs        []minheap.Heap[queued]
+	// Per tensor: swap-outs not yet issued, the end of the last, the order it joined its
+	// device's drains, and whether it has reached the host, is counted as freed, has ended.
+	pending              []int
+	outDone              []int64
+	drained, sub, ended  []bool
+	inAllocated, inFreed []bool // per swap-in
+	cand                 []queued
+	candHeap             minheap.Heap[queued]
+}
+
+// queued is an item of a throttled sweep's heaps: a tensor on its way to the host (id a
+// tensor, at the end of its copy) or a swap-in not yet allocated (id a swap-in, at its
+// allocation), ordered by time, then by arrival (seq is unique on a device, so the order is
+// total).
+type queued struct {
+	at  int64
+	seq int
+	id  int32
+}
+
+func (a queued) Less(b queued) bool {
+	if a.at != b.at {
+		return a.at < b.at
+	}
+	return a.seq < b.seq
+}
+
+func newThrottling(s *SwapStep) *throttling {
+	nd, nt, ni := s.nd, len(s.spec.Tensors), len(s.spec.Ins)
+	th := &throttling{s: s, freed: make([]int64, nd), copies: make([]int64, nd), seq: make([]int, nd),
+		drains: make([]minheap.Heap[queued], nd), allocs: make([]minheap.Heap[queued], nd),
+		pending: make([]int, nt), outDone: fill64(nt, -1), drained: make([]bool, nt), sub: make([]bool, nt),
+		ended: make([]bool, nt), inAllocated: make([]bool, ni), inFreed: make([]bool, ni)}
+	for t := range th.pending {
+		th.pending[t] = len(s.outsOf(int(t)))
+	}
+	return th
+}
+
+// advance brings device d's running state up to time t of the unswapped step: the tensors
+// whose copies have reached the host by then are freed once their last read before the gap
+// is over, and the swap-ins allocated by then are held.
+func (th *throttling) advance(d int, t int64) {
+	if th == nil {
+		return
+	}
+	spec := th.s.spec
+	r := t + th.s.shift[d]
+	for th.drains[d].Len() > 0 && th.drains[d].Peek().at <= r {
+		tn := th.drains[d].Pop().id
+		th.drained[tn] = true
+		if t >= spec.Tensors[tn].LastNear && !th.ended[tn] && !th.sub[tn] {
+			th.sub[tn] = true
+			th.freed[d] += spec.Tensors[tn].Bytes
+		}
+	}
+	for th.allocs[d].Len() > 0 && th.allocs[d].Peek().at <= r {
+		g := th.allocs[d].Pop().id
+		if !th.inFreed[g] {
+			th.inAllocated[g] = true
+			th.copies[d] += spec.Tensors[spec.Outs[spec.Ins[g].Out].Tensor].Bytes
+		}
+	}
+}
+
+// swappedOut records that a swap-out of tensor t ends at real time done; once all of t's
+// have been issued, t joins its device's drains.
+func (th *throttling) swappedOut(t int32, done int64) {
+	if th == nil {
+		return
+	}
+	th.outDone[t] = max(th.outDone[t], done)
+	th.pending[t]--
+	if th.pending[t] == 0 {
+		d := th.s.spec.Tensors[t].Device
+		th.drains[d].Push(queued{th.outDone[t], th.seq[d], t})
+		th.seq[d]++
+	}
+}
+
+// allocated records that swap-in g is allocated at real time at.
+func (th *throttling) allocated(g int32, at int64) {
+	if th == nil {
+		return
+	}
+	d := th.s.inDevice(int(g))
+	th.allocs[d].Push(queued{at, th.seq[d], g})
+	th.seq[d]++
+}
+
+// near handles the end of tensor t's last read before its gap, at time t0.
+func (th *throttling) near(t int32, t0 int64) {
+	if th == nil {
+		return
+	}
+	tn := &th.s.spec.Tensors[t]
+	th.advance(tn.Device, t0)
+	if th.drained[t] && !th.sub[t] && !th.ended[t] {
+		th.sub[t] = true
+		th.freed[tn.Device] += tn.Bytes
+	}
+}
+
+// tensorEnd handles the end of tensor t's last read, at time t0.
+func (th *throttling) tensorEnd(t int32, t0 int64) {
+	if th == nil {
+		return
+	}
+	tn := &th.s.spec.Tensors[t]
+	th.advance(tn.Device, t0)
+	th.ended[t] = true
+	if th.sub[t] {
+		th.freed[tn.Device] -= tn.Bytes
+	}
+}
+
+// inEnd handles the end of swap-in g's last read, at time t0.
+func (th *throttling) inEnd(g int32, t0 int64) {
+	if th == nil {
+		return
+	}
+	d := th.s.inDevice(int(g))
+	th.advance(d, t0)
+	th.inFreed[g] = true
+	if th.inAllocated[g] {
+		th.copies[d] -= th.s.spec.Tensors[th.s.spec.Outs[th.s.spec.Ins[g].Out].Tensor].Bytes
+	}
+}
+
+// hold decides whether op (starting at t0 of the unswapped step) waits: when its memory (the
+// unswapped curve's maximum until the next op, less what is freed, plus the copies held)
+// is over its device's target, it waits for the oldest tensors on their way to the host
+// until enough bytes are freed, that is for the last of the last one's swap-outs (unless
+// that could close a cycle). It returns the stall the wait adds (0: none) and records the
+// wait.
+func (th *throttling) hold(op int32, t0 int64) int64 {
+	s := th.s
+	spec := s.spec
+	o := &spec.Ops[op]
+	d := o.Device
+	target := spec.Throttle[d]
+	load := spec.Devices[d].Curve.MaxIn(t0, o.Next) - th.freed[d] + th.copies[d]
+	if load <= target {
+		return 0
+	}
+	// Only the oldest few candidates are usually needed, so they are put in a heap and
+	// taken off it in order rather than sorted whole.
+	th.cand = th.cand[:0]
+	for _, it := range th.drains[d].Items() {
+		tn := &spec.Tensors[it.id]
+		if tn.LastNear <= t0 && !th.ended[it.id] && tn.LastEnd > t0 && th.outDone[it.id] >= 0 {
+			th.cand = append(th.cand, it)
+		}
+	}
+	if len(th.cand) == 0 {
+		return 0
+	}
+	th.candHeap.Init(th.cand)
+	var acc int64
+	last := int32(-1)
+	for th.candHeap.Len() > 0 {
+		t := th.candHeap.Pop().id
+		acc += spec.Tensors[t].Bytes
+		last = t
+		if load-acc <= target {
+			break
+		}
+	}
+	after := int32(-1)
+	for _, oi := range s.outsOf(int(last)) {
+		if after < 0 || s.tDone[oi] > s.tDone[after] {
+			after = oi
+		}
+	}
+	if spec.CanWait != nil && !spec.CanWait(op, after) {
+		return 0 // the wait could close a cycle
+	}
+	s.waits = append(s.waits, StepWait{Op: op, Out: after})
+	return th.outDone[last] + spec.Latency - (t0 + s.shift[d])
+}
