@@ -22,8 +22,8 @@ const Scope = "tfswap/"
 // RoleAttr is the attr that marks a node tfswap added, with its role ("swap_out", "swap_in").
 const RoleAttr = "_tfswap_role"
 
-// IDAttr carries a swap node's own name, so that no two swap nodes are identical.
-const IDAttr = "_tfswap_id"
+// idAttr carries a swap node's own name, so that no two swap nodes are identical.
+const idAttr = "_tfswap_id"
 
 // DoNotRemoveAttr is the attr Grappler honours to keep a node (GrapplerItem::NodesToPreserve).
 const DoNotRemoveAttr = "_grappler_do_not_remove"
@@ -137,12 +137,12 @@ func AddSat(a, b int64) int64 {
 	return math.MaxInt64
 }
 
-// CheckNotRewritten fails when g already holds nodes made by tfswap: nodes carrying IDAttr
+// CheckNotRewritten fails when g already holds nodes made by tfswap: nodes carrying idAttr
 // (or RoleAttr), which every node a rewrite adds has. A node's name is not evidence: a user's
 // own name scope may be called "tfswap".
 func CheckNotRewritten(g *graphdef.Graph) error {
 	for _, n := range g.Nodes {
-		_, id := n.Def.GetAttr()[IDAttr]
+		_, id := n.Def.GetAttr()[idAttr]
 		if _, role := n.Def.GetAttr()[RoleAttr]; id || role {
 			return &graphdef.Error{File: g.Source, Node: n.Name, Msg: "the graph was already rewritten by tfswap; rewrite the original graph instead"}
 		}
@@ -304,7 +304,7 @@ func (sh *addedShare) gateNode(trigger *graphdef.Node, opts Options) (*npb.NodeD
 			"T":             dtypeAttr(dt),
 			DoNotRemoveAttr: attrTrue,
 			RoleAttr:        roleAttr("gate"),
-			IDAttr:          {Value: &apb.AttrValue_S{S: []byte(name)}},
+			idAttr:          {Value: &apb.AttrValue_S{S: []byte(name)}},
 		},
 	}
 	if v := sh.outputShapeAttr(trigger, port); v != nil {
@@ -416,7 +416,7 @@ func (sh *addedShare) swapNode(name, role, input, device string, dt graphdef.Dat
 			// A distinct attr per node keeps the runtime's common-subexpression elimination,
 			// which runs on partition graphs after Grappler and ignores DoNotRemoveAttr, from
 			// merging two swap nodes whose inputs Grappler made identical.
-			IDAttr: {Value: &apb.AttrValue_S{S: []byte(name)}},
+			idAttr: {Value: &apb.AttrValue_S{S: []byte(name)}},
 		},
 	}
 	if trigger != "" {
@@ -447,8 +447,8 @@ func RewritePlanned(model *graphdef.Model, a *Analysis, plan *Plan, skipped []Sk
 	return res, nil
 }
 
-// CheckPreserve checks that every name of preserve (Options.Preserve) names a node of g.
-func CheckPreserve(g *graphdef.Graph, preserve []string) error {
+// checkPreserve checks that every name of preserve (Options.Preserve) names a node of g.
+func checkPreserve(g *graphdef.Graph, preserve []string) error {
 	for _, p := range preserve {
 		if g.Node(preservedNode(p)) == nil {
 			return fmt.Errorf("preserved node %q is not in the graph", p)
@@ -489,7 +489,7 @@ func PrepareGraph(model *graphdef.Model, g *graphdef.Graph, opts Options) (Optio
 	if err := CheckNotRewritten(g); err != nil {
 		return opts, nil, err
 	}
-	if err := CheckPreserve(g, opts.Preserve); err != nil {
+	if err := checkPreserve(g, opts.Preserve); err != nil {
 		return opts, nil, err
 	}
 	if _, err := g.TotalBytes(); err != nil {

@@ -249,8 +249,8 @@ func verifyRecompute(orig *graphdef.Graph, n *graphdef.Node) error {
 			return fmt.Errorf("recompute node %q: attr %q differs from %q's", n.Name, k, on.Name)
 		}
 	}
-	if len(n.Def.GetAttr()) != len(on.Def.GetAttr())+3 || !n.Def.GetAttr()[DoNotRemoveAttr].GetB() || string(n.Def.GetAttr()[IDAttr].GetS()) != n.Name {
-		return fmt.Errorf("recompute node %q: want %q's attrs plus %s, %s and %s", n.Name, on.Name, DoNotRemoveAttr, RoleAttr, IDAttr)
+	if len(n.Def.GetAttr()) != len(on.Def.GetAttr())+3 || !n.Def.GetAttr()[DoNotRemoveAttr].GetB() || string(n.Def.GetAttr()[idAttr].GetS()) != n.Name {
+		return fmt.Errorf("recompute node %q: want %q's attrs plus %s, %s and %s", n.Name, on.Name, DoNotRemoveAttr, RoleAttr, idAttr)
 	}
 	if len(n.Inputs) != len(on.Inputs) {
 		return fmt.Errorf("recompute node %q has %d data inputs, %q has %d", n.Name, len(n.Inputs), on.Name, len(on.Inputs))
@@ -282,7 +282,7 @@ func verifyGate(n *graphdef.Node) error {
 	if trigger.Def.GetAttr()[RoleAttr] != nil {
 		return fmt.Errorf("gate %q reads the tfswap node %q, not a trigger", n.Name, trigger.Name)
 	}
-	if (n.Name != GateNodeName(trigger) && n.Name != RecomputeGateName(trigger)) || n.Def.GetDevice() != trigger.Def.GetDevice() {
+	if (n.Name != GateNodeName(trigger) && n.Name != recomputeGateName(trigger)) || n.Def.GetDevice() != trigger.Def.GetDevice() {
 		return fmt.Errorf("gate %q does not match its trigger %q (name or device)", n.Name, trigger.Name)
 	}
 	return nil
