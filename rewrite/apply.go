@@ -100,9 +100,9 @@ type Result struct {
 	// where they are (UnloweredLoopLimit), in graph order.
 	FunctionalLoops []FunctionalLoop `json:",omitempty"`
 
-	// BuiltGraph is Model's graph as the builder made it (Apply), for Verify; nil when Model was
-	// built otherwise.
-	BuiltGraph *graphdef.Graph
+	// built is Model's graph as the builder made it (Apply), for Verify; nil when Model was
+	// built otherwise or Verify has checked it.
+	built *graphdef.Graph
 }
 
 // BytesOut returns the bytes moved device-to-host per step, and BytesIn host-to-device.
@@ -167,14 +167,17 @@ func Apply(model *graphdef.Model, a *Analysis, plan *Plan) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ApplyPlan(model, a, plan, b), nil
+	return b.Write(model), nil
 }
 
-// ApplyPlan is applyBuilt followed by the placement of plan's accumulators on the host
-// (placeAccumulators), after the swap nodes: the GraphDef plan's rewrite writes.
-func ApplyPlan(model *graphdef.Model, a *Analysis, plan *Plan, b *Built) *Result {
-	res := applyBuilt(model, a, b)
-	placeAccumulators(res, a, plan.Accumulators)
+// Write returns the rewritten model of b's plan, for model (whose graph is the one the plan
+// was built on): the GraphDef of b's graph, followed by the placement of the plan's
+// accumulators on the host (placeAccumulators), after the swap nodes. It is Apply without
+// building the graph again, for a planner that has built it already (to simulate the plan);
+// b's graph then belongs to the result, and b must not be written twice.
+func (b *Built) Write(model *graphdef.Model) *Result {
+	res := applyBuilt(model, b.a, b)
+	placeAccumulators(res, b.a, b.plan.Accumulators)
 	return res
 }
 
@@ -207,7 +210,7 @@ func applyBuilt(model *graphdef.Model, a *Analysis, b *Built) *Result {
 		out.Graph.Node = append(out.Graph.Node, n.Def)
 	}
 	b.Graph.Def = out.Graph
-	return &Result{Model: out, Swaps: b.swaps, Waits: b.waits, BuiltGraph: b.Graph}
+	return &Result{Model: out, Swaps: b.swaps, Waits: b.waits, built: b.Graph}
 }
 
 // copyNodeDef returns a copy of nd to change, with its own input list (with room for extra
@@ -428,22 +431,17 @@ func (sh *addedShare) swapNode(name, role, input, device string, dt graphdef.Dat
 	return nd
 }
 
-// RewritePlanned is rewriteLMS given PlanLMS's plan and skipped tensors, and b, the
-// builder's output for plan or nil to build it.
-func RewritePlanned(model *graphdef.Model, a *Analysis, plan *Plan, skipped []Skipped, b *Built) (*Result, error) {
-	if b == nil {
-		var err error
-		if b, err = Build(a, plan); err != nil {
-			return nil, err
-		}
-	}
-	res := ApplyPlan(model, a, plan, b)
+// WriteVerified is Write for a rewrite that planning does not follow up (LMS's): the result
+// also names the tensors the planner skipped (skipped) and the functional While loops whose
+// accumulators stay where they are, and it is checked by Verify. A broken invariant is an
+// internal error.
+func (b *Built) WriteVerified(model *graphdef.Model, skipped []Skipped) (*Result, error) {
+	res := b.Write(model)
 	res.Skipped = skipped
-	res.FunctionalLoops = functionalLoops(a.Graph)
-	if err := Verify(a.Graph, res, a.Opts.Gate); err != nil {
+	res.FunctionalLoops = functionalLoops(b.a.Graph)
+	if err := Verify(b.a.Graph, res, b.a.Opts.Gate); err != nil {
 		return nil, fmt.Errorf("internal error: the rewrite breaks an invariant: %v", err)
 	}
-	res.BuiltGraph = nil // checked: later changes to Model are Verify's to find
 	return res, nil
 }
 

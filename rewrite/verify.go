@@ -26,10 +26,20 @@ import (
 // popped tensor through a StackInRole Identity. It returns the first violation.
 //
 // A Result made by Apply carries the builder's graph, which Verify checks rather than
-// parsing the GraphDef again (Apply writes the GraphDef from that graph, NodeDef by NodeDef);
-// a Result made otherwise is parsed with graphdef.NewGraph.
+// parsing the GraphDef again (Apply writes the GraphDef from that graph, NodeDef by NodeDef),
+// and drops once checked: a later change to the Model is checked in the GraphDef. A Result
+// made otherwise is parsed with graphdef.NewGraph.
 func Verify(orig *graphdef.Graph, res *Result, gate Gate) error {
-	out := res.BuiltGraph
+	if err := verify(orig, res, gate); err != nil {
+		return err
+	}
+	res.built = nil
+	return nil
+}
+
+// verify is Verify without dropping the builder's graph.
+func verify(orig *graphdef.Graph, res *Result, gate Gate) error {
+	out := res.built
 	if out == nil || len(out.Nodes) != len(res.Model.Graph.GetNode()) {
 		var err error
 		if out, err = graphdef.NewGraph(res.Model.Graph, "rewritten"); err != nil {
