@@ -37,14 +37,14 @@ var removableOps = map[string]bool{
 	"PreventGradient": true, "CheckNumerics": true, "Print": true,
 }
 
-// CollectiveOps are the cross-replica collectives of a data-parallel step
+// collectiveOps are the cross-replica collectives of a data-parallel step
 // (tf.distribute's MirroredStrategy and MultiWorkerMirroredStrategy, Horovod-like NCCL
 // all-reduces): each replica's op meets its peers' at run time by group and instance key,
 // not by graph edges. Their outputs are never swapped, their inputs never redirected to a
 // swap-in, and they never gate a swap-in: a collective waits for every replica, so a trigger
 // on it would tie one replica's prefetch to the slowest peer, and the collectives stay
 // exactly as the program built them.
-var CollectiveOps = map[string]bool{
+var collectiveOps = map[string]bool{
 	"CollectiveReduce": true, "CollectiveReduceV2": true, "CollectiveReduceV3": true,
 	"CollectiveGather": true, "CollectiveGatherV2": true,
 	"CollectiveBcastSend": true, "CollectiveBcastRecv": true,
@@ -57,10 +57,10 @@ var CollectiveOps = map[string]bool{
 }
 
 // IsCollective reports whether op is a cross-replica collective (see collectiveOps).
-func IsCollective(op string) bool { return CollectiveOps[op] }
+func IsCollective(op string) bool { return collectiveOps[op] }
 
-// NotConsumers are ops whose inputs are never redirected to a swapped-in copy.
-var NotConsumers = map[string]bool{
+// notConsumers are ops whose inputs are never redirected to a swapped-in copy.
+var notConsumers = map[string]bool{
 	"Enter": true, "RefEnter": true, "Exit": true, "RefExit": true, "Switch": true,
 	"RefSwitch": true, "Merge": true, "RefMerge": true, "NextIteration": true,
 	"RefNextIteration": true, "LoopCond": true, "_Send": true, "_HostSend": true, "_Retval": true,
@@ -122,7 +122,7 @@ func Analyze(g *graphdef.Graph, opts Options) *Analysis {
 	// An Exit runs in its loop's frame; a Merge's output is live whichever branch ran.
 	a.inLoop = a.reachFrom(func(n *graphdef.Node) bool { return n.Op == "Enter" || n.Op == "RefEnter" },
 		func(n *graphdef.Node) bool { return n.Op == "Exit" || n.Op == "RefExit" }, true)
-	a.Foldable = Foldable(g)
+	a.Foldable = foldable(g)
 	a.ValueDead = valueDead(g)
 	if len(opts.Fetch) > 0 {
 		// The simulator's pruned set (cost.PrunedNodes) for the fetched step: a node read
@@ -252,7 +252,7 @@ func (a *Analysis) Excluded(n *graphdef.Node) (bool, string) {
 	if NeverSwappedOps[n.Op] {
 		return true, "op " + n.Op + " is never swapped"
 	}
-	if CollectiveOps[n.Op] {
+	if collectiveOps[n.Op] {
 		return true, "op " + n.Op + " is a cross-replica collective"
 	}
 	if _, ok := n.Def.GetAttr()[RoleAttr]; ok {
@@ -306,7 +306,7 @@ func (a *Analysis) TriggerEligible(n *graphdef.Node) bool {
 	if a.Foldable[n.Index] {
 		return false // constant folding replaces it, and moves its control edges
 	}
-	if CollectiveOps[n.Op] {
+	if collectiveOps[n.Op] {
 		return false // it waits for every replica (collectiveOps)
 	}
 	if removableOps[n.Op] || (NeverSwappedOps[n.Op] && n.Op != "Merge" && n.Op != "RefMerge") {
@@ -516,7 +516,7 @@ func (a *Analysis) ConsumerEligible(u graphdef.Use) bool {
 // ConsumerMovable reports whether use u may read another node than its original input as far
 // as its place in the graph goes (ConsumerEligible without ConsumerExclusion's rules).
 func (a *Analysis) ConsumerMovable(u graphdef.Use) bool {
-	return a.OnCompute(u.Node) && !NotConsumers[u.Node.Op] && !CollectiveOps[u.Node.Op] && !a.Preserved(u.Node) && !a.InLoop(u.Node) && !a.InBranch(u.Node) && !a.ValueDead[u.Node.Index]
+	return a.OnCompute(u.Node) && !notConsumers[u.Node.Op] && !collectiveOps[u.Node.Op] && !a.Preserved(u.Node) && !a.InLoop(u.Node) && !a.InBranch(u.Node) && !a.ValueDead[u.Node.Index]
 }
 
 // Candidate is a tensor that may be swapped: made on a compute device, of known size, by an
@@ -602,12 +602,12 @@ func AliasesVariable(n *graphdef.Node) bool {
 	return NeverSwappedOps[in.Node.Op] && (in.Node.Op == "ReadVariableOp" || in.Node.Op == "VariableV2" || in.Node.Op == "Variable")
 }
 
-// Foldable marks the nodes Grappler's constant folding can replace by constants: stateless
+// foldable marks the nodes Grappler's constant folding can replace by constants: stateless
 // ops whose data inputs all come from constants or other foldable nodes (a Tile or Reshape of
 // constants, the shape arithmetic of a gradient). Placeholders, variables and stateful ops
 // are never foldable. Like a removed op, a folded one hands its control edges to others, so
 // it must not gate a swap-in or hold back an op.
-func Foldable(g *graphdef.Graph) []bool {
+func foldable(g *graphdef.Graph) []bool {
 	f := make([]bool, len(g.Nodes))
 	for _, n := range g.Topo {
 		switch {
@@ -713,7 +713,7 @@ const NoTriggerInLoop = "inside a while loop"
 // in the tree, all of them dead below a dead root.
 func (a *Analysis) DeadCopyRead(u graphdef.Use) bool {
 	c := u.Node
-	if !a.ValueDead[c.Index] || !a.OnCompute(c) || NotConsumers[c.Op] || CollectiveOps[c.Op] || a.Preserved(c) || a.InLoop(c) || a.InBranch(c) {
+	if !a.ValueDead[c.Index] || !a.OnCompute(c) || notConsumers[c.Op] || collectiveOps[c.Op] || a.Preserved(c) || a.InLoop(c) || a.InBranch(c) {
 		return false
 	}
 	return a.Device(c) == a.Device(c.Inputs[u.Input].Node)

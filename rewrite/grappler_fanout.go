@@ -226,7 +226,7 @@ func valueDead(g *graphdef.Graph) []bool {
 	dead := make([]bool, len(g.Nodes))
 	for i := len(g.Topo) - 1; i >= 0; i-- {
 		n := g.Topo[i]
-		if graphdef.IsStatefulOp(n.Op) || !graphdef.KnownOp(n.Op) || NotConsumers[n.Op] || NeverSwappedOps[n.Op] && !GrapplerIdentity(n) {
+		if graphdef.IsStatefulOp(n.Op) || !graphdef.KnownOp(n.Op) || notConsumers[n.Op] || NeverSwappedOps[n.Op] && !GrapplerIdentity(n) {
 			continue
 		}
 		readers := 0
