@@ -12,10 +12,10 @@ import (
 	tpb "github.com/wamuir/graft/tensorflow/core/framework/types_go_proto"
 )
 
-// NeverSwappedOps are ops whose outputs are never swapped: constants (Grappler folds them),
+// neverSwappedOps are ops whose outputs are never swapped: constants (Grappler folds them),
 // variables and their reads (the variable keeps its buffer, so a swap frees nothing), and
 // control flow (an edge into or out of a while loop frame must go through Enter/Exit).
-var NeverSwappedOps = map[string]bool{
+var neverSwappedOps = map[string]bool{
 	"Const": true, "HostConst": true,
 	"Variable": true, "VariableV2": true, "VarHandleOp": true, "ReadVariableOp": true,
 	"VarIsInitializedOp": true, "TemporaryVariable": true,
@@ -249,7 +249,7 @@ func (a *Analysis) Preserved(n *graphdef.Node) bool { return a.preserved[n.Name]
 
 // Excluded reports whether n's outputs are never swapped, and why.
 func (a *Analysis) Excluded(n *graphdef.Node) (bool, string) {
-	if NeverSwappedOps[n.Op] {
+	if neverSwappedOps[n.Op] {
 		return true, "op " + n.Op + " is never swapped"
 	}
 	if collectiveOps[n.Op] {
@@ -260,7 +260,7 @@ func (a *Analysis) Excluded(n *graphdef.Node) (bool, string) {
 		// wait depend on the swap-ins its chain reads, a cycle.
 		return true, "made by tfswap (a recomputation)"
 	}
-	if AliasesVariable(n) {
+	if aliasesVariable(n) {
 		return true, "reads a variable, which keeps its buffer"
 	}
 	if r := a.swapOutSensitive(n); r != "" {
@@ -309,7 +309,7 @@ func (a *Analysis) TriggerEligible(n *graphdef.Node) bool {
 	if collectiveOps[n.Op] {
 		return false // it waits for every replica (collectiveOps)
 	}
-	if removableOps[n.Op] || (NeverSwappedOps[n.Op] && n.Op != "Merge" && n.Op != "RefMerge") {
+	if removableOps[n.Op] || (neverSwappedOps[n.Op] && n.Op != "Merge" && n.Op != "RefMerge") {
 		return false // a Merge's output is live whichever branch ran
 	}
 	if FanoutSensitive(n) != "" || a.ValueDead[n.Index] {
@@ -344,18 +344,18 @@ func (a *Analysis) checkTriggerDevice(grp SwapInGroup) error {
 // shapeReaders read only the shapes of their inputs, never the data (issue 12, item 6).
 var shapeReaders = map[string]bool{"Shape": true, "ShapeN": true, "Size": true, "Rank": true}
 
-// AggregationOps are the sums Grappler's arithmetic optimizer treats as aggregations: it
+// aggregationOps are the sums Grappler's arithmetic optimizer treats as aggregations: it
 // collapses trees of them into one AddN (AddOpsRewrite), and its canonicaliser
 // (CanonicalizeNode) sorts their data inputs by input name. A float sum of three or more
 // terms is computed in that order, so renaming one input (to a swap-in) can reorder it and
 // change its last bits (issue 12, item 2: the GPT's gradient AddNs came out in another
 // order). Two terms may come in either order: IEEE addition is commutative.
-var AggregationOps = map[string]bool{"Add": true, "AddV2": true, "AddN": true, "AccumulateNV2": true}
+var aggregationOps = map[string]bool{"Add": true, "AddV2": true, "AddN": true, "AccumulateNV2": true}
 
-// FactorOps are the products HoistCommonFactorOutOfAggregation matches, by input name, in the
+// factorOps are the products HoistCommonFactorOutOfAggregation matches, by input name, in the
 // terms of an aggregation: a factor read from a swap-in in one term and from the original in
 // another is no longer common, and the sum is computed another way.
-var FactorOps = map[string]bool{"Mul": true, "Div": true, "RealDiv": true}
+var factorOps = map[string]bool{"Mul": true, "Div": true, "RealDiv": true}
 
 // Consumer exclusion reasons, as ConsumerExclusion returns them.
 const (
@@ -393,13 +393,13 @@ func ConsumerExclusion(u graphdef.Use) string { return ConsumerExclusionWith(u, 
 // later passes, so it is judged as a reader of the swap-in.
 func ConsumerExclusionWith(u graphdef.Use, dead []bool) string {
 	swapped := u.Node.Inputs[u.Input]
-	if r := TupleReader(u.Node); r != nil {
+	if r := tupleReader(u.Node); r != nil {
 		if readerExclusion(*r, swapped, dead) != "" {
 			return ReasonIdentityReader
 		}
 		return ""
 	}
-	if rs := TupleReaders(u.Node); rs != nil {
+	if rs := tupleReaders(u.Node); rs != nil {
 		for _, r := range rs {
 			if readerExclusion(r, swapped, dead) != "" {
 				return ReasonIdentityReader
@@ -419,17 +419,17 @@ func readerExclusion(u graphdef.Use, swapped graphdef.Tensor, dead []bool) strin
 		return ReasonShapeReader
 	case identityReaderSensitive(c):
 		return ReasonIdentityReader
-	case FactorOps[c.Op]:
+	case factorOps[c.Op]:
 		if hoistableSumReads(c) {
 			return ReasonFactor
 		}
-		if x := swapped.Node; FactorOps[x.Op] && !severalReaders(x, dead) {
+		if x := swapped.Node; factorOps[x.Op] && !severalReaders(x, dead) {
 			return ReasonProduct
 		}
 		if pushDownChild(c, dead) && !pushDownOrderKept(c, u.Node.Inputs[u.Input], swapped) {
 			return ReasonProduct
 		}
-	case AggregationOps[c.Op]:
+	case aggregationOps[c.Op]:
 		if !sumOrderKept(u, swapped) {
 			return ReasonSumOrder
 		}
@@ -502,10 +502,10 @@ func (a *Analysis) ConsumerEligible(u graphdef.Use) bool {
 	if !a.ConsumerMovable(u) || ConsumerExclusionWith(u, a.ValueDead) != "" {
 		return false
 	}
-	if r := TupleReader(u.Node); r != nil {
+	if r := tupleReader(u.Node); r != nil {
 		return a.ConsumerMovable(*r) && a.Device(r.Node) == a.Device(u.Node)
 	}
-	for _, r := range TupleReaders(u.Node) {
+	for _, r := range tupleReaders(u.Node) {
 		if !a.ConsumerMovable(r) || a.Device(r.Node) != a.Device(u.Node) {
 			return false
 		}
@@ -585,10 +585,18 @@ func SortUses(uses []graphdef.Use) {
 	})
 }
 
-// AliasesVariable reports whether n's output is (or may share its buffer with) a variable's
+// Resident reports whether n's outputs stay where they are made for the whole step whatever
+// a plan does: the outputs of the ops never swapped (constants, variables and their reads,
+// control flow, shape arithmetic) and of an op that aliases a variable's value. A planner
+// counts them as live on their device throughout.
+func Resident(n *graphdef.Node) bool {
+	return neverSwappedOps[n.Op] || aliasesVariable(n)
+}
+
+// aliasesVariable reports whether n's output is (or may share its buffer with) a variable's
 // value: an Identity or Snapshot of a ref tensor or of a variable read. Swapping it frees
 // nothing while the variable lives.
-func AliasesVariable(n *graphdef.Node) bool {
+func aliasesVariable(n *graphdef.Node) bool {
 	if n.Op != "Identity" && n.Op != "Snapshot" && n.Op != "RefIdentity" {
 		return false
 	}
@@ -599,7 +607,7 @@ func AliasesVariable(n *graphdef.Node) bool {
 	if dt, ok := in.DataType(); ok && graphdef.IsRef(dt) {
 		return true
 	}
-	return NeverSwappedOps[in.Node.Op] && (in.Node.Op == "ReadVariableOp" || in.Node.Op == "VariableV2" || in.Node.Op == "Variable")
+	return neverSwappedOps[in.Node.Op] && (in.Node.Op == "ReadVariableOp" || in.Node.Op == "VariableV2" || in.Node.Op == "Variable")
 }
 
 // foldable marks the nodes Grappler's constant folding can replace by constants: stateless
@@ -613,7 +621,7 @@ func foldable(g *graphdef.Graph) []bool {
 		switch {
 		case n.Op == "Const" || n.Op == "HostConst":
 			f[n.Index] = true
-		case len(n.Inputs) == 0 || graphdef.IsStatefulOp(n.Op) || !graphdef.KnownOp(n.Op) || NeverSwappedOps[n.Op] && n.Op != "Shape" && n.Op != "ShapeN" && n.Op != "Size" && n.Op != "Rank" && n.Op != "BroadcastGradientArgs" && n.Op != "ConcatOffset":
+		case len(n.Inputs) == 0 || graphdef.IsStatefulOp(n.Op) || !graphdef.KnownOp(n.Op) || neverSwappedOps[n.Op] && n.Op != "Shape" && n.Op != "ShapeN" && n.Op != "Size" && n.Op != "Rank" && n.Op != "BroadcastGradientArgs" && n.Op != "ConcatOffset":
 			// Sources other than constants, state, unknown ops and control flow stay.
 		default:
 			all := true

@@ -65,8 +65,8 @@ func ParseOffloadMode(s string) (OffloadMode, error) {
 // WeightInRole is the role of a host-side copy of an offloaded variable's read.
 const WeightInRole = "weight_in"
 
-// VariableOps are the ops that own a variable's buffer.
-var VariableOps = map[string]bool{"VarHandleOp": true, "VariableV2": true, "Variable": true}
+// variableOps are the ops that own a variable's buffer.
+var variableOps = map[string]bool{"VarHandleOp": true, "VariableV2": true, "Variable": true}
 
 // VariableGroup is a variable with its optimizer slots and the nodes that must run where they
 // live.
@@ -154,7 +154,7 @@ func VariableGroups(a *Analysis) []*VariableGroup {
 	}
 	linked := make([]bool, len(g.Nodes))
 	for _, n := range g.Topo {
-		if (VariableOps[n.Op] && a.OnCompute(n)) || hostArgVariable(a, n) {
+		if (variableOps[n.Op] && a.OnCompute(n)) || hostArgVariable(a, n) {
 			linked[n.Index] = true
 		}
 	}
@@ -199,7 +199,7 @@ func VariableGroups(a *Analysis) []*VariableGroup {
 			groups = append(groups, vg)
 		}
 		vg.Nodes = append(vg.Nodes, n)
-		if VariableOps[n.Op] || n.Op == "_Arg" {
+		if variableOps[n.Op] || n.Op == "_Arg" {
 			vg.OnHost = vg.OnHost || n.Op == "_Arg"
 			vg.Variables = append(vg.Variables, n)
 			if vg.Name == "" || len(n.Name) < len(vg.Name) {
@@ -765,7 +765,7 @@ func VerifyOffload(orig *graphdef.Graph, res *OffloadResult) error {
 				return fmt.Errorf("node %q moved to %q, not a host CPU", on.Name, nn.Def.GetDevice())
 			}
 		}
-		if VariableOps[on.Op] {
+		if variableOps[on.Op] {
 			if h, ok := hostOf[on.Name]; ok && nn.Def.GetDevice() != h {
 				return fmt.Errorf("variable %q is on %q, not its host %q", on.Name, nn.Def.GetDevice(), h)
 			}
@@ -775,7 +775,7 @@ func VerifyOffload(orig *graphdef.Graph, res *OffloadResult) error {
 			if got.Node.Name == in.Node.Name && got.Port == in.Port {
 				// A handle must stay on its variable's device: TensorFlow runs ops on
 				// resources where the resource lives.
-				if dt, ok := in.DataType(); ok && (graphdef.IsHandle(dt) || graphdef.IsRef(dt)) && VariableOps[in.Node.Op] {
+				if dt, ok := in.DataType(); ok && (graphdef.IsHandle(dt) || graphdef.IsRef(dt)) && variableOps[in.Node.Op] {
 					if out.Nodes[in.Node.Index].Def.GetDevice() != nn.Def.GetDevice() {
 						return fmt.Errorf("node %q takes the handle of %q on another device (%q, %q)", on.Name, in.Node.Name, nn.Def.GetDevice(), out.Nodes[in.Node.Index].Def.GetDevice())
 					}

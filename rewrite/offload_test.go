@@ -48,7 +48,7 @@ func TestOffloadAllFixtures(t *testing.T) {
 			}
 			vars := 0
 			for _, n := range g.Nodes {
-				if !VariableOps[n.Op] {
+				if !variableOps[n.Op] {
 					continue
 				}
 				vars++
