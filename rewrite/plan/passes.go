@@ -302,7 +302,7 @@ func passStrategy(st *planState) error {
 // accumulators the rewrite can place on the host (Analysis.HostAccumulators: every
 // iteration's pushed tensor kept for the gradient loop; of any size, as they hold every
 // iteration's), the strategy plans again on a problem whose plans all place them there (the
-// unswapped step too: newProblemPlacing), and the better outcome is kept. Placing an accumulator is a swap of every iteration's pushed
+// unswapped step too: Problem.newDerived), and the better outcome is kept. Placing an accumulator is a swap of every iteration's pushed
 // tensor, out as the forward loop pushes it and in as the gradient loop pops it; its
 // transfers are simulated as the graph written runs them. On a graph without loops, or
 // when the plan fits without, nothing changes. The plan kept is then the swap-only plan the
@@ -316,14 +316,13 @@ func passAccumulators(st *planState) error {
 		return nil
 	}
 	pr := st.pr
-	p2, err := newProblemPlacing(st.model, st.a, pr.Opts, pr.grapplerMargin, accs)
+	p2, err := pr.newDerived(st.model, st.a, pr.grapplerMargin, accs)
 	if err != nil {
 		return err
 	}
 	if err := p2.checkDeviceBudgets(); err != nil {
 		return err
 	}
-	p2.original = pr.Base
 	pr2 := p2.newRun(st.planner.Name)
 	ev, err := st.planner.plan(pr2)
 	st.sims += pr2.sims

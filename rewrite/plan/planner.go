@@ -301,11 +301,10 @@ func (pr *Problem) swapBound() int64 {
 // pr's, by pr's budgets: its plan evaluated on its graph by a problem with pr's options, the
 // overhead against pr's unswapped step. It returns that stage and the simulations spent.
 func (pr *planRun) judgeRecomputed(rs *stage) (*stage, int, error) {
-	p3, err := newProblemWith(rs.model, rs.a, pr.Opts, recomputeGrapplerMargin)
+	p3, err := pr.newDerived(rs.model, rs.a, recomputeGrapplerMargin, nil)
 	if err != nil {
 		return nil, 0, err
 	}
-	p3.original = pr.Base
 	pr3 := p3.newRun(rs.pr.strategy)
 	ev, err := pr3.Evaluate(rs.ev.Plan)
 	if err != nil {
@@ -441,11 +440,10 @@ func (pr *planRun) planRecomputeLevel(planner *Strategy, mode string, ev0 *Evalu
 	// The recomputed graph's first nodes are the original's, mostly with the same NodeDefs:
 	// its simulations share the original's set-up cache.
 	a2.Setup = pr.Analysis.Setup
-	p2, err := newProblemWith(best.model, a2, pr.Opts, recomputeGrapplerMargin)
+	p2, err := pr.newDerived(best.model, a2, recomputeGrapplerMargin, nil)
 	if err != nil {
 		return nil, err
 	}
-	p2.original = pr.Base
 	pr2 := p2.newRun(planner.Name)
 	var only map[string]bool
 	if mode == "auto" {

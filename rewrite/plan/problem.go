@@ -252,12 +252,11 @@ func better(a, b *Evaluation) bool {
 // planning run (planRun) carries what a search changes.
 //
 // Its fields are of two kinds:
-//   - the inputs, set before the problem's first run (by the constructors; original by the
-//     pass that makes a problem of a graph with recomputations or accumulators placed, right
-//     after) and not changed after: Model, Analysis, Opts, Profile, Base, original, simOpts,
-//     shapes, timing, buffers, bufOf, fast, relabel, realType, fit, grappler, latency,
-//     hostIdent, grapplerMargin, accumulators and the constructors' simulation counts
-//     (release drops the large ones and the memos once the plan is chosen);
+//   - the inputs, set by the constructors and not changed after: Model, Analysis, Opts,
+//     Profile, Base, original, simOpts, shapes, timing, buffers, bufOf, fast, relabel,
+//     realType, fit, grappler, latency, hostIdent, grapplerMargin, accumulators and the
+//     constructors' simulation counts (release drops the large ones and the memos once the
+//     plan is chosen);
 //   - memos, filled on first use, whose answers depend on the inputs alone, not on what was
 //     searched before or by which strategy: seqs, budgets, lms, elig and memos.
 //
@@ -354,19 +353,16 @@ func (pr *Problem) placed(plan *rewrite.Plan) *rewrite.Plan {
 // newProblem prepares a planning problem: simulates the unswapped graph and indexes its
 // tensors.
 func newProblem(model *graphdef.Model, a *rewrite.Analysis, po PlanOptions) (*Problem, error) {
-	return newProblemWith(model, a, po, 0)
+	return newProblemFor(model, a, po, 0, nil, true, nil)
 }
 
-// newProblemWith is newProblem keeping grapplerMargin thousandths of each budget free by
-// Grappler's accounting.
-func newProblemWith(model *graphdef.Model, a *rewrite.Analysis, po PlanOptions, grapplerMargin int64) (*Problem, error) {
-	return newProblemPlacing(model, a, po, grapplerMargin, nil)
-}
-
-// newProblemPlacing is newProblemWith for a problem whose plans all place accumulators (some
-// of a.HostAccumulators) on the host: its unswapped step is the graph with them placed.
-func newProblemPlacing(model *graphdef.Model, a *rewrite.Analysis, po PlanOptions, grapplerMargin int64, accumulators []*graphdef.Node) (*Problem, error) {
-	return newProblemFor(model, a, po, grapplerMargin, accumulators, true)
+// newDerived prepares a problem planned in place of pr's, with pr's options: the graph of
+// model and a (pr's, or one with recomputations), keeping grapplerMargin thousandths of each
+// budget free by Grappler's accounting, and with its plans all placing accumulators (some of
+// a.HostAccumulators, or none) on the host, its unswapped step too. Its original is pr's
+// unswapped step, which the no-fit report refers to.
+func (pr *Problem) newDerived(model *graphdef.Model, a *rewrite.Analysis, grapplerMargin int64, accumulators []*graphdef.Node) (*Problem, error) {
+	return newProblemFor(model, a, pr.Opts, grapplerMargin, accumulators, true, pr.Base)
 }
 
 // newPredictionProblem is newProblem for a problem that only predicts the plans it is given
@@ -375,12 +371,14 @@ func newProblemPlacing(model *graphdef.Model, a *rewrite.Analysis, po PlanOption
 // the fast model that only planners read (on a large graph they are a tenth of the live heap
 // while the plan's graph is simulated).
 func newPredictionProblem(model *graphdef.Model, a *rewrite.Analysis, po PlanOptions) (*Problem, error) {
-	return newProblemFor(model, a, po, 0, nil, false)
+	return newProblemFor(model, a, po, 0, nil, false, nil)
 }
 
-// newProblemFor is newProblemPlacing, with the unswapped step's timeline and the indices that
-// planning needs made only when planning is set.
-func newProblemFor(model *graphdef.Model, a *rewrite.Analysis, po PlanOptions, grapplerMargin int64, accumulators []*graphdef.Node, planning bool) (*Problem, error) {
+// newProblemFor makes the problems of newProblem, newDerived and newPredictionProblem: the
+// unswapped step's timeline and the indices that planning needs are made only when planning
+// is set, and original is the unswapped step of the graph a derived problem plans in place
+// of (nil for the others).
+func newProblemFor(model *graphdef.Model, a *rewrite.Analysis, po PlanOptions, grapplerMargin int64, accumulators []*graphdef.Node, planning bool, original *Evaluation) (*Problem, error) {
 	if po.Profile == nil {
 		p, err := cost.LookupProfile(DefaultDevice)
 		if err != nil {
@@ -404,7 +402,7 @@ func newProblemFor(model *graphdef.Model, a *rewrite.Analysis, po PlanOptions, g
 		grapplerMargin = 0
 	}
 	pr := &Problem{Model: model, Analysis: a, Opts: po, Profile: po.Profile, grapplerMargin: grapplerMargin,
-		accumulators: accumulators}
+		accumulators: accumulators, original: original}
 	// Grappler's figures exist for graphs simulated by tfswap's rules (not for what-if
 	// simulations with other conventions, which are then judged by those alone).
 	pr.grappler = po.Sim.Conventions == (cost.Conventions{})
