@@ -36,17 +36,17 @@ var windowStrategy = &Strategy{
 	Doc: "adaptive schedule-window (Sony out-of-core): swap-ins issued when the byte look-ahead window reaches a read, " +
 		"swap-outs completed oldest first only as far as the budget requires; the window size is tuned with the simulator",
 	Run: func(pass *Pass) (*Evaluation, error) {
-		if pass.scale && pass.Problem.Opts.Window == 0 {
-			return windowPlanner{}.planOne(pass.Problem, pass.Problem.Opts.Budget)
+		if pass.scale && pass.run.Opts.Window == 0 {
+			return windowPlanner{}.planOne(pass.run, pass.run.Opts.Budget)
 		}
-		return windowPlanner{}.Plan(pass.Problem)
+		return windowPlanner{}.Plan(pass.run)
 	},
 }
 
 // planOne plans with one window size, fitted with the simulator in the loop, instead of
 // tuning the size: auto's effort rule runs it on graphs past its bound (Pass.scale), where
 // screening and fitting a dozen sizes costs a dozen whole plans and their simulations.
-func (p windowPlanner) planOne(pr *Problem, window int64) (*Evaluation, error) {
+func (p windowPlanner) planOne(pr *planRun, window int64) (*Evaluation, error) {
 	if pr.Base.Fits {
 		return pr.Base, nil
 	}
@@ -247,13 +247,13 @@ func (pr *Problem) windowChoices(window int64, target []int64) []*choice {
 }
 
 // windowPlan returns the plan of the schedule-window for window bytes and targets.
-func (pr *Problem) windowPlan(window int64, target []int64) *rewrite.Plan {
+func (pr *planRun) windowPlan(window int64, target []int64) *rewrite.Plan {
 	plan, _ := pr.buildPlan(pr.windowChoices(window, target), windowRule(window))
 	plan, _ = pr.throttled(plan, target)
 	return plan
 }
 
-func (p windowPlanner) Plan(pr *Problem) (*Evaluation, error) {
+func (p windowPlanner) Plan(pr *planRun) (*Evaluation, error) {
 	if pr.Base.Fits {
 		return pr.Base, nil
 	}
