@@ -269,7 +269,8 @@ func better(a, b *Evaluation) bool {
 // The search state (every plan evaluated, the best and lowest so far, the simulations run,
 // the strategy running, the builder output kept, the explanations) is a planRun's, made by
 // newRun for each planning of the problem. Two runs on one problem plan as two runs on two
-// problems made alike would (TestProblemSharedByRuns).
+// problems made alike would (TestProblemSharedByRuns), and a run leaves the problem's fields
+// as they were, memos aside (TestProblemReadOnly).
 type Problem struct {
 	Model    *graphdef.Model
 	Analysis *rewrite.Analysis

@@ -2,6 +2,8 @@ package plan
 
 import (
 	"fmt"
+	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/tfswap/tfswap/graphdef"
@@ -98,4 +100,81 @@ func idx(pair [2]string, name string) int {
 		return 0
 	}
 	return 1
+}
+
+// TestProblemReadOnly: planning does not write a Problem once it is made. Every strategy runs
+// on a problem of each fixture and of a synthetic residual graph at 70% of the unswapped
+// peak, and afterwards the problem's fields, its memos aside (seqs, budgets, lms, elig,
+// memos), are what they were (pointers not reassigned, values equal), and so is its unswapped
+// step, Base, down to each device's figures. It fails unless some strategy's run evaluated
+// plans beyond the unswapped step.
+func TestProblemReadOnly(t *testing.T) {
+	graphs, v100 := fixturesAndSynth400(t)
+	searched := 0
+	for _, gr := range graphs {
+		g, err := graphdef.NewGraph(gr.m.Graph, gr.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := rewrite.Analyze(g, rewrite.Options{})
+		p0, err := newProblem(gr.m, a, PlanOptions{Profile: v100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		po := PlanOptions{Profile: v100, Budget: maxPeak(p0.Base) * 7 / 10, Explain: true}
+		for _, s := range Strategies() {
+			pr, err := newProblem(gr.m, a, po)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := *pr
+			base := *pr.Base
+			base.Devices = append([]DevicePeak(nil), pr.Base.Devices...)
+			r := pr.newRun(s.Name)
+			if _, err := s.plan(r); err != nil {
+				t.Fatalf("%s/%s: %v", gr.name, s.Name, err)
+			}
+			if len(r.cache) > 1 {
+				searched++
+			}
+			after := *pr
+			for _, p := range []*Problem{&before, &after} {
+				p.seqs, p.budgets, p.lms, p.elig, p.memos = nil, nil, nil, nil, nil
+			}
+			// DeepEqual takes pointers, maps and slices that are the same as equal: a field
+			// reassigned differs, what it points to is not compared (Base is, below).
+			if !reflect.DeepEqual(before, after) {
+				t.Errorf("%s/%s: planning changed the problem's fields:\n%s", gr.name, s.Name, problemFieldsChanged(before, after))
+			}
+			if !reflect.DeepEqual(base, *pr.Base) {
+				t.Errorf("%s/%s: planning changed the problem's unswapped step:\n%+v\nwas\n%+v", gr.name, s.Name, *pr.Base, base)
+			}
+		}
+	}
+	if searched == 0 {
+		t.Fatal("no strategy evaluated a plan: the test checks nothing")
+	}
+}
+
+// problemFieldsChanged names the fields of a and b that differ, for TestProblemReadOnly's
+// message: pointers, maps and slices by address (and length), other fields by value.
+func problemFieldsChanged(a, b Problem) string {
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	var out []string
+	for i := 0; i < va.NumField(); i++ {
+		fa, fb := va.Field(i), vb.Field(i)
+		var same bool
+		switch fa.Kind() {
+		case reflect.Pointer, reflect.Map, reflect.Func, reflect.Chan:
+			same = fa.Pointer() == fb.Pointer()
+		case reflect.Slice:
+			same = fa.Pointer() == fb.Pointer() && fa.Len() == fb.Len()
+		default:
+			same = fmt.Sprint(fa) == fmt.Sprint(fb)
+		}
+		if !same {
+			out = append(out, va.Type().Field(i).Name)
+		}
+	}
+	return strings.Join(out, ", ")
 }
