@@ -124,12 +124,16 @@ type Options struct {
 	Fetch []string
 }
 
-// Defaults of Options.
+// The defaults of Options.
 const (
+	// DefaultSwapoutThreshold is Options.SwapoutThreshold's default, in levels.
 	DefaultSwapoutThreshold = 10
-	DefaultSwapinAhead      = 2
-	DefaultSwapinGroupBy    = 5
-	DefaultMinTensorBytes   = 64 << 10
+	// DefaultSwapinAhead is Options.SwapinAhead's default, in levels.
+	DefaultSwapinAhead = 2
+	// DefaultSwapinGroupBy is Options.SwapinGroupBy's default, in levels.
+	DefaultSwapinGroupBy = 5
+	// DefaultMinTensorBytes is Options.MinTensorBytes' default: 64 KiB.
+	DefaultMinTensorBytes = 64 << 10
 )
 
 // WithDefaults returns o with zero fields replaced by their defaults, and checks it.
