@@ -23,7 +23,7 @@ var update = flag.Bool("update", false, "rewrite the .golden files of testdata")
 // TestSurgery performs the hand-written plans of testdata/surgery on their small graphs, in
 // the style of golang.org/x/tools/go/analysis/analysistest: each NAME.txt holds sections
 // "-- graph --" (a GraphDef in text form), "-- plan --" (the plan, one line per swap-in
-// group, wait or recomputation; see parsePlan), optionally "-- options --" ("gate device")
+// group, wait or recomputation; see parsePlan), optionally "-- options --" ("gate device", "gate reduce")
 // and "-- break --" (edits of the written graph Verify must reject; see breakResult). The
 // outcome is compared with NAME.golden (go test -update rewrites it): the nodes the rewrite
 // added or changed, with their device, inputs and tfswap's attrs; the Result's swaps, waits
@@ -65,6 +65,8 @@ func runSurgery(t *testing.T, file string) string {
 		switch line {
 		case "gate device":
 			opts.Gate = GateDevice
+		case "gate reduce":
+			opts.GateKind = GateReduce
 		default:
 			t.Fatalf("unknown option %q", line)
 		}
