@@ -20,6 +20,23 @@ func newProblemRun(model *graphdef.Model, a *rewrite.Analysis, po PlanOptions) (
 	return pr.newRun(""), nil
 }
 
+// atSeventyPercent analyzes gr's graph and returns the analysis and po with its budget set
+// to 70% of the unswapped peak (as po simulates it).
+func atSeventyPercent(t *testing.T, gr namedModel, po PlanOptions) (*rewrite.Analysis, PlanOptions) {
+	t.Helper()
+	g, err := graphdef.NewGraph(gr.m.Graph, gr.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := rewrite.Analyze(g, rewrite.Options{})
+	p0, err := newProblem(gr.m, a, po)
+	if err != nil {
+		t.Fatal(err)
+	}
+	po.Budget = maxPeak(p0.Base) * 7 / 10
+	return a, po
+}
+
 // runOutcome is what a strategy's run on a problem gives that the order of runs must not
 // change: the plan, its simulated outcome, the strategy credited and the simulations spent.
 func runOutcome(ev *Evaluation, sims int) string {
@@ -44,16 +61,7 @@ func TestProblemSharedByRuns(t *testing.T) {
 	pairs := [][2]string{{"lms", "vdnn-dyn"}, {"window", "autoswap"}, {"auto", "lms"}}
 	swapped := 0
 	for _, gr := range graphs {
-		g, err := graphdef.NewGraph(gr.m.Graph, gr.name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		a := rewrite.Analyze(g, rewrite.Options{})
-		p0, err := newProblem(gr.m, a, PlanOptions{Profile: v100, FitAccounting: "tfswap"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		po := PlanOptions{Profile: v100, FitAccounting: "tfswap", Budget: maxPeak(p0.Base) * 7 / 10}
+		a, po := atSeventyPercent(t, gr, PlanOptions{Profile: v100, FitAccounting: "tfswap"})
 		for _, pair := range pairs {
 			// got[i][name] is the outcome of strategy name on the problem that ran pair in
 			// order i (0: as listed, 1: reversed).
@@ -112,16 +120,7 @@ func TestProblemReadOnly(t *testing.T) {
 	graphs, v100 := fixturesAndSynth400(t)
 	searched := 0
 	for _, gr := range graphs {
-		g, err := graphdef.NewGraph(gr.m.Graph, gr.name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		a := rewrite.Analyze(g, rewrite.Options{})
-		p0, err := newProblem(gr.m, a, PlanOptions{Profile: v100})
-		if err != nil {
-			t.Fatal(err)
-		}
-		po := PlanOptions{Profile: v100, Budget: maxPeak(p0.Base) * 7 / 10, Explain: true}
+		a, po := atSeventyPercent(t, gr, PlanOptions{Profile: v100, Explain: true})
 		for _, s := range Strategies() {
 			pr, err := newProblem(gr.m, a, po)
 			if err != nil {
