@@ -250,7 +250,7 @@ func placeAccumulators(res *Result, a *Analysis, chosen []*graphdef.Node) {
 	}
 	placeLists(res, a, enters, mutable)
 	if cloned != nil {
-		res.BuiltGraph = nil // the builder's graph no longer describes res.Model
+		res.built = nil // the builder's graph no longer describes res.Model
 	}
 }
 

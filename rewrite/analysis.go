@@ -12,10 +12,10 @@ import (
 	tpb "github.com/wamuir/graft/tensorflow/core/framework/types_go_proto"
 )
 
-// NeverSwappedOps are ops whose outputs are never swapped: constants (Grappler folds them),
+// neverSwappedOps are ops whose outputs are never swapped: constants (Grappler folds them),
 // variables and their reads (the variable keeps its buffer, so a swap frees nothing), and
 // control flow (an edge into or out of a while loop frame must go through Enter/Exit).
-var NeverSwappedOps = map[string]bool{
+var neverSwappedOps = map[string]bool{
 	"Const": true, "HostConst": true,
 	"Variable": true, "VariableV2": true, "VarHandleOp": true, "ReadVariableOp": true,
 	"VarIsInitializedOp": true, "TemporaryVariable": true,
@@ -37,14 +37,14 @@ var removableOps = map[string]bool{
 	"PreventGradient": true, "CheckNumerics": true, "Print": true,
 }
 
-// CollectiveOps are the cross-replica collectives of a data-parallel step
+// collectiveOps are the cross-replica collectives of a data-parallel step
 // (tf.distribute's MirroredStrategy and MultiWorkerMirroredStrategy, Horovod-like NCCL
 // all-reduces): each replica's op meets its peers' at run time by group and instance key,
 // not by graph edges. Their outputs are never swapped, their inputs never redirected to a
 // swap-in, and they never gate a swap-in: a collective waits for every replica, so a trigger
 // on it would tie one replica's prefetch to the slowest peer, and the collectives stay
 // exactly as the program built them.
-var CollectiveOps = map[string]bool{
+var collectiveOps = map[string]bool{
 	"CollectiveReduce": true, "CollectiveReduceV2": true, "CollectiveReduceV3": true,
 	"CollectiveGather": true, "CollectiveGatherV2": true,
 	"CollectiveBcastSend": true, "CollectiveBcastRecv": true,
@@ -57,10 +57,10 @@ var CollectiveOps = map[string]bool{
 }
 
 // IsCollective reports whether op is a cross-replica collective (see collectiveOps).
-func IsCollective(op string) bool { return CollectiveOps[op] }
+func IsCollective(op string) bool { return collectiveOps[op] }
 
-// NotConsumers are ops whose inputs are never redirected to a swapped-in copy.
-var NotConsumers = map[string]bool{
+// notConsumers are ops whose inputs are never redirected to a swapped-in copy.
+var notConsumers = map[string]bool{
 	"Enter": true, "RefEnter": true, "Exit": true, "RefExit": true, "Switch": true,
 	"RefSwitch": true, "Merge": true, "RefMerge": true, "NextIteration": true,
 	"RefNextIteration": true, "LoopCond": true, "_Send": true, "_HostSend": true, "_Retval": true,
@@ -122,7 +122,7 @@ func Analyze(g *graphdef.Graph, opts Options) *Analysis {
 	// An Exit runs in its loop's frame; a Merge's output is live whichever branch ran.
 	a.inLoop = a.reachFrom(func(n *graphdef.Node) bool { return n.Op == "Enter" || n.Op == "RefEnter" },
 		func(n *graphdef.Node) bool { return n.Op == "Exit" || n.Op == "RefExit" }, true)
-	a.Foldable = Foldable(g)
+	a.Foldable = foldable(g)
 	a.ValueDead = valueDead(g)
 	if len(opts.Fetch) > 0 {
 		// The simulator's pruned set (cost.PrunedNodes) for the fetched step: a node read
@@ -249,10 +249,10 @@ func (a *Analysis) Preserved(n *graphdef.Node) bool { return a.preserved[n.Name]
 
 // Excluded reports whether n's outputs are never swapped, and why.
 func (a *Analysis) Excluded(n *graphdef.Node) (bool, string) {
-	if NeverSwappedOps[n.Op] {
+	if neverSwappedOps[n.Op] {
 		return true, "op " + n.Op + " is never swapped"
 	}
-	if CollectiveOps[n.Op] {
+	if collectiveOps[n.Op] {
 		return true, "op " + n.Op + " is a cross-replica collective"
 	}
 	if _, ok := n.Def.GetAttr()[RoleAttr]; ok {
@@ -260,7 +260,7 @@ func (a *Analysis) Excluded(n *graphdef.Node) (bool, string) {
 		// wait depend on the swap-ins its chain reads, a cycle.
 		return true, "made by tfswap (a recomputation)"
 	}
-	if AliasesVariable(n) {
+	if aliasesVariable(n) {
 		return true, "reads a variable, which keeps its buffer"
 	}
 	if r := a.swapOutSensitive(n); r != "" {
@@ -306,10 +306,10 @@ func (a *Analysis) TriggerEligible(n *graphdef.Node) bool {
 	if a.Foldable[n.Index] {
 		return false // constant folding replaces it, and moves its control edges
 	}
-	if CollectiveOps[n.Op] {
+	if collectiveOps[n.Op] {
 		return false // it waits for every replica (collectiveOps)
 	}
-	if removableOps[n.Op] || (NeverSwappedOps[n.Op] && n.Op != "Merge" && n.Op != "RefMerge") {
+	if removableOps[n.Op] || (neverSwappedOps[n.Op] && n.Op != "Merge" && n.Op != "RefMerge") {
 		return false // a Merge's output is live whichever branch ran
 	}
 	if FanoutSensitive(n) != "" || a.ValueDead[n.Index] {
@@ -344,18 +344,18 @@ func (a *Analysis) checkTriggerDevice(grp SwapInGroup) error {
 // shapeReaders read only the shapes of their inputs, never the data (issue 12, item 6).
 var shapeReaders = map[string]bool{"Shape": true, "ShapeN": true, "Size": true, "Rank": true}
 
-// AggregationOps are the sums Grappler's arithmetic optimizer treats as aggregations: it
+// aggregationOps are the sums Grappler's arithmetic optimizer treats as aggregations: it
 // collapses trees of them into one AddN (AddOpsRewrite), and its canonicaliser
 // (CanonicalizeNode) sorts their data inputs by input name. A float sum of three or more
 // terms is computed in that order, so renaming one input (to a swap-in) can reorder it and
 // change its last bits (issue 12, item 2: the GPT's gradient AddNs came out in another
 // order). Two terms may come in either order: IEEE addition is commutative.
-var AggregationOps = map[string]bool{"Add": true, "AddV2": true, "AddN": true, "AccumulateNV2": true}
+var aggregationOps = map[string]bool{"Add": true, "AddV2": true, "AddN": true, "AccumulateNV2": true}
 
-// FactorOps are the products HoistCommonFactorOutOfAggregation matches, by input name, in the
+// factorOps are the products HoistCommonFactorOutOfAggregation matches, by input name, in the
 // terms of an aggregation: a factor read from a swap-in in one term and from the original in
 // another is no longer common, and the sum is computed another way.
-var FactorOps = map[string]bool{"Mul": true, "Div": true, "RealDiv": true}
+var factorOps = map[string]bool{"Mul": true, "Div": true, "RealDiv": true}
 
 // Consumer exclusion reasons, as ConsumerExclusion returns them.
 const (
@@ -393,13 +393,13 @@ func ConsumerExclusion(u graphdef.Use) string { return ConsumerExclusionWith(u, 
 // later passes, so it is judged as a reader of the swap-in.
 func ConsumerExclusionWith(u graphdef.Use, dead []bool) string {
 	swapped := u.Node.Inputs[u.Input]
-	if r := TupleReader(u.Node); r != nil {
+	if r := tupleReader(u.Node); r != nil {
 		if readerExclusion(*r, swapped, dead) != "" {
 			return ReasonIdentityReader
 		}
 		return ""
 	}
-	if rs := TupleReaders(u.Node); rs != nil {
+	if rs := tupleReaders(u.Node); rs != nil {
 		for _, r := range rs {
 			if readerExclusion(r, swapped, dead) != "" {
 				return ReasonIdentityReader
@@ -419,17 +419,17 @@ func readerExclusion(u graphdef.Use, swapped graphdef.Tensor, dead []bool) strin
 		return ReasonShapeReader
 	case identityReaderSensitive(c):
 		return ReasonIdentityReader
-	case FactorOps[c.Op]:
+	case factorOps[c.Op]:
 		if hoistableSumReads(c) {
 			return ReasonFactor
 		}
-		if x := swapped.Node; FactorOps[x.Op] && !severalReaders(x, dead) {
+		if x := swapped.Node; factorOps[x.Op] && !severalReaders(x, dead) {
 			return ReasonProduct
 		}
 		if pushDownChild(c, dead) && !pushDownOrderKept(c, u.Node.Inputs[u.Input], swapped) {
 			return ReasonProduct
 		}
-	case AggregationOps[c.Op]:
+	case aggregationOps[c.Op]:
 		if !sumOrderKept(u, swapped) {
 			return ReasonSumOrder
 		}
@@ -502,10 +502,10 @@ func (a *Analysis) ConsumerEligible(u graphdef.Use) bool {
 	if !a.ConsumerMovable(u) || ConsumerExclusionWith(u, a.ValueDead) != "" {
 		return false
 	}
-	if r := TupleReader(u.Node); r != nil {
+	if r := tupleReader(u.Node); r != nil {
 		return a.ConsumerMovable(*r) && a.Device(r.Node) == a.Device(u.Node)
 	}
-	for _, r := range TupleReaders(u.Node) {
+	for _, r := range tupleReaders(u.Node) {
 		if !a.ConsumerMovable(r) || a.Device(r.Node) != a.Device(u.Node) {
 			return false
 		}
@@ -516,7 +516,7 @@ func (a *Analysis) ConsumerEligible(u graphdef.Use) bool {
 // ConsumerMovable reports whether use u may read another node than its original input as far
 // as its place in the graph goes (ConsumerEligible without ConsumerExclusion's rules).
 func (a *Analysis) ConsumerMovable(u graphdef.Use) bool {
-	return a.OnCompute(u.Node) && !NotConsumers[u.Node.Op] && !CollectiveOps[u.Node.Op] && !a.Preserved(u.Node) && !a.InLoop(u.Node) && !a.InBranch(u.Node) && !a.ValueDead[u.Node.Index]
+	return a.OnCompute(u.Node) && !notConsumers[u.Node.Op] && !collectiveOps[u.Node.Op] && !a.Preserved(u.Node) && !a.InLoop(u.Node) && !a.InBranch(u.Node) && !a.ValueDead[u.Node.Index]
 }
 
 // Candidate is a tensor that may be swapped: made on a compute device, of known size, by an
@@ -585,10 +585,18 @@ func SortUses(uses []graphdef.Use) {
 	})
 }
 
-// AliasesVariable reports whether n's output is (or may share its buffer with) a variable's
+// Resident reports whether n's outputs stay where they are made for the whole step whatever
+// a plan does: the outputs of the ops never swapped (constants, variables and their reads,
+// control flow, shape arithmetic) and of an op that aliases a variable's value. A planner
+// counts them as live on their device throughout.
+func Resident(n *graphdef.Node) bool {
+	return neverSwappedOps[n.Op] || aliasesVariable(n)
+}
+
+// aliasesVariable reports whether n's output is (or may share its buffer with) a variable's
 // value: an Identity or Snapshot of a ref tensor or of a variable read. Swapping it frees
 // nothing while the variable lives.
-func AliasesVariable(n *graphdef.Node) bool {
+func aliasesVariable(n *graphdef.Node) bool {
 	if n.Op != "Identity" && n.Op != "Snapshot" && n.Op != "RefIdentity" {
 		return false
 	}
@@ -599,21 +607,21 @@ func AliasesVariable(n *graphdef.Node) bool {
 	if dt, ok := in.DataType(); ok && graphdef.IsRef(dt) {
 		return true
 	}
-	return NeverSwappedOps[in.Node.Op] && (in.Node.Op == "ReadVariableOp" || in.Node.Op == "VariableV2" || in.Node.Op == "Variable")
+	return neverSwappedOps[in.Node.Op] && (in.Node.Op == "ReadVariableOp" || in.Node.Op == "VariableV2" || in.Node.Op == "Variable")
 }
 
-// Foldable marks the nodes Grappler's constant folding can replace by constants: stateless
+// foldable marks the nodes Grappler's constant folding can replace by constants: stateless
 // ops whose data inputs all come from constants or other foldable nodes (a Tile or Reshape of
 // constants, the shape arithmetic of a gradient). Placeholders, variables and stateful ops
 // are never foldable. Like a removed op, a folded one hands its control edges to others, so
 // it must not gate a swap-in or hold back an op.
-func Foldable(g *graphdef.Graph) []bool {
+func foldable(g *graphdef.Graph) []bool {
 	f := make([]bool, len(g.Nodes))
 	for _, n := range g.Topo {
 		switch {
 		case n.Op == "Const" || n.Op == "HostConst":
 			f[n.Index] = true
-		case len(n.Inputs) == 0 || graphdef.IsStatefulOp(n.Op) || !graphdef.KnownOp(n.Op) || NeverSwappedOps[n.Op] && n.Op != "Shape" && n.Op != "ShapeN" && n.Op != "Size" && n.Op != "Rank" && n.Op != "BroadcastGradientArgs" && n.Op != "ConcatOffset":
+		case len(n.Inputs) == 0 || graphdef.IsStatefulOp(n.Op) || !graphdef.KnownOp(n.Op) || neverSwappedOps[n.Op] && n.Op != "Shape" && n.Op != "ShapeN" && n.Op != "Size" && n.Op != "Rank" && n.Op != "BroadcastGradientArgs" && n.Op != "ConcatOffset":
 			// Sources other than constants, state, unknown ops and control flow stay.
 		default:
 			all := true
@@ -713,7 +721,7 @@ const NoTriggerInLoop = "inside a while loop"
 // in the tree, all of them dead below a dead root.
 func (a *Analysis) DeadCopyRead(u graphdef.Use) bool {
 	c := u.Node
-	if !a.ValueDead[c.Index] || !a.OnCompute(c) || NotConsumers[c.Op] || CollectiveOps[c.Op] || a.Preserved(c) || a.InLoop(c) || a.InBranch(c) {
+	if !a.ValueDead[c.Index] || !a.OnCompute(c) || notConsumers[c.Op] || collectiveOps[c.Op] || a.Preserved(c) || a.InLoop(c) || a.InBranch(c) {
 		return false
 	}
 	return a.Device(c) == a.Device(c.Inputs[u.Input].Node)

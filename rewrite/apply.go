@@ -22,8 +22,8 @@ const Scope = "tfswap/"
 // RoleAttr is the attr that marks a node tfswap added, with its role ("swap_out", "swap_in").
 const RoleAttr = "_tfswap_role"
 
-// IDAttr carries a swap node's own name, so that no two swap nodes are identical.
-const IDAttr = "_tfswap_id"
+// idAttr carries a swap node's own name, so that no two swap nodes are identical.
+const idAttr = "_tfswap_id"
 
 // DoNotRemoveAttr is the attr Grappler honours to keep a node (GrapplerItem::NodesToPreserve).
 const DoNotRemoveAttr = "_grappler_do_not_remove"
@@ -100,9 +100,9 @@ type Result struct {
 	// where they are (UnloweredLoopLimit), in graph order.
 	FunctionalLoops []FunctionalLoop `json:",omitempty"`
 
-	// BuiltGraph is Model's graph as the builder made it (Apply), for Verify; nil when Model was
-	// built otherwise.
-	BuiltGraph *graphdef.Graph
+	// built is Model's graph as the builder made it (Apply), for Verify; nil when Model was
+	// built otherwise or Verify has checked it.
+	built *graphdef.Graph
 }
 
 // BytesOut returns the bytes moved device-to-host per step, and BytesIn host-to-device.
@@ -137,12 +137,12 @@ func AddSat(a, b int64) int64 {
 	return math.MaxInt64
 }
 
-// CheckNotRewritten fails when g already holds nodes made by tfswap: nodes carrying IDAttr
+// CheckNotRewritten fails when g already holds nodes made by tfswap: nodes carrying idAttr
 // (or RoleAttr), which every node a rewrite adds has. A node's name is not evidence: a user's
 // own name scope may be called "tfswap".
 func CheckNotRewritten(g *graphdef.Graph) error {
 	for _, n := range g.Nodes {
-		_, id := n.Def.GetAttr()[IDAttr]
+		_, id := n.Def.GetAttr()[idAttr]
 		if _, role := n.Def.GetAttr()[RoleAttr]; id || role {
 			return &graphdef.Error{File: g.Source, Node: n.Name, Msg: "the graph was already rewritten by tfswap; rewrite the original graph instead"}
 		}
@@ -167,14 +167,17 @@ func Apply(model *graphdef.Model, a *Analysis, plan *Plan) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ApplyPlan(model, a, plan, b), nil
+	return b.Write(model), nil
 }
 
-// ApplyPlan is applyBuilt followed by the placement of plan's accumulators on the host
-// (placeAccumulators), after the swap nodes: the GraphDef plan's rewrite writes.
-func ApplyPlan(model *graphdef.Model, a *Analysis, plan *Plan, b *Built) *Result {
-	res := applyBuilt(model, a, b)
-	placeAccumulators(res, a, plan.Accumulators)
+// Write returns the rewritten model of b's plan, for model (whose graph is the one the plan
+// was built on): the GraphDef of b's graph, followed by the placement of the plan's
+// accumulators on the host (placeAccumulators), after the swap nodes. It is Apply without
+// building the graph again, for a planner that has built it already (to simulate the plan);
+// b's graph then belongs to the result, and b must not be written twice.
+func (b *Built) Write(model *graphdef.Model) *Result {
+	res := applyBuilt(model, b.a, b)
+	placeAccumulators(res, b.a, b.plan.Accumulators)
 	return res
 }
 
@@ -207,7 +210,7 @@ func applyBuilt(model *graphdef.Model, a *Analysis, b *Built) *Result {
 		out.Graph.Node = append(out.Graph.Node, n.Def)
 	}
 	b.Graph.Def = out.Graph
-	return &Result{Model: out, Swaps: b.swaps, Waits: b.waits, BuiltGraph: b.Graph}
+	return &Result{Model: out, Swaps: b.swaps, Waits: b.waits, built: b.Graph}
 }
 
 // copyNodeDef returns a copy of nd to change, with its own input list (with room for extra
@@ -304,7 +307,7 @@ func (sh *addedShare) gateNode(trigger *graphdef.Node, opts Options) (*npb.NodeD
 			"T":             dtypeAttr(dt),
 			DoNotRemoveAttr: attrTrue,
 			RoleAttr:        roleAttr("gate"),
-			IDAttr:          {Value: &apb.AttrValue_S{S: []byte(name)}},
+			idAttr:          {Value: &apb.AttrValue_S{S: []byte(name)}},
 		},
 	}
 	if v := sh.outputShapeAttr(trigger, port); v != nil {
@@ -416,7 +419,7 @@ func (sh *addedShare) swapNode(name, role, input, device string, dt graphdef.Dat
 			// A distinct attr per node keeps the runtime's common-subexpression elimination,
 			// which runs on partition graphs after Grappler and ignores DoNotRemoveAttr, from
 			// merging two swap nodes whose inputs Grappler made identical.
-			IDAttr: {Value: &apb.AttrValue_S{S: []byte(name)}},
+			idAttr: {Value: &apb.AttrValue_S{S: []byte(name)}},
 		},
 	}
 	if trigger != "" {
@@ -428,27 +431,22 @@ func (sh *addedShare) swapNode(name, role, input, device string, dt graphdef.Dat
 	return nd
 }
 
-// RewritePlanned is rewriteLMS given PlanLMS's plan and skipped tensors, and b, the
-// builder's output for plan or nil to build it.
-func RewritePlanned(model *graphdef.Model, a *Analysis, plan *Plan, skipped []Skipped, b *Built) (*Result, error) {
-	if b == nil {
-		var err error
-		if b, err = Build(a, plan); err != nil {
-			return nil, err
-		}
-	}
-	res := ApplyPlan(model, a, plan, b)
+// WriteVerified is Write for a rewrite that planning does not follow up (LMS's): the result
+// also names the tensors the planner skipped (skipped) and the functional While loops whose
+// accumulators stay where they are, and it is checked by Verify. A broken invariant is an
+// internal error.
+func (b *Built) WriteVerified(model *graphdef.Model, skipped []Skipped) (*Result, error) {
+	res := b.Write(model)
 	res.Skipped = skipped
-	res.FunctionalLoops = functionalLoops(a.Graph)
-	if err := Verify(a.Graph, res, a.Opts.Gate); err != nil {
+	res.FunctionalLoops = functionalLoops(b.a.Graph)
+	if err := Verify(b.a.Graph, res, b.a.Opts.Gate); err != nil {
 		return nil, fmt.Errorf("internal error: the rewrite breaks an invariant: %v", err)
 	}
-	res.BuiltGraph = nil // checked: later changes to Model are Verify's to find
 	return res, nil
 }
 
-// CheckPreserve checks that every name of preserve (Options.Preserve) names a node of g.
-func CheckPreserve(g *graphdef.Graph, preserve []string) error {
+// checkPreserve checks that every name of preserve (Options.Preserve) names a node of g.
+func checkPreserve(g *graphdef.Graph, preserve []string) error {
 	for _, p := range preserve {
 		if g.Node(preservedNode(p)) == nil {
 			return fmt.Errorf("preserved node %q is not in the graph", p)
@@ -489,7 +487,7 @@ func PrepareGraph(model *graphdef.Model, g *graphdef.Graph, opts Options) (Optio
 	if err := CheckNotRewritten(g); err != nil {
 		return opts, nil, err
 	}
-	if err := CheckPreserve(g, opts.Preserve); err != nil {
+	if err := checkPreserve(g, opts.Preserve); err != nil {
 		return opts, nil, err
 	}
 	if _, err := g.TotalBytes(); err != nil {

@@ -73,12 +73,15 @@ func DeriveGraph(a *Analysis, plan *Plan) (*graphdef.Graph, error) {
 	return b.Graph, nil
 }
 
-// Built is a rewrite as build makes it: the rewritten graph's indexed view and what Apply
-// needs to write its GraphDef and describe it.
+// Built is a rewrite as Build makes it: the rewritten graph's indexed view (which a planner
+// simulates) and what Write needs to write its GraphDef and describe it.
 type Built struct {
 	// Graph is the rewritten graph: a's original nodes (copies, same indices, same Defs)
 	// followed by the added nodes, whose Defs are complete.
 	Graph *graphdef.Graph
+	// a is the analysis of the graph the plan was built on, and plan the plan (for Write).
+	a    *Analysis
+	plan *Plan
 	// n0 is the number of original nodes.
 	n0 int
 	// changed lists, in index order, the original nodes whose inputs the rewrite changes
@@ -117,7 +120,7 @@ func Build(a *Analysis, plan *Plan) (*Built, error) {
 		to          *graphdef.Node
 	}
 	var redirects []redirect
-	b := &Built{n0: n0}
+	b := &Built{a: a, plan: plan, n0: n0}
 	sh := newAddedShare()
 	gates := map[*graphdef.Node]*graphdef.Node{} // trigger -> its gate node
 	extraCtlOut := map[int][]*graphdef.Node{}    // original node -> added control outputs

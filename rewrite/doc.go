@@ -28,7 +28,9 @@
 // deterministic ops again, gated the same way, with the role "recompute"; ApplyRecomputes adds
 // them before the swaps are planned.
 //
-// Planners (package rewrite/plan) produce a Plan; Apply performs it. Apply never changes
+// Planners (package rewrite/plan) produce a Plan; Apply performs it. Build is the one builder
+// of rewritten graphs: Apply writes the GraphDef of the graph it builds (Built.Write), and
+// DeriveGraph hands that graph to a simulator. Apply never changes
 // a node's device, and replaces (never mutates) the NodeDefs it changes, so untouched nodes
 // are written back byte for byte.
 package rewrite

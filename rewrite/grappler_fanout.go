@@ -18,9 +18,9 @@ import (
 // change, and with them the sum's last bits. The rules below keep every node whose fan-out
 // Grappler inspects with the readers, and the input devices, it had.
 
-// GrapplerIdentity reports whether n is an op the dependency optimizer bypasses (Identity,
+// grapplerIdentity reports whether n is an op the dependency optimizer bypasses (Identity,
 // IdentityN), so that its readers read its input by that input's name.
-func GrapplerIdentity(n *graphdef.Node) bool {
+func grapplerIdentity(n *graphdef.Node) bool {
 	return n.Op == "Identity" || n.Op == "IdentityN" || n.Op == "RefIdentity"
 }
 
@@ -29,7 +29,7 @@ func GrapplerIdentity(n *graphdef.Node) bool {
 // one input (the gradients' tuple/control_dependency Identities). Such an Identity with one
 // reader more (or one on another device) is kept where the original's is bypassed.
 func identityWithFanIn(n *graphdef.Node) bool {
-	for steps := 0; steps < 64 && GrapplerIdentity(n); steps++ {
+	for steps := 0; steps < 64 && grapplerIdentity(n); steps++ {
 		if len(n.ControlInputs) > 0 || len(n.Inputs) != 1 {
 			return true
 		}
@@ -42,7 +42,7 @@ func identityWithFanIn(n *graphdef.Node) bool {
 // has bypassed the Identities it comes through: the input string of the first tensor up the
 // chain that no Identity makes.
 func rootName(t graphdef.Tensor) string {
-	for steps := 0; steps < 64 && GrapplerIdentity(t.Node) && len(t.Node.Inputs) > t.Port; steps++ {
+	for steps := 0; steps < 64 && grapplerIdentity(t.Node) && len(t.Node.Inputs) > t.Port; steps++ {
 		t = t.Node.Inputs[t.Port]
 	}
 	return t.InputString()
@@ -59,7 +59,7 @@ func effectiveReaders(n *graphdef.Node) (readers []*graphdef.Node, control bool)
 		}
 		for _, uses := range x.Consumers {
 			for _, u := range uses {
-				if depth < 64 && (GrapplerIdentity(u.Node) || u.Input == 0 && NoOpShape(u.Node)) {
+				if depth < 64 && (grapplerIdentity(u.Node) || u.Input == 0 && noOpShape(u.Node)) {
 					walk(u.Node, depth+1)
 					continue
 				}
@@ -78,11 +78,11 @@ func effectiveReaders(n *graphdef.Node) (readers []*graphdef.Node, control bool)
 // reads it (AddOpsRewrite absorbs a term tree's inner nodes only while they have one reader):
 // an aggregation whose only reader, through bypassed Identities, is an aggregation.
 func absorbableSum(n *graphdef.Node) bool {
-	if !AggregationOps[n.Op] {
+	if !aggregationOps[n.Op] {
 		return false
 	}
 	r, _ := effectiveReaders(n) // control edges (gradient tuples) do not count for Grappler
-	return len(r) == 1 && AggregationOps[r[0].Op]
+	return len(r) == 1 && aggregationOps[r[0].Op]
 }
 
 // noOpShapeOps are ops Grappler turns into an Identity when their output has their first
@@ -112,9 +112,9 @@ func mayBecomeIdentity(n *graphdef.Node) bool {
 	return true
 }
 
-// NoOpShape reports whether n is a noOpShapeOps op whose output is known to have its first
+// noOpShape reports whether n is a noOpShapeOps op whose output is known to have its first
 // input's shape: Grappler turns it into an Identity and bypasses it.
-func NoOpShape(n *graphdef.Node) bool {
+func noOpShape(n *graphdef.Node) bool {
 	if !noOpShapeOps[n.Op] || len(n.Inputs) == 0 || len(n.OutputShapes) == 0 {
 		return false
 	}
@@ -134,9 +134,9 @@ func NoOpShape(n *graphdef.Node) bool {
 func throughPassThrough(t graphdef.Tensor) graphdef.Tensor {
 	for steps := 0; steps < 64; steps++ {
 		switch {
-		case GrapplerIdentity(t.Node) && len(t.Node.Inputs) > t.Port:
+		case grapplerIdentity(t.Node) && len(t.Node.Inputs) > t.Port:
 			t = t.Node.Inputs[t.Port]
-		case t.Port == 0 && NoOpShape(t.Node):
+		case t.Port == 0 && noOpShape(t.Node):
 			t = t.Node.Inputs[0]
 		default:
 			return t
@@ -153,7 +153,7 @@ func throughPassThrough(t graphdef.Tensor) graphdef.Tensor {
 // regroup by the swap-in's name). A plain Identity with one plain reader is bypassed in the
 // original and in the rewrite alike.
 func identityReaderSensitive(c *graphdef.Node) bool {
-	if !GrapplerIdentity(c) {
+	if !grapplerIdentity(c) {
 		return mayBecomeIdentity(c)
 	}
 	if identityWithFanIn(c) || len(c.ControlOutputs) > 0 {
@@ -164,7 +164,7 @@ func identityReaderSensitive(c *graphdef.Node) bool {
 		return true
 	}
 	for _, x := range r {
-		if AggregationOps[x.Op] || FactorOps[x.Op] {
+		if aggregationOps[x.Op] || factorOps[x.Op] {
 			return true
 		}
 	}
@@ -175,11 +175,11 @@ func identityReaderSensitive(c *graphdef.Node) bool {
 // Grappler does to it, or "".
 func FanoutSensitive(n *graphdef.Node) string {
 	switch {
-	case GrapplerIdentity(n) && identityWithFanIn(n):
+	case grapplerIdentity(n) && identityWithFanIn(n):
 		return ReasonFanoutIdentity
 	case absorbableSum(n):
 		return ReasonFanoutSum
-	case FactorOps[n.Op] && InProductTree(n):
+	case factorOps[n.Op] && InProductTree(n):
 		return ReasonFanoutProduct
 	case mayBecomeIdentity(n):
 		return ReasonFanoutNoOp
@@ -202,11 +202,11 @@ const (
 // device and by another name, changes how the tree is regrouped (the GELU gradient's
 // products on the zoo GPT).
 func InProductTree(c *graphdef.Node) bool {
-	if ReadByOp(c, FactorOps) {
+	if readByOp(c, factorOps) {
 		return true
 	}
 	for _, in := range c.Inputs {
-		if FactorOps[throughPassThrough(in).Node.Op] {
+		if factorOps[throughPassThrough(in).Node.Op] {
 			return true
 		}
 	}
@@ -226,7 +226,7 @@ func valueDead(g *graphdef.Graph) []bool {
 	dead := make([]bool, len(g.Nodes))
 	for i := len(g.Topo) - 1; i >= 0; i-- {
 		n := g.Topo[i]
-		if graphdef.IsStatefulOp(n.Op) || !graphdef.KnownOp(n.Op) || NotConsumers[n.Op] || NeverSwappedOps[n.Op] && !GrapplerIdentity(n) {
+		if graphdef.IsStatefulOp(n.Op) || !graphdef.KnownOp(n.Op) || notConsumers[n.Op] || neverSwappedOps[n.Op] && !grapplerIdentity(n) {
 			continue
 		}
 		readers := 0
@@ -242,16 +242,16 @@ func valueDead(g *graphdef.Graph) []bool {
 		switch {
 		case readers > 0:
 			dead[n.Index] = all
-		case GrapplerIdentity(n) && len(n.ControlInputs) > 0 && len(n.ControlOutputs) == 0:
+		case grapplerIdentity(n) && len(n.ControlInputs) > 0 && len(n.ControlOutputs) == 0:
 			dead[n.Index] = true
 		}
 	}
 	return dead
 }
 
-// ReadByOp reports whether an op in ops reads c once Grappler has bypassed the Identities and
+// readByOp reports whether an op in ops reads c once Grappler has bypassed the Identities and
 // no-op shape ops between them (effectiveReaders).
-func ReadByOp(c *graphdef.Node, ops map[string]bool) bool {
+func readByOp(c *graphdef.Node, ops map[string]bool) bool {
 	r, _ := effectiveReaders(c)
 	for _, x := range r {
 		if ops[x.Op] {
@@ -300,7 +300,7 @@ func severalReaders(n *graphdef.Node, dead []bool) bool {
 // as a third reader. The swap-in its late readers take is an Identity, never a product, so
 // no product tree grows or shrinks by it either (ConsumerExclusion).
 func (a *Analysis) swapOutSensitive(n *graphdef.Node) string {
-	if FactorOps[n.Op] && InProductTree(n) {
+	if factorOps[n.Op] && InProductTree(n) {
 		if severalReaders(n, a.ValueDead) {
 			return ""
 		}
@@ -345,7 +345,7 @@ const pushDownDepth = 8
 
 // pushDownChildDepth is pushDownChild following at most depth cascaded rotations.
 func pushDownChildDepth(c *graphdef.Node, dead []bool, depth int) bool {
-	if !FactorOps[c.Op] {
+	if !factorOps[c.Op] {
 		return false
 	}
 	r := liveReaders(c, dead)
@@ -372,7 +372,7 @@ func liveReaders(n *graphdef.Node, dead []bool) []*graphdef.Node {
 // levels up; past them it answers true), which makes p a parent with a constant child in the
 // next sweep.
 func pushDownParent(p, c *graphdef.Node, dead []bool, depth int) bool {
-	if !FactorOps[p.Op] || len(p.Inputs) != 2 {
+	if !factorOps[p.Op] || len(p.Inputs) != 2 {
 		return false
 	}
 	for _, in := range p.Inputs {
@@ -391,7 +391,7 @@ func mayBeConstant(n *graphdef.Node, depth int) bool {
 	switch {
 	case n.Op == "Const" || n.Op == "HostConst" || shapeReaders[n.Op] || n.Op == "ZerosLike" || n.Op == "OnesLike":
 		return true
-	case len(n.Inputs) == 0 || graphdef.IsStatefulOp(n.Op) || !graphdef.KnownOp(n.Op) || NeverSwappedOps[n.Op] && !GrapplerIdentity(n):
+	case len(n.Inputs) == 0 || graphdef.IsStatefulOp(n.Op) || !graphdef.KnownOp(n.Op) || neverSwappedOps[n.Op] && !grapplerIdentity(n):
 		return false
 	case depth <= 0:
 		return true
@@ -429,7 +429,7 @@ func pushDownOrderKept(c *graphdef.Node, s, swapped graphdef.Tensor) bool {
 	}
 	ks := swapKey(swapped)
 	keys := []string{swapKey(o)}
-	if GrapplerIdentity(o.Node) && len(o.Node.Inputs) > o.Port {
+	if grapplerIdentity(o.Node) && len(o.Node.Inputs) > o.Port {
 		keys = append(keys, swapKey(o.Node.Inputs[o.Port]))
 	}
 	if tp := throughPassThrough(o); tp != o {
@@ -453,14 +453,14 @@ func hoistableSumReads(c *graphdef.Node) bool {
 	var sums []*graphdef.Node
 	for _, uses := range c.Consumers {
 		for _, u := range uses {
-			if AggregationOps[u.Node.Op] {
+			if aggregationOps[u.Node.Op] {
 				sums = append(sums, u.Node)
 			}
 		}
 	}
 	r, _ := effectiveReaders(c)
 	for _, x := range r {
-		if AggregationOps[x.Op] {
+		if aggregationOps[x.Op] {
 			sums = append(sums, x)
 		}
 	}
@@ -537,7 +537,7 @@ func sumTerms(s *graphdef.Node) []graphdef.Tensor {
 	root := s
 	for steps := 0; steps < 64; steps++ {
 		r, _ := effectiveReaders(root)
-		if len(r) != 1 || !AggregationOps[r[0].Op] {
+		if len(r) != 1 || !aggregationOps[r[0].Op] {
 			break
 		}
 		root = r[0]
@@ -547,7 +547,7 @@ func sumTerms(s *graphdef.Node) []graphdef.Tensor {
 	collect = func(n *graphdef.Node, depth int) {
 		for _, in := range n.Inputs {
 			src := throughPassThrough(in)
-			if depth < 64 && AggregationOps[src.Node.Op] {
+			if depth < 64 && aggregationOps[src.Node.Op] {
 				if r, _ := effectiveReaders(src.Node); len(r) == 1 && r[0] == n {
 					collect(src.Node, depth+1)
 					continue
@@ -560,7 +560,7 @@ func sumTerms(s *graphdef.Node) []graphdef.Tensor {
 	return terms
 }
 
-// TupleReader returns the one use that reads the value of the gradient tuple Identity n once
+// tupleReader returns the one use that reads the value of the gradient tuple Identity n once
 // Grappler has bypassed n and the plain Identities after it, when n may read a swap-in of its
 // input without changing what Grappler does with n; otherwise nil.
 //
@@ -576,7 +576,7 @@ func sumTerms(s *graphdef.Node) []graphdef.Tensor {
 // later passes: consumerExclusion judges it as a reader of the swap-in. Such an n runs as
 // soon as the swap-in arrives, which costs nothing, so the planners time its read at its
 // reader's (deferredNode).
-func TupleReader(n *graphdef.Node) *graphdef.Use {
+func tupleReader(n *graphdef.Node) *graphdef.Use {
 	if n.Op != "Identity" || len(n.Inputs) != 1 || len(n.ControlInputs) == 0 {
 		return nil
 	}
@@ -590,7 +590,7 @@ func TupleReader(n *graphdef.Node) *graphdef.Use {
 			return nil
 		}
 		r := u.Node
-		if GrapplerIdentity(r) {
+		if grapplerIdentity(r) {
 			if r.Op != "Identity" || len(r.Inputs) != 1 || len(r.ControlInputs) > 0 {
 				return nil
 			}
@@ -620,14 +620,14 @@ func soleUse(n *graphdef.Node) *graphdef.Use {
 	return one
 }
 
-// TupleReaders returns the readers of the gradient tuple Identity n when it has several, all
+// tupleReaders returns the readers of the gradient tuple Identity n when it has several, all
 // reading it directly on its device, none an Identity, and n has no control outputs: n may
 // then read its input's swap-in through a relay (RelayRole), an Identity on n's device. The
 // relay keeps n's input on its device, so the dependency optimizer, which counts n's inputs,
 // outputs and device crossings, bypasses n in the rewrite exactly where it does in the
 // original; its readers then read the relay, by a name of the swapped tensor's tfswap scope,
 // and are judged as readers of the swap-in. Otherwise it returns nil.
-func TupleReaders(n *graphdef.Node) []graphdef.Use {
+func tupleReaders(n *graphdef.Node) []graphdef.Use {
 	if n.Op != "Identity" || len(n.Inputs) != 1 || len(n.ControlInputs) == 0 || len(n.ControlOutputs) > 0 {
 		return nil
 	}
@@ -635,7 +635,7 @@ func TupleReaders(n *graphdef.Node) []graphdef.Use {
 		return nil
 	}
 	for _, u := range n.Consumers[0] {
-		if GrapplerIdentity(u.Node) || u.Node.Def.GetDevice() != n.Def.GetDevice() {
+		if grapplerIdentity(u.Node) || u.Node.Def.GetDevice() != n.Def.GetDevice() {
 			return nil
 		}
 	}
@@ -647,20 +647,20 @@ func TupleReaders(n *graphdef.Node) []graphdef.Use {
 // reader (tupleReader) Grappler's constant push-down may rotate (pushDownChild), or such a
 // product itself. dead marks the graph's value-dead nodes (valueDead).
 func NeedsRelay(n *graphdef.Node, dead []bool) bool {
-	if r := TupleReader(n); r != nil {
+	if r := tupleReader(n); r != nil {
 		return pushDownChild(r.Node, dead)
 	}
-	return TupleReaders(n) != nil || pushDownChild(n, dead)
+	return tupleReaders(n) != nil || pushDownChild(n, dead)
 }
 
 // StandIns returns the nodes whose runs stand for n's when n reads a swap-in: the readers of
 // a gradient tuple Identity (tupleReader, tupleReaders), which the executor runs n just
 // before once the swap-in has arrived, or n itself.
 func StandIns(n *graphdef.Node) []*graphdef.Node {
-	if r := TupleReader(n); r != nil {
+	if r := tupleReader(n); r != nil {
 		return []*graphdef.Node{r.Node}
 	}
-	if rs := TupleReaders(n); rs != nil {
+	if rs := tupleReaders(n); rs != nil {
 		out := make([]*graphdef.Node, 0, len(rs))
 		for _, u := range rs {
 			if !slices.Contains(out, u.Node) {
@@ -682,4 +682,79 @@ func DeferredNode(n *graphdef.Node) *graphdef.Node {
 		}
 	}
 	return best
+}
+
+// RecomputeExclusion returns why the later read u must keep reading the original rather than a
+// recomputed copy of its tensor, or "". For a product it keeps the rules ConsumerExclusion
+// had before swap-ins were admitted by Grappler's actual conditions (severalReaders,
+// hoistableSumReads): a product that feeds a sum (ReasonFactor) or belongs to a tree of
+// products (ReasonProduct) is refused. A recomputed chain is made of new products whose own
+// readers Grappler counts, so a copy read by one product alone could be regrouped where
+// the original is not; a swap-in is an Identity and regroups nothing.
+func RecomputeExclusion(u graphdef.Use) string {
+	c := u.Node
+	if tupleReader(c) != nil || tupleReaders(c) != nil {
+		return ReasonIdentityReader // a copy is not a swap-in: tupleReader's argument is for one made on the host
+	}
+	if !factorOps[c.Op] {
+		return ConsumerExclusion(u)
+	}
+	for _, uses := range c.Consumers {
+		for _, r := range uses {
+			if aggregationOps[r.Node.Op] {
+				return ReasonFactor
+			}
+		}
+	}
+	if InProductTree(c) {
+		return ReasonProduct
+	}
+	return ConsumerExclusion(u)
+}
+
+// FactorsAllMoved reports whether every product in the terms of a sum that reads n's
+// outputs, directly or through the Identities and no-op shape ops Grappler bypasses, is among
+// moved and reads n directly, so that after the rewrite all of them read the same recomputed
+// copy and Grappler finds the same common factors. Products that feed no sum (the forward
+// pass's) may keep reading the original: HoistCommonFactorOutOfAggregation looks only at the
+// terms of a sum.
+func FactorsAllMoved(n *graphdef.Node, moved []*graphdef.Node) bool {
+	in := map[*graphdef.Node]bool{}
+	for _, m := range moved {
+		in[m] = true
+	}
+	var walk func(x *graphdef.Node, via bool, depth int) bool
+	walk = func(x *graphdef.Node, via bool, depth int) bool {
+		for _, uses := range x.Consumers {
+			for _, u := range uses {
+				c := u.Node
+				if factorOps[c.Op] && (via || !in[c]) && feedsSum(c) {
+					return false
+				}
+				if grapplerIdentity(c) || u.Input == 0 && noOpShape(c) {
+					if depth >= 64 || !walk(c, true, depth+1) {
+						return false
+					}
+				}
+			}
+		}
+		return true
+	}
+	return walk(n, false, 0)
+}
+
+// feedsSum reports whether a sum reads c, directly or through the Identities and no-op shape
+// ops Grappler bypasses.
+func feedsSum(c *graphdef.Node) bool {
+	if readByOp(c, aggregationOps) {
+		return true
+	}
+	for _, uses := range c.Consumers {
+		for _, u := range uses {
+			if aggregationOps[u.Node.Op] {
+				return true
+			}
+		}
+	}
+	return false
 }

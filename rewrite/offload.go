@@ -48,8 +48,8 @@ const (
 // variable move.
 const OffloadNamed OffloadMode = "named"
 
-// OffloadModes lists the modes for --help.
-var OffloadModes = []OffloadMode{OffloadNone, OffloadAll, OffloadAuto}
+// offloadModes lists the modes for --help.
+var offloadModes = []OffloadMode{OffloadNone, OffloadAll, OffloadAuto}
 
 // ParseOffloadMode returns the mode called s ("" means none).
 func ParseOffloadMode(s string) (OffloadMode, error) {
@@ -65,8 +65,8 @@ func ParseOffloadMode(s string) (OffloadMode, error) {
 // WeightInRole is the role of a host-side copy of an offloaded variable's read.
 const WeightInRole = "weight_in"
 
-// VariableOps are the ops that own a variable's buffer.
-var VariableOps = map[string]bool{"VarHandleOp": true, "VariableV2": true, "Variable": true}
+// variableOps are the ops that own a variable's buffer.
+var variableOps = map[string]bool{"VarHandleOp": true, "VariableV2": true, "Variable": true}
 
 // VariableGroup is a variable with its optimizer slots and the nodes that must run where they
 // live.
@@ -154,7 +154,7 @@ func VariableGroups(a *Analysis) []*VariableGroup {
 	}
 	linked := make([]bool, len(g.Nodes))
 	for _, n := range g.Topo {
-		if (VariableOps[n.Op] && a.OnCompute(n)) || hostArgVariable(a, n) {
+		if (variableOps[n.Op] && a.OnCompute(n)) || hostArgVariable(a, n) {
 			linked[n.Index] = true
 		}
 	}
@@ -199,7 +199,7 @@ func VariableGroups(a *Analysis) []*VariableGroup {
 			groups = append(groups, vg)
 		}
 		vg.Nodes = append(vg.Nodes, n)
-		if VariableOps[n.Op] || n.Op == "_Arg" {
+		if variableOps[n.Op] || n.Op == "_Arg" {
 			vg.OnHost = vg.OnHost || n.Op == "_Arg"
 			vg.Variables = append(vg.Variables, n)
 			if vg.Name == "" || len(n.Name) < len(vg.Name) {
@@ -354,7 +354,7 @@ type CopyTiming struct {
 	Window  int64
 }
 
-// WindowStarts schedules copies forwards on the host-to-device link under a byte window:
+// windowStarts schedules copies forwards on the host-to-device link under a byte window:
 // in order of their due times (due[i], the earliest consumer's predicted start; copies
 // with a negative due are skipped and get -1), each copy starts as soon as the copies
 // before it that are still held (from their start to the end of their last consumer,
@@ -363,7 +363,7 @@ type CopyTiming struct {
 // the link needs more time than the step (the copies cannot all be timed backwards from
 // their consumers), this keeps the link busy while copies are pending, as far as the window
 // lets them be resident, instead of starting every early copy at once.
-func WindowStarts(due, last, size []int64, window int64) []int64 {
+func windowStarts(due, last, size []int64, window int64) []int64 {
 	order := make([]int, 0, len(due))
 	starts := make([]int64, len(due))
 	for i := range due {
@@ -400,12 +400,12 @@ func WindowStarts(due, last, size []int64, window int64) []int64 {
 	return starts
 }
 
-// WindowTrigger returns the trigger of a copy that may start no earlier than start (ns into
+// windowTrigger returns the trigger of a copy that may start no earlier than start (ns into
 // the predicted step): walking back from the earliest consumer as weightTrigger does, the
 // earliest eligible op of the walk that still ends at or after start, or the nearest
 // eligible op when even that one ends before start. It returns nil when the walk meets no
 // eligible op.
-func WindowTrigger(consumers []*graphdef.Node, start int64, times *triggers.Times, eligible func(*graphdef.Node) bool) *graphdef.Node {
+func windowTrigger(consumers []*graphdef.Node, start int64, times *triggers.Times, eligible func(*graphdef.Node) bool) *graphdef.Node {
 	first := consumers[0]
 	for _, c := range consumers[1:] {
 		if c.Level < first.Level || (c.Level == first.Level && c.Index < first.Index) {
@@ -534,13 +534,13 @@ func OffloadGroups(model *graphdef.Model, a *Analysis, groups []*VariableGroup, 
 				last[i] = max(last[i], timing.Times.EndOf(n))
 			}
 		}
-		starts := WindowStarts(due, last, sizes, timing.Window)
+		starts := windowStarts(due, last, sizes, timing.Window)
 		for i, c := range copies {
 			if starts[i] < 0 {
-				c.trig = WeightTrigger(c.nodes, a.Opts.SwapinAhead, eligible)
+				c.trig = weightTrigger(c.nodes, a.Opts.SwapinAhead, eligible)
 				continue
 			}
-			c.trig = WindowTrigger(c.nodes, starts[i], timing.Times, eligible)
+			c.trig = windowTrigger(c.nodes, starts[i], timing.Times, eligible)
 		}
 	} else if timing != nil {
 		order := make([]int, len(copies))
@@ -562,17 +562,17 @@ func OffloadGroups(model *graphdef.Model, a *Analysis, groups []*VariableGroup, 
 		for _, i := range order {
 			c := copies[i]
 			if due[i] < 0 {
-				c.trig = WeightTrigger(c.nodes, a.Opts.SwapinAhead, eligible)
+				c.trig = weightTrigger(c.nodes, a.Opts.SwapinAhead, eligible)
 				continue
 			}
 			end := min(due[i], free)
 			start := end - int64(float64(c.size)/timing.Rate*1e9) - timing.Latency
 			free = start
-			c.trig = TimedTrigger(c.nodes, start, timing.Times, eligible)
+			c.trig = timedTrigger(c.nodes, start, timing.Times, eligible)
 		}
 	} else {
 		for _, c := range copies {
-			c.trig = WeightTrigger(c.nodes, a.Opts.SwapinAhead, eligible)
+			c.trig = weightTrigger(c.nodes, a.Opts.SwapinAhead, eligible)
 		}
 	}
 	gates := map[string]bool{}
@@ -618,11 +618,11 @@ func nodeNames(nodes []*graphdef.Node) []string {
 	return out
 }
 
-// TimedTrigger returns the trigger of a copy that must start by start (ns into the predicted
+// timedTrigger returns the trigger of a copy that must start by start (ns into the predicted
 // step): walking back from the earliest consumer as weightTrigger does, the first eligible op
 // that ends by start, or the earliest eligible op of the walk when none does (the copy is
 // then as early as the graph allows). It returns nil when the walk meets no eligible op.
-func TimedTrigger(consumers []*graphdef.Node, start int64, times *triggers.Times, eligible func(*graphdef.Node) bool) *graphdef.Node {
+func timedTrigger(consumers []*graphdef.Node, start int64, times *triggers.Times, eligible func(*graphdef.Node) bool) *graphdef.Node {
 	first := consumers[0]
 	for _, c := range consumers[1:] {
 		if c.Level < first.Level || (c.Level == first.Level && c.Index < first.Index) {
@@ -660,7 +660,7 @@ func criticalBack(n *graphdef.Node) *graphdef.Node {
 	return best
 }
 
-// WeightTrigger returns the trigger of a copy of a host-resident tensor for consumers: the
+// weightTrigger returns the trigger of a copy of a host-resident tensor for consumers: the
 // eligible op ahead levels before the earliest consumer on its critical path (at each step
 // back, the input, data or control, of the highest level, ties broken by graph order), or
 // the nearest eligible op further back when none is within ahead levels. Unlike an
@@ -669,7 +669,7 @@ func criticalBack(n *graphdef.Node) *graphdef.Node {
 // the step. The trigger is an ancestor of the earliest consumer, so its level is below every
 // consumer's and it descends from none of them: the gate cannot close a cycle. It returns
 // nil when no eligible op precedes the consumer.
-func WeightTrigger(consumers []*graphdef.Node, ahead int, eligible func(*graphdef.Node) bool) *graphdef.Node {
+func weightTrigger(consumers []*graphdef.Node, ahead int, eligible func(*graphdef.Node) bool) *graphdef.Node {
 	if ahead < 1 {
 		ahead = 1
 	}
@@ -765,7 +765,7 @@ func VerifyOffload(orig *graphdef.Graph, res *OffloadResult) error {
 				return fmt.Errorf("node %q moved to %q, not a host CPU", on.Name, nn.Def.GetDevice())
 			}
 		}
-		if VariableOps[on.Op] {
+		if variableOps[on.Op] {
 			if h, ok := hostOf[on.Name]; ok && nn.Def.GetDevice() != h {
 				return fmt.Errorf("variable %q is on %q, not its host %q", on.Name, nn.Def.GetDevice(), h)
 			}
@@ -775,7 +775,7 @@ func VerifyOffload(orig *graphdef.Graph, res *OffloadResult) error {
 			if got.Node.Name == in.Node.Name && got.Port == in.Port {
 				// A handle must stay on its variable's device: TensorFlow runs ops on
 				// resources where the resource lives.
-				if dt, ok := in.DataType(); ok && (graphdef.IsHandle(dt) || graphdef.IsRef(dt)) && VariableOps[in.Node.Op] {
+				if dt, ok := in.DataType(); ok && (graphdef.IsHandle(dt) || graphdef.IsRef(dt)) && variableOps[in.Node.Op] {
 					if out.Nodes[in.Node.Index].Def.GetDevice() != nn.Def.GetDevice() {
 						return fmt.Errorf("node %q takes the handle of %q on another device (%q, %q)", on.Name, in.Node.Name, nn.Def.GetDevice(), out.Nodes[in.Node.Index].Def.GetDevice())
 					}
@@ -842,26 +842,6 @@ func VerifyOffload(orig *graphdef.Graph, res *OffloadResult) error {
 		return fmt.Errorf("%d weight copies in the graph, %d in the result", copies, len(res.Copies))
 	}
 	return nil
-}
-
-// ExplainOffload returns one line per offloaded group, largest first, for --explain.
-func ExplainOffload(r *OffloadResult) []string {
-	vs := append([]OffloadedVariable(nil), r.Variables...)
-	sort.SliceStable(vs, func(i, j int) bool { return vs[i].Bytes > vs[j].Bytes })
-	copies := map[string]int{}
-	for _, c := range r.Copies {
-		copies[c.Variable]++
-	}
-	var out []string
-	for _, v := range vs {
-		line := fmt.Sprintf("%s: %s on %s (%d variables with its slots, %d nodes), %d gated copies", v.Name,
-			units.FormatBytes(v.Bytes), v.Host, len(v.Variables), v.Nodes, copies[v.Name])
-		if v.Reason != "" {
-			line += ": " + v.Reason
-		}
-		out = append(out, line)
-	}
-	return out
 }
 
 // NamedGroups returns the groups, in their order, that hold a variable node named in names.

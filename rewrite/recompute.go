@@ -30,7 +30,7 @@ import (
 //
 // Copies are the original NodeDefs with the same op, device, inputs and attrs, plus a
 // control input from the gate and the attrs every tfswap node has (RoleAttr "recompute",
-// a unique IDAttr so that no common-subexpression elimination merges a copy back into its
+// a unique idAttr so that no common-subexpression elimination merges a copy back into its
 // original, and DoNotRemoveAttr). The ops are deterministic, so a copy computes the very same
 // values: training is bit-identical.
 
@@ -91,16 +91,16 @@ type RecomputeServed struct {
 	Consumers []string
 }
 
-// RecomputeNodeName returns the name of the copy of op in the recomputation of tensor t:
+// recomputeNodeName returns the name of the copy of op in the recomputation of tensor t:
 // "tfswap/<producer>_<port>/recompute/<op>".
-func RecomputeNodeName(t graphdef.Tensor, op *graphdef.Node) string {
+func recomputeNodeName(t graphdef.Tensor, op *graphdef.Node) string {
 	return Scope + t.Node.Name + "_" + strconv.Itoa(t.Port) + "/recompute/" + op.Name
 }
 
-// RecomputeGateName returns the name of the gate that releases recomputations:
+// recomputeGateName returns the name of the gate that releases recomputations:
 // "tfswap/<trigger>/recompute_gate". It differs from a swap-in's gate (GateNodeName) so that
 // planning swaps on a graph with recomputations never adds a second node of the same name.
-func RecomputeGateName(trigger *graphdef.Node) string {
+func recomputeGateName(trigger *graphdef.Node) string {
 	return Scope + trigger.Name + "/recompute_gate"
 }
 
@@ -119,21 +119,21 @@ func ApplyRecomputes(model *graphdef.Model, a *Analysis, rcs []*PlannedRecompute
 		if rc.Trigger == nil || len(rc.Uses) == 0 || len(rc.Chain) == 0 || rc.Chain[len(rc.Chain)-1] != t.Node {
 			return nil, nil, fmt.Errorf("recomputation of %s: no trigger, no readers or a chain that does not end at its producer", t)
 		}
-		gate := RecomputeGateName(rc.Trigger)
+		gate := recomputeGateName(rc.Trigger)
 		if !gates[gate] {
 			gn, err := gateNode(rc.Trigger, a.Opts)
 			if err != nil {
 				return nil, nil, fmt.Errorf("recomputation of %s: %v", t, err)
 			}
 			gn.Name = gate
-			gn.Attr[IDAttr] = &apb.AttrValue{Value: &apb.AttrValue_S{S: []byte(gate)}}
+			gn.Attr[idAttr] = &apb.AttrValue{Value: &apb.AttrValue_S{S: []byte(gate)}}
 			gates[gate] = true
 			added = append(added, gn)
 		}
 		d := Recompute{Tensor: t.String(), Bytes: rc.Bytes, Trigger: rc.Trigger.Name, Gate: gate, CostNS: rc.Cost}
 		copyOf := map[*graphdef.Node]string{}
 		for _, c := range rc.Chain {
-			name := RecomputeNodeName(t, c)
+			name := recomputeNodeName(t, c)
 			copyOf[c] = name
 			nd := proto.Clone(c.Def).(*npb.NodeDef)
 			nd.Name = name
@@ -148,7 +148,7 @@ func ApplyRecomputes(model *graphdef.Model, a *Analysis, rcs []*PlannedRecompute
 			}
 			nd.Attr[DoNotRemoveAttr] = &apb.AttrValue{Value: &apb.AttrValue_B{B: true}}
 			nd.Attr[RoleAttr] = &apb.AttrValue{Value: &apb.AttrValue_S{S: []byte("recompute")}}
-			nd.Attr[IDAttr] = &apb.AttrValue{Value: &apb.AttrValue_S{S: []byte(name)}}
+			nd.Attr[idAttr] = &apb.AttrValue{Value: &apb.AttrValue_S{S: []byte(name)}}
 			added = append(added, nd)
 			d.Ops = append(d.Ops, c.Name)
 			d.Copies = append(d.Copies, name)

@@ -26,10 +26,20 @@ import (
 // popped tensor through a StackInRole Identity. It returns the first violation.
 //
 // A Result made by Apply carries the builder's graph, which Verify checks rather than
-// parsing the GraphDef again (Apply writes the GraphDef from that graph, NodeDef by NodeDef);
-// a Result made otherwise is parsed with graphdef.NewGraph.
+// parsing the GraphDef again (Apply writes the GraphDef from that graph, NodeDef by NodeDef),
+// and drops once checked: a later change to the Model is checked in the GraphDef. A Result
+// made otherwise is parsed with graphdef.NewGraph.
 func Verify(orig *graphdef.Graph, res *Result, gate Gate) error {
-	out := res.BuiltGraph
+	if err := verify(orig, res, gate); err != nil {
+		return err
+	}
+	res.built = nil
+	return nil
+}
+
+// verify is Verify without dropping the builder's graph.
+func verify(orig *graphdef.Graph, res *Result, gate Gate) error {
+	out := res.built
 	if out == nil || len(out.Nodes) != len(res.Model.Graph.GetNode()) {
 		var err error
 		if out, err = graphdef.NewGraph(res.Model.Graph, "rewritten"); err != nil {
@@ -249,8 +259,8 @@ func verifyRecompute(orig *graphdef.Graph, n *graphdef.Node) error {
 			return fmt.Errorf("recompute node %q: attr %q differs from %q's", n.Name, k, on.Name)
 		}
 	}
-	if len(n.Def.GetAttr()) != len(on.Def.GetAttr())+3 || !n.Def.GetAttr()[DoNotRemoveAttr].GetB() || string(n.Def.GetAttr()[IDAttr].GetS()) != n.Name {
-		return fmt.Errorf("recompute node %q: want %q's attrs plus %s, %s and %s", n.Name, on.Name, DoNotRemoveAttr, RoleAttr, IDAttr)
+	if len(n.Def.GetAttr()) != len(on.Def.GetAttr())+3 || !n.Def.GetAttr()[DoNotRemoveAttr].GetB() || string(n.Def.GetAttr()[idAttr].GetS()) != n.Name {
+		return fmt.Errorf("recompute node %q: want %q's attrs plus %s, %s and %s", n.Name, on.Name, DoNotRemoveAttr, RoleAttr, idAttr)
 	}
 	if len(n.Inputs) != len(on.Inputs) {
 		return fmt.Errorf("recompute node %q has %d data inputs, %q has %d", n.Name, len(n.Inputs), on.Name, len(on.Inputs))
@@ -282,7 +292,7 @@ func verifyGate(n *graphdef.Node) error {
 	if trigger.Def.GetAttr()[RoleAttr] != nil {
 		return fmt.Errorf("gate %q reads the tfswap node %q, not a trigger", n.Name, trigger.Name)
 	}
-	if (n.Name != GateNodeName(trigger) && n.Name != RecomputeGateName(trigger)) || n.Def.GetDevice() != trigger.Def.GetDevice() {
+	if (n.Name != GateNodeName(trigger) && n.Name != recomputeGateName(trigger)) || n.Def.GetDevice() != trigger.Def.GetDevice() {
 		return fmt.Errorf("gate %q does not match its trigger %q (name or device)", n.Name, trigger.Name)
 	}
 	return nil

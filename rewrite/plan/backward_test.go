@@ -8,6 +8,7 @@ import (
 
 	"github.com/tfswap/tfswap/cost"
 	"github.com/tfswap/tfswap/graphdef"
+	"github.com/tfswap/tfswap/internal/testgraph"
 	gpb "github.com/wamuir/graft/tensorflow/core/framework/graph_go_proto"
 )
 
@@ -104,7 +105,7 @@ func TestSwapFromProduction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := sameGraph(got, want); d != "" {
+	if d := testgraph.Same(got, want); d != "" {
 		t.Error(d)
 	}
 	t.Logf("swaps %v, waits %d, peak %d of budget %d (unswapped %d), overhead %.1f%%", swappedNames(p), len(p.Waits), p.Eval.Devices[0].Peak, budget, base.Compute().PeakBytes, 100*p.Eval.Overhead)

@@ -139,5 +139,9 @@ func Rewrite(model *graphdef.Model, opts rewrite.Options) (*rewrite.Result, erro
 // rewriteLMS is Rewrite on a model prepare has checked, a being the analysis of its graph.
 func rewriteLMS(model *graphdef.Model, a *rewrite.Analysis) (*rewrite.Result, error) {
 	plan, skipped := PlanLMS(a)
-	return rewrite.RewritePlanned(model, a, plan, skipped, nil)
+	b, err := rewrite.Build(a, plan)
+	if err != nil {
+		return nil, err
+	}
+	return b.WriteVerified(model, skipped)
 }

@@ -501,7 +501,6 @@ func passVerify(st *planState) error {
 	if err := rewrite.Verify(st.g, res, st.opts.Gate); err != nil {
 		return fmt.Errorf("internal error: the planned rewrite breaks an invariant: %v", err)
 	}
-	res.BuiltGraph = nil // checked: later changes to Model are Verify's to find
 	pr := st.pr
 	st.out = &Planned{Result: res, Strategy: st.planner.Name, Eval: st.final.ev, Base: pr.Base, Profile: pr.Profile, Budget: pr.Opts.Budget, Simulations: st.sims,
 		Accountings: st.final.pr.fit.names()}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tfswap/tfswap/cost"
 	"github.com/tfswap/tfswap/graphdef"
+	"github.com/tfswap/tfswap/internal/testgraph"
 	gpb "github.com/wamuir/graft/tensorflow/core/framework/graph_go_proto"
 )
 
@@ -303,7 +304,7 @@ func TestWaitsApplied(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if msg := sameGraph(d, out); msg != "" {
+	if msg := testgraph.Same(d, out); msg != "" {
 		t.Error(msg)
 	}
 	// A wait for a tensor the plan does not swap is refused.

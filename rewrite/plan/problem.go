@@ -929,7 +929,7 @@ func (pr *Problem) graphFor(plan *rewrite.Plan) (*graphdef.Graph, error) {
 		// The accumulators' placement changes the devices of original nodes, which the
 		// builder's graph does not: the graph simulated is the one written, indexed again
 		// (original nodes first, at their indices, as the builder keeps them).
-		res := rewrite.ApplyPlan(pr.Model, pr.Analysis, plan, b)
+		res := b.Write(pr.Model)
 		g, err := graphdef.NewGraph(res.Model.Graph, pr.Model.Source)
 		if err != nil {
 			return nil, fmt.Errorf("internal error: the rewrite placing accumulators on the host: %v", err)

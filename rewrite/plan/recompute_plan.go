@@ -123,7 +123,7 @@ func (pr *Problem) recomputeTargets() []*rcTarget {
 				}
 				if a.DeadCopyRead(u) {
 					// Read by a value-dead node, which Grappler drops with the copy.
-				} else if !a.ConsumerMovable(u) || copyExclusion(u) != "" {
+				} else if !a.ConsumerMovable(u) || rewrite.RecomputeExclusion(u) != "" {
 					switch rcReadRule(a, u) {
 					case rcReadOriginal:
 						continue
@@ -139,7 +139,7 @@ func (pr *Problem) recomputeTargets() []*rcTarget {
 					rt.first = s
 				}
 			}
-			if len(rt.far) == 0 || factors && !factorsAllMoved(n, rt.nodes) {
+			if len(rt.far) == 0 || factors && !rewrite.FactorsAllMoved(n, rt.nodes) {
 				continue
 			}
 			// Something must release the chain after the peak and before the first later
@@ -170,7 +170,7 @@ const (
 	// is made (ReasonShapeReader).
 	rcReadOriginal
 	// rcReadCommonFactor: a product in the terms of a sum (ReasonFactor) may read the copy
-	// when every product that reads the tensor does too (factorsAllMoved): Grappler's
+	// when every product that reads the tensor does too (rewrite.FactorsAllMoved): Grappler's
 	// HoistCommonFactorOutOfAggregation then finds the same common factor, by the copy's name.
 	rcReadCommonFactor
 )
@@ -180,7 +180,7 @@ const (
 // as for a swap-in: the copy has another name (tfswap's scope), by which Grappler would sort
 // a sum's terms, and another fan-out, by which it regroups products and bypasses Identities.
 func rcReadRule(a *rewrite.Analysis, u graphdef.Use) int {
-	switch copyExclusion(u) {
+	switch rewrite.RecomputeExclusion(u) {
 	case rewrite.ReasonShapeReader:
 		return rcReadOriginal
 	case rewrite.ReasonFactor:
@@ -189,81 +189,6 @@ func rcReadRule(a *rewrite.Analysis, u graphdef.Use) int {
 		}
 	}
 	return rcReadRefused
-}
-
-// copyExclusion returns why the later read u must keep reading the original rather than a
-// recomputed copy of its tensor, or "". For a product it keeps the rules ConsumerExclusion
-// had before swap-ins were admitted by Grappler's actual conditions (severalReaders,
-// hoistableSumReads): a product that feeds a sum (ReasonFactor) or belongs to a tree of
-// products (ReasonProduct) is refused. A recomputed chain is made of new products whose own
-// readers Grappler counts, so a copy read by one product alone could be regrouped where
-// the original is not; a swap-in is an Identity and regroups nothing.
-func copyExclusion(u graphdef.Use) string {
-	c := u.Node
-	if rewrite.TupleReader(c) != nil || rewrite.TupleReaders(c) != nil {
-		return rewrite.ReasonIdentityReader // a copy is not a swap-in: tupleReader's argument is for one made on the host
-	}
-	if !rewrite.FactorOps[c.Op] {
-		return rewrite.ConsumerExclusion(u)
-	}
-	for _, uses := range c.Consumers {
-		for _, r := range uses {
-			if rewrite.AggregationOps[r.Node.Op] {
-				return rewrite.ReasonFactor
-			}
-		}
-	}
-	if rewrite.InProductTree(c) {
-		return rewrite.ReasonProduct
-	}
-	return rewrite.ConsumerExclusion(u)
-}
-
-// factorsAllMoved reports whether every product in the terms of a sum that reads n's
-// outputs, directly or through the Identities and no-op shape ops Grappler bypasses, is among
-// moved and reads n directly, so that after the rewrite all of them read the same recomputed
-// copy and Grappler finds the same common factors. Products that feed no sum (the forward
-// pass's) may keep reading the original: HoistCommonFactorOutOfAggregation looks only at the
-// terms of a sum.
-func factorsAllMoved(n *graphdef.Node, moved []*graphdef.Node) bool {
-	in := map[*graphdef.Node]bool{}
-	for _, m := range moved {
-		in[m] = true
-	}
-	var walk func(x *graphdef.Node, via bool, depth int) bool
-	walk = func(x *graphdef.Node, via bool, depth int) bool {
-		for _, uses := range x.Consumers {
-			for _, u := range uses {
-				c := u.Node
-				if rewrite.FactorOps[c.Op] && (via || !in[c]) && feedsSum(c) {
-					return false
-				}
-				if rewrite.GrapplerIdentity(c) || u.Input == 0 && rewrite.NoOpShape(c) {
-					if depth >= 64 || !walk(c, true, depth+1) {
-						return false
-					}
-				}
-			}
-		}
-		return true
-	}
-	return walk(n, false, 0)
-}
-
-// feedsSum reports whether a sum reads c, directly or through the Identities and no-op shape
-// ops Grappler bypasses.
-func feedsSum(c *graphdef.Node) bool {
-	if rewrite.ReadByOp(c, rewrite.AggregationOps) {
-		return true
-	}
-	for _, uses := range c.Consumers {
-		for _, u := range uses {
-			if rewrite.AggregationOps[u.Node.Op] {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // recomputable reports whether n may be run again: a recomputable op on a compute device
@@ -278,7 +203,7 @@ func (pr *Problem) recomputable(n *graphdef.Node) bool {
 		return false
 	}
 	if rewrite.FanoutSensitive(n) != "" {
-		return false // a copy's products are judged by their own readers (copyExclusion)
+		return false // a copy's products are judged by their own readers (rewrite.RecomputeExclusion)
 	}
 	if n.Index >= len(pr.timing.dev) || pr.timing.dev[n.Index] < 0 {
 		return false
@@ -416,7 +341,7 @@ func (rp *rcPlanner) buildChain(t graphdef.Tensor, at int64, sel map[graphdef.Te
 // small, or a read at or after that time keeps the original (the later reads of a selected
 // target read its copy instead).
 func (rp *rcPlanner) liveAt(x graphdef.Tensor, at int64, sel map[graphdef.Tensor]bool) bool {
-	if rewrite.NeverSwappedOps[x.Node.Op] || rewrite.AliasesVariable(x.Node) {
+	if rewrite.Resident(x.Node) {
 		return true
 	}
 	if b, ok := rp.pr.shapes.Bytes(x); ok && b <= recomputeSmallBytes {

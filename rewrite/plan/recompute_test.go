@@ -337,7 +337,7 @@ func TestRecomputeTargetsUnderConsumerRules(t *testing.T) {
 // of their scale constant, which Grappler drops) can be recomputed for that reader: without
 // it the scores stay on the GPU from the forward to the backward pass in tfswap's simulator
 // and the VirtualCluster, and a 1.5-billion-parameter GPT does not fit a 16 GB V100 with its
-// variables offloaded (issue 15). Live product readers keep their rules (copyExclusion).
+// variables offloaded (issue 15). Live product readers keep their rules (rewrite.RecomputeExclusion).
 func TestRecomputeForValueDeadReader(t *testing.T) {
 	m, err := graphdef.Load(filepath.Join("..", "..", "testmodels", "fixtures", "large", "gpt-tiny.pb"), graphdef.LoadOptions{})
 	if err != nil {
@@ -366,7 +366,7 @@ func TestRecomputeForValueDeadReader(t *testing.T) {
 	// The Softmax's live product reader keeps the original (Grappler's constant push-down).
 	for _, uses := range softmax.Consumers {
 		for _, u := range uses {
-			if u.Node.Name == "gradients/layer_0/attention/Softmax_grad/mul_1" && (a.DeadCopyRead(u) || copyExclusion(u) == "") {
+			if u.Node.Name == "gradients/layer_0/attention/Softmax_grad/mul_1" && (a.DeadCopyRead(u) || rewrite.RecomputeExclusion(u) == "") {
 				t.Errorf("%s may read a copy of %s: Grappler pushes the scale constant down through it", u.Node.Name, softmax.Name)
 			}
 		}

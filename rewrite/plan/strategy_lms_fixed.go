@@ -53,7 +53,12 @@ func rewriteFixedLMS(model *graphdef.Model, g *graphdef.Graph, opts rewrite.Opti
 	}
 	b := pr.takeBuilt(plan)
 	pr.release()
-	res, err := rewrite.RewritePlanned(model, a, plan, skipped, b)
+	if b == nil {
+		if b, err = rewrite.Build(a, plan); err != nil {
+			return nil, err
+		}
+	}
+	res, err := b.WriteVerified(model, skipped)
 	if err != nil {
 		return nil, err
 	}
