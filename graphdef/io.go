@@ -226,7 +226,7 @@ func (m *Model) parseNodes(data []byte) bool {
 	var rest []byte
 	seen := make(map[string]*apb.AttrValue)
 	share := newAttrSharer(seen)
-	dec := nodeDecoder{seen: seen}
+	dec := nodeDecoder{seen: seen, keys: map[string]string{}}
 	for off := 0; off < len(data); {
 		b := data[off:]
 		num, typ, n := protowire.ConsumeTag(b)
@@ -277,6 +277,8 @@ func (m *Model) parseNodes(data []byte) bool {
 type nodeDecoder struct {
 	// seen holds the attr values met so far by their bytes, as newAttrSharer's.
 	seen map[string]*apb.AttrValue
+	// keys holds the attr keys met so far, each string allocated once for all nodes.
+	keys map[string]string
 	// rest is the node's fields other than attr, reused from node to node.
 	rest    []byte
 	entries []attrEntry
@@ -312,10 +314,19 @@ func (d *nodeDecoder) decode(payload []byte) (*npb.NodeDef, bool, error) {
 		}
 		ent, _ := protowire.ConsumeBytes(b[n:])
 		b = b[n+k:]
-		e, ok := plainEntry(ent)
-		if !ok || !utf8.ValidString(e.key) {
+		key, val, ok := plainEntryBytes(ent)
+		if !ok {
 			return nil, false, nil
 		}
+		ks, has := d.keys[string(key)]
+		if !has {
+			if !utf8.Valid(key) {
+				return nil, false, nil
+			}
+			ks = string(key)
+			d.keys[ks] = ks
+		}
+		e := attrEntry{ks, val}
 		for _, o := range d.entries {
 			if o.key == e.key {
 				return nil, false, nil
@@ -347,16 +358,21 @@ func (d *nodeDecoder) decode(payload []byte) (*npb.NodeDef, bool, error) {
 // plainEntry returns the key and value bytes of the attr map entry ent and whether it has
 // exactly one key and one value field and nothing else.
 func plainEntry(ent []byte) (attrEntry, bool) {
-	var key, val []byte
+	key, val, ok := plainEntryBytes(ent)
+	return attrEntry{string(key), val}, ok
+}
+
+// plainEntryBytes is plainEntry, the key as bytes.
+func plainEntryBytes(ent []byte) (key, val []byte, ok bool) {
 	keys, vals := 0, 0
 	for len(ent) > 0 {
 		num, typ, n := protowire.ConsumeTag(ent)
 		if n < 0 || typ != protowire.BytesType || (num != 1 && num != 2) {
-			return attrEntry{}, false
+			return nil, nil, false
 		}
 		v, k := protowire.ConsumeBytes(ent[n:])
 		if k < 0 {
-			return attrEntry{}, false
+			return nil, nil, false
 		}
 		ent = ent[n+k:]
 		if num == 1 {
@@ -366,9 +382,9 @@ func plainEntry(ent []byte) (attrEntry, bool) {
 		}
 	}
 	if keys != 1 || vals != 1 {
-		return attrEntry{}, false
+		return nil, nil, false
 	}
-	return attrEntry{string(key), val}, true
+	return key, val, true
 }
 
 // nodeSpans records where each node field of a binary GraphDef starts and ends, as the two
