@@ -136,6 +136,12 @@ type Options struct {
 	// TensorFlow then copies the tensor back right after the swap-out, and no memory is
 	// saved. Never set it to save memory.
 	DeviceGate bool
+	// ReduceGates makes each gate whose trigger has a floating-point output an L2Loss of it
+	// (a 4-byte scalar; rewrite.GateReduce) instead of an Identity (--gate-kind reduce).
+	// TensorFlow runs the same step either way; Grappler's VirtualCluster, which counts an
+	// Identity gate's output as a new buffer as large as the tensor it reads, then counts 4
+	// bytes per gate.
+	ReduceGates bool
 }
 
 // DefaultDevice is the device profile planned for when Options name none and no GPU is
@@ -254,6 +260,9 @@ func (o *Options) rewriteOptions() (rewrite.Options, plan.PlanOptions, error) {
 	}
 	if o.DeviceGate {
 		ro.Gate = rewrite.GateDevice
+	}
+	if o.ReduceGates {
+		ro.GateKind = rewrite.GateReduce
 	}
 	if _, err := rewrite.ParseComputeDevices(o.ComputeDevice); err != nil {
 		return ro, po, badOptions("ComputeDevice: %v", err)

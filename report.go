@@ -91,7 +91,8 @@ type SwapIn struct {
 	Node   string
 	Device string
 	// Trigger is the op whose completion releases the swap-in, and Gate the preserved
-	// Identity reading the trigger's output that the swap-in's control edge comes from.
+	// Identity (or L2Loss, Options.ReduceGates) reading the trigger's output that the
+	// swap-in's control edge comes from.
 	Trigger string
 	Gate    string
 	// Consumers are the nodes that read the swapped-in copy.

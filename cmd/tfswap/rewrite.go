@@ -29,6 +29,7 @@ func lmsFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "preserve", Usage: "leave this node exactly as it is: never swap or recompute its outputs, never redirect or add to its inputs (repeatable; the node must exist)"},
 		&cli.StringSliceFlag{Name: "compute-device", Usage: "a device whose tensors are swapped, e.g. /device:GPU:1; repeat it or give a comma list for the replicas of a data-parallel step, each planned with its own budget (default: every GPU; nodes without a device count as the first named, or /device:GPU:0)"},
 		&cli.StringFlag{Name: "host-device", Usage: "the device swapped tensors are kept on (default: CPU:0 of the producer's task)"},
+		&cli.StringFlag{Name: "gate-kind", Value: "identity", Usage: "the op each gate (the node a swap-in's control edge comes from) is: identity (an Identity of the trigger's output) or reduce (an L2Loss of a floating-point output, 4 bytes, which Grappler's VirtualCluster counts as 4 bytes instead of the whole tensor; an Identity where the trigger has none)"},
 		&cli.StringFlag{Name: "gate", Value: "host", Usage: "which swap-in carries the trigger: host (saves memory) or device (an experiment: TensorFlow copies early)", Hidden: true},
 	}
 }
@@ -79,6 +80,12 @@ func lmsOptions(c *cli.Context, opts *tfswap.Options) error {
 	default:
 		return usagef("--gate must be host or device, not %q", c.String("gate"))
 	}
+	switch k, err := rewrite.ParseGateKind(c.String("gate-kind")); {
+	case err != nil:
+		return usagef("--gate-kind: %v", err)
+	case k == rewrite.GateReduce:
+		opts.ReduceGates = true
+	}
 	if _, err := rewrite.ParseComputeDevices(opts.ComputeDevice); err != nil {
 		return usagef("--compute-device: %v", err)
 	}
@@ -108,6 +115,9 @@ func lmsRewriteOptions(c *cli.Context) (rewrite.Options, error) {
 	}
 	if o.DeviceGate {
 		ro.Gate = rewrite.GateDevice
+	}
+	if o.ReduceGates {
+		ro.GateKind = rewrite.GateReduce
 	}
 	return ro, nil
 }

@@ -141,12 +141,12 @@ type planState struct {
 	mode    string // the recompute mode (recomputeMode)
 
 	a  *rewrite.Analysis
-	pr *Problem
+	pr *planRun
 	// ev is the strategy's swap-only plan; final the best stage so far and xpr the problem
 	// that planned it (for its explanation).
 	ev    *Evaluation
 	final *stage
-	xpr   *Problem
+	xpr   *planRun
 	// recomputing is set when the recompute pass ran; rs is its stage (nil when nothing was
 	// recomputed).
 	recomputing bool
@@ -278,8 +278,8 @@ func passAnalyze(st *planState) error {
 	if err := pr.checkDeviceBudgets(); err != nil {
 		return err
 	}
-	st.pr = pr
-	st.sims = pr.sims
+	st.pr = pr.newRun("")
+	st.sims = st.pr.sims
 	return nil
 }
 
@@ -316,15 +316,15 @@ func passAccumulators(st *planState) error {
 		return nil
 	}
 	pr := st.pr
-	pr2, err := newProblemPlacing(st.model, st.a, pr.Opts, pr.grapplerMargin, accs)
+	p2, err := newProblemPlacing(st.model, st.a, pr.Opts, pr.grapplerMargin, accs)
 	if err != nil {
 		return err
 	}
-	if err := pr2.checkDeviceBudgets(); err != nil {
+	if err := p2.checkDeviceBudgets(); err != nil {
 		return err
 	}
-	pr2.strategy = st.planner.Name
-	pr2.original = pr.Base
+	p2.original = pr.Base
+	pr2 := p2.newRun(st.planner.Name)
 	ev, err := st.planner.plan(pr2)
 	st.sims += pr2.sims
 	if err != nil || ev == nil {
@@ -402,7 +402,7 @@ func passRecomputeSingle(st *planState) error {
 // live across them, until the block's own gradient reads them. At 5x B0 by all accountings
 // (simulated) the plan with chains apart is +41.3% where the best before was +383.1%.
 func passRecomputeApart(st *planState) error {
-	if !RecomputeApart || !st.recomputing || st.mode != "auto" || !linkBound(st.final.ev, st.pr) {
+	if !RecomputeApart || !st.recomputing || st.mode != "auto" || !linkBound(st.final.ev, st.pr.Problem) {
 		return nil
 	}
 	rs, err := st.pr.planRecomputedToBeat(st.planner, st.mode, st.ev, st.final.ev, false, true)

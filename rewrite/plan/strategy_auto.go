@@ -59,7 +59,7 @@ const (
 // Plan plans for pass.Problem's budgets, starting from the plans of the strategies pass's
 // strategy requires. It runs autoPasses in order.
 func (p autoPlanner) Plan(pass *Pass) (*Evaluation, error) {
-	pr := pass.Problem
+	pr := pass.run
 	if pr.Base.Fits {
 		return pr.Base, nil
 	}
@@ -82,7 +82,7 @@ const autoPassPrefix = "auto."
 // autoState is what auto's passes share: the pass running and the best plan so far.
 type autoState struct {
 	pass *Pass
-	pr   *Problem
+	pr   *planRun
 	best *Evaluation
 	// lowest is the lowest-memory plan, when the lowest-memory pass tried it.
 	lowest *Evaluation
@@ -114,7 +114,7 @@ var autoPasses = []autoPass{
 
 // autoPassOrder are the ordering constraints between autoPasses, checked at initialisation.
 var autoPassOrder = []passConstraint{
-	{"required", "improve", "improve starts from each strategy's best fitting plan, read from the problem's cache of plans"},
+	{"required", "improve", "improve starts from each strategy's best fitting plan, read from the planning run's cache of plans"},
 	{"greedy", "lowest-memory", "the lowest-memory plan is tried only when neither the strategies nor the greedy found a plan that fits"},
 	{"lowest-memory", "throttle", "throttling holds back the lowest-memory plan's ops"},
 	{"throttle", "peak-repair", "peak repair starts from the least excess evaluated so far, the throttled plan's included"},
@@ -242,7 +242,7 @@ func autoStagger(st *autoState) error {
 
 // fittingByStrategy returns the best fitting evaluation of each strategy, best first, at
 // most three.
-func (pr *Problem) fittingByStrategy() []*Evaluation {
+func (pr *planRun) fittingByStrategy() []*Evaluation {
 	byS := map[string]*Evaluation{}
 	var names []string
 	keys := make([]string, 0, len(pr.cache))
@@ -295,7 +295,7 @@ func (pr *Problem) allGapCandidates() []*asCand {
 }
 
 // improve tunes triggers and prunes swaps of a fitting plan with the simulator in the loop.
-func (pr *Problem) improve(start *Evaluation) (*Evaluation, error) {
+func (pr *planRun) improve(start *Evaluation) (*Evaluation, error) {
 	cur := start
 	// Trigger tuning from the plan's own timeline (the second pass sees the first's): all
 	// triggers re-chosen by cost, or only the swap-ins whose consumers waited moved earlier by
@@ -530,7 +530,7 @@ func (pr *Problem) retime(plan *rewrite.Plan, tm *timing) (*rewrite.Plan, bool) 
 // of candidate layers of a GPU and b the number its plan swaps, x = a/b, GPU i of the group
 // swaps layers i mod x + j·x (j < b), so that GPUs do not swap the same layer at the same
 // time. It returns the staggered plan's evaluation, or nil when no GPUs share a link.
-func (pr *Problem) stagger(best *Evaluation) (*Evaluation, error) {
+func (pr *planRun) stagger(best *Evaluation) (*Evaluation, error) {
 	if len(pr.simOpts.SharedLinks) == 0 || best == nil {
 		return nil, nil
 	}

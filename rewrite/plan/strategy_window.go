@@ -35,7 +35,7 @@ var windowStrategy = &Strategy{
 	Name: "window",
 	Doc: "adaptive schedule-window (Sony out-of-core): swap-ins issued when the byte look-ahead window reaches a read, " +
 		"swap-outs completed oldest first only as far as the budget requires; the window size is tuned with the simulator",
-	Run: func(pass *Pass) (*Evaluation, error) { return windowPlanner{}.Plan(pass.Problem) },
+	Run: func(pass *Pass) (*Evaluation, error) { return windowPlanner{}.Plan(pass.run) },
 }
 
 // sequence returns the variable-sequence of simulated device dev.
@@ -232,13 +232,13 @@ func (pr *Problem) windowChoices(window int64, target []int64) []*choice {
 }
 
 // windowPlan returns the plan of the schedule-window for window bytes and targets.
-func (pr *Problem) windowPlan(window int64, target []int64) *rewrite.Plan {
+func (pr *planRun) windowPlan(window int64, target []int64) *rewrite.Plan {
 	plan, _ := pr.buildPlan(pr.windowChoices(window, target), windowRule(window))
 	plan, _ = pr.throttled(plan, target)
 	return plan
 }
 
-func (p windowPlanner) Plan(pr *Problem) (*Evaluation, error) {
+func (p windowPlanner) Plan(pr *planRun) (*Evaluation, error) {
 	if pr.Base.Fits {
 		return pr.Base, nil
 	}
