@@ -96,6 +96,12 @@ type Options struct {
 	NoBayesianOptimisation bool
 	// Window fixes the window strategy's schedule-window in bytes (--window). Zero tunes it.
 	Window int64
+	// SearchCandidates is auto's effort rule (--search-candidates): on a graph with more
+	// swap candidates than this, auto runs only LMS and vDNN's static plans, without its
+	// quadratic searches (plan.DefaultSearchCandidates says which and why), and the report
+	// says so (Prediction.Effort). Zero means plan.DefaultSearchCandidates; negative turns
+	// the rule off.
+	SearchCandidates int
 
 	// SwapoutThreshold is LMS's swapout_threshold: a consumer at least this many topological
 	// levels after the producer reads a swapped-in copy (--swapout-threshold). Zero means 10.
@@ -201,7 +207,7 @@ func (o *Options) strategy() (string, error) {
 		for _, p := range []struct {
 			name string
 			set  bool
-		}{{"Explain", o.Explain}, {"BOIterations", o.BOIterations != 0 || o.NoBayesianOptimisation}, {"Window", o.Window != 0}, {"Recompute", o.Recompute != ""}} {
+		}{{"Explain", o.Explain}, {"BOIterations", o.BOIterations != 0 || o.NoBayesianOptimisation}, {"Window", o.Window != 0}, {"Recompute", o.Recompute != ""}, {"SearchCandidates", o.SearchCandidates != 0}} {
 			if p.set {
 				return "", badOptions("%s is a planning option: fixed LMS thresholds (lms-fixed) do not plan for the budget", p.name)
 			}
@@ -273,7 +279,7 @@ func (o *Options) rewriteOptions() (rewrite.Options, plan.PlanOptions, error) {
 	if err := rewrite.CheckDevices(o.ComputeDevice, o.HostDevice); err != nil {
 		return ro, po, &Error{Kind: ErrBadOptions, Err: err}
 	}
-	po = plan.PlanOptions{Strategy: s, Budget: o.Budget, Explain: o.Explain, BOIterations: o.BOIterations, Window: o.Window,
+	po = plan.PlanOptions{Strategy: s, Budget: o.Budget, Explain: o.Explain, BOIterations: o.BOIterations, Window: o.Window, SearchCandidates: o.SearchCandidates,
 		FitAccounting: o.FitAccounting, Recompute: o.Recompute, Offload: rewrite.OffloadMode(o.Offload),
 		OffloadVariables: clone(o.OffloadVariables)}
 	if o.NoBayesianOptimisation {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/tfswap/tfswap"
@@ -140,6 +141,7 @@ func planFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "no-tf32", Usage: "plan with float32 matrix products at the FP32 rate even where TF32 tensor cores exist"},
 		&cli.IntFlag{Name: "bo-iterations", Usage: "autoswap: weight vectors the Bayesian optimisation tries after the four plain scores (default 12; -1: none)"},
 		&cli.StringFlag{Name: "window", Usage: "window: the schedule-window in bytes (default: tuned)"},
+		&cli.IntFlag{Name: "search-candidates", Usage: "auto's effort rule: on a graph with more swap candidates (tensors a later op reads) than this, auto runs only vdnn-all, vdnn-conv and window at one size, without the searches whose time grows as the square of the graph, and says so (default " + strconv.Itoa(plan.DefaultSearchCandidates) + "; -1: no bound)"},
 		&cli.BoolFlag{Name: "explain", Usage: "print the plan's reasoning for every swap candidate"},
 		&cli.StringFlag{Name: "offload", Value: "none", Usage: "keep variables and their optimizer slots in host memory, their updates on the host CPU and their reads copied to the GPU just before use: none, all, or auto (the planner moves the largest variables where swapping alone does not fit or slows the step)"},
 		&cli.StringSliceFlag{Name: "offload-variables", Usage: "NAME[,NAME...]: keep these variables (each with its group: its optimizer slots) in host memory whatever the budget, instead of an --offload mode; names the graph does not hold are ignored. The choice does not depend on the graph, so every graph of a session places them alike: give the Grappler bridge the variables an offline --offload auto plan moved (repeatable)"},
@@ -153,7 +155,7 @@ func planFlags() []cli.Flag {
 var fixedThresholds = []string{"swapout-threshold", "swapin-ahead", "swapin-groupby"}
 
 // plannerOnly are the planning options that fixed LMS thresholds leave without effect.
-var plannerOnly = []string{"explain", "bo-iterations", "window", "recompute", "offload", "offload-variables", "debug-pass", "pass-time"}
+var plannerOnly = []string{"explain", "bo-iterations", "window", "search-candidates", "recompute", "offload", "offload-variables", "debug-pass", "pass-time"}
 
 // rewriteStrategy returns the strategy the command line asks for: lms-fixed with a fixed
 // LMS threshold or --strategy lms-fixed, else --strategy, else auto.
@@ -274,6 +276,12 @@ func planOptions(c *cli.Context, opts *tfswap.Options) error {
 			return usagef("--window: want a size such as 4GiB, got %q", s)
 		}
 		opts.Window = n
+	}
+	switch n := c.Int("search-candidates"); {
+	case n < -1:
+		return usagef("--search-candidates must be -1 or more")
+	default:
+		opts.SearchCandidates = n
 	}
 	switch n := c.Int("bo-iterations"); {
 	case n < -1:

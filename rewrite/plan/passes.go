@@ -157,6 +157,10 @@ type planState struct {
 	depth  int
 	// sims counts the simulations of every problem planned so far.
 	sims int
+	// effort is auto's effort rule's reading of the problem (the zero value for the other
+	// strategies): when bounded, auto does not plan again for recomputations or tighter
+	// budgets.
+	effort searchEffort
 
 	res *rewrite.Result
 	out *Planned
@@ -287,6 +291,9 @@ func passAnalyze(st *planState) error {
 func passStrategy(st *planState) error {
 	pr := st.pr
 	pr.strategy = st.planner.Name
+	if st.planner == autoStrategy {
+		st.effort = searchEffortOf(pr.Problem)
+	}
 	ev, err := st.planner.plan(pr)
 	if err != nil {
 		return err
@@ -346,7 +353,7 @@ func passAccumulators(st *planState) error {
 // recompute, and keeps the better outcome ("max" keeps the recomputed one whatever it costs).
 func passRecompute(st *planState) error {
 	pr, ev, mode := st.pr, st.ev, st.mode
-	if !(mode == "max" || (mode == "auto" && st.planner == autoStrategy && (ev == nil || !ev.Fits || ev.StepTime > pr.Base.StepTime))) {
+	if !(mode == "max" || (mode == "auto" && st.planner == autoStrategy && !st.effort.bounded() && (ev == nil || !ev.Fits || ev.StepTime > pr.Base.StepTime))) {
 		return nil
 	}
 	st.recomputing = true
@@ -443,7 +450,7 @@ func linkBound(ev *Evaluation, pr *Problem) bool {
 // tighter budgets, with recomputations too where the recompute pass ran, and keeps such a
 // plan when it is better (issue 14 item 3: auto monotone in the budget).
 func passTighter(st *planState) error {
-	if st.planner != autoStrategy {
+	if st.planner != autoStrategy || st.effort.bounded() {
 		return nil
 	}
 	rs, rpr, n, err := st.pr.planTighter(st.planner, st.final.ev, st.recomputing && st.mode == "auto", st.model, st.a)
@@ -503,7 +510,7 @@ func passVerify(st *planState) error {
 	}
 	pr := st.pr
 	st.out = &Planned{Result: res, Strategy: st.planner.Name, Eval: st.final.ev, Base: pr.Base, Profile: pr.Profile, Budget: pr.Opts.Budget, Simulations: st.sims,
-		Accountings: st.final.pr.fit.names()}
+		Accountings: st.final.pr.fit.names(), Effort: st.effort.note()}
 	return nil
 }
 

@@ -25,6 +25,9 @@ type Planned struct {
 	Budget  int64
 	// Simulations counts the full simulations planning ran.
 	Simulations int
+	// Effort says how auto's effort rule bounded the search (PlanOptions.SearchCandidates),
+	// in a sentence; empty when it did not.
+	Effort string `json:",omitempty"`
 	// Accountings are those the plan was required to fit by (ParseFitAccounting); Eval's
 	// devices carry the figures of all three.
 	Accountings []string

@@ -75,6 +75,11 @@ type PlanOptions struct {
 	// OffloadVariables names variables whose groups live on the host, whatever the budget
 	// (with Offload none): names the graph does not hold are ignored.
 	OffloadVariables []string
+	// SearchCandidates is auto's effort rule: on a graph with more swap candidates than
+	// this, auto runs only its searches that grow about linearly with the graph
+	// (DefaultSearchCandidates says which and why; Planned.Effort reports it). 0 means
+	// DefaultSearchCandidates; negative turns the rule off.
+	SearchCandidates int
 }
 
 // FitAccountings are the names PlanOptions.FitAccounting accepts, alone or (the first three)

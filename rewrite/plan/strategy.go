@@ -41,6 +41,10 @@ type Pass struct {
 	// again on a graph with recomputations or for a tighter budget runs only those that did
 	// best at first.
 	only map[string]bool
+	// scale is set when auto's effort rule bounds the search (DefaultSearchCandidates): a
+	// strategy with a cheaper form runs that (window: one window size, the budget, instead
+	// of tuning the size). runRequired hands it to the strategies it runs.
+	scale bool
 }
 
 // plan runs s in the planning run r.
@@ -69,7 +73,7 @@ func (pass *Pass) runRequired() ([]*Evaluation, error) {
 		}
 		t0, sims := time.Now(), pr.sims
 		pr.strategy = s.Name
-		ev, err := s.plan(pr)
+		ev, err := s.Run(&Pass{Strategy: s, Problem: pr.Problem, run: pr, scale: pass.scale})
 		if err != nil {
 			return nil, err
 		}
