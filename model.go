@@ -5,6 +5,8 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+	"sync"
+	"weak"
 
 	"github.com/tfswap/tfswap/graphdef"
 	npb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
@@ -43,6 +45,24 @@ type Model struct {
 	path string
 	// shapes says how completely the graph's tensor sizes are known (after inference).
 	shapes graphdef.ShapeStats
+	// index is the index of gm's graph that shape inference built, held weakly so that a
+	// model only inspected does not keep it: Plan takes it (takeIndex) rather than index
+	// the graph again, unless the collector has reclaimed it.
+	index struct {
+		sync.Mutex
+		p weak.Pointer[graphdef.Graph]
+	}
+}
+
+// takeIndex returns the index of m's graph that shape inference built, or nil when the
+// collector has reclaimed it or a caller took it already. Each index is handed out once:
+// the planner may change its memos, and concurrent Plans of one model must not share it.
+func (m *Model) takeIndex() *graphdef.Graph {
+	m.index.Lock()
+	defer m.index.Unlock()
+	g := m.index.p.Value()
+	m.index.p = weak.Pointer[graphdef.Graph]{}
+	return g
 }
 
 // LoadOptions say how to read a model. The zero value reads any format by its path and takes
@@ -111,8 +131,12 @@ func newModel(m *graphdef.Model, path string, opts LoadOptions) (*Model, error) 
 	}
 	// A graph that cannot be indexed gets no inference: the command's own checks name
 	// what is wrong with it.
-	st, _ := graphdef.InferShapes(m, graphdef.InferOptions{Batch: opts.Batch})
-	return &Model{gm: m, path: path, shapes: st}, nil
+	st, g, _ := graphdef.InferShapesIndexed(m, graphdef.InferOptions{Batch: opts.Batch})
+	model := &Model{gm: m, path: path, shapes: st}
+	if g != nil {
+		model.index.p = weak.Make(g)
+	}
+	return model, nil
 }
 
 // Shapes says how completely the sizes of the graph's tensors are known, after the shape

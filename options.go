@@ -96,6 +96,12 @@ type Options struct {
 	NoBayesianOptimisation bool
 	// Window fixes the window strategy's schedule-window in bytes (--window). Zero tunes it.
 	Window int64
+	// SearchCandidates is auto's effort rule (--search-candidates): on a graph with more
+	// swap candidates than this, auto runs only LMS and vDNN's static plans, without its
+	// quadratic searches (plan.DefaultSearchCandidates says which and why), and the report
+	// says so (Prediction.Effort). Zero means plan.DefaultSearchCandidates; negative turns
+	// the rule off.
+	SearchCandidates int
 
 	// SwapoutThreshold is LMS's swapout_threshold: a consumer at least this many topological
 	// levels after the producer reads a swapped-in copy (--swapout-threshold). Zero means 10.
@@ -136,6 +142,12 @@ type Options struct {
 	// TensorFlow then copies the tensor back right after the swap-out, and no memory is
 	// saved. Never set it to save memory.
 	DeviceGate bool
+	// ReduceGates makes each gate whose trigger has a floating-point output an L2Loss of it
+	// (a 4-byte scalar; rewrite.GateReduce) instead of an Identity (--gate-kind reduce).
+	// TensorFlow runs the same step either way; Grappler's VirtualCluster, which counts an
+	// Identity gate's output as a new buffer as large as the tensor it reads, then counts 4
+	// bytes per gate.
+	ReduceGates bool
 }
 
 // DefaultDevice is the device profile planned for when Options name none and no GPU is
@@ -195,7 +207,7 @@ func (o *Options) strategy() (string, error) {
 		for _, p := range []struct {
 			name string
 			set  bool
-		}{{"Explain", o.Explain}, {"BOIterations", o.BOIterations != 0 || o.NoBayesianOptimisation}, {"Window", o.Window != 0}, {"Recompute", o.Recompute != ""}} {
+		}{{"Explain", o.Explain}, {"BOIterations", o.BOIterations != 0 || o.NoBayesianOptimisation}, {"Window", o.Window != 0}, {"Recompute", o.Recompute != ""}, {"SearchCandidates", o.SearchCandidates != 0}} {
 			if p.set {
 				return "", badOptions("%s is a planning option: fixed LMS thresholds (lms-fixed) do not plan for the budget", p.name)
 			}
@@ -255,6 +267,9 @@ func (o *Options) rewriteOptions() (rewrite.Options, plan.PlanOptions, error) {
 	if o.DeviceGate {
 		ro.Gate = rewrite.GateDevice
 	}
+	if o.ReduceGates {
+		ro.GateKind = rewrite.GateReduce
+	}
 	if _, err := rewrite.ParseComputeDevices(o.ComputeDevice); err != nil {
 		return ro, po, badOptions("ComputeDevice: %v", err)
 	}
@@ -264,7 +279,7 @@ func (o *Options) rewriteOptions() (rewrite.Options, plan.PlanOptions, error) {
 	if err := rewrite.CheckDevices(o.ComputeDevice, o.HostDevice); err != nil {
 		return ro, po, &Error{Kind: ErrBadOptions, Err: err}
 	}
-	po = plan.PlanOptions{Strategy: s, Budget: o.Budget, Explain: o.Explain, BOIterations: o.BOIterations, Window: o.Window,
+	po = plan.PlanOptions{Strategy: s, Budget: o.Budget, Explain: o.Explain, BOIterations: o.BOIterations, Window: o.Window, SearchCandidates: o.SearchCandidates,
 		FitAccounting: o.FitAccounting, Recompute: o.Recompute, Offload: rewrite.OffloadMode(o.Offload),
 		OffloadVariables: clone(o.OffloadVariables)}
 	if o.NoBayesianOptimisation {

@@ -79,15 +79,19 @@ func Plan(m *Model, opts Options) (res *Result, err error) {
 }
 
 // resolveFetch returns the step Plan simulates: the fetch given, or, when none is, the
-// training step graphdef.DefaultFetch finds in m. In that case it also returns the graph it
-// built of m to find it, for the planner to use rather than build it again (nil otherwise).
+// training step graphdef.DefaultFetch finds in m. It also returns the index of m's graph,
+// shape inference's if the model still holds it (takeIndex), for the planner to use rather
+// than build it again; nil when a fetch is given and the model holds none.
 func resolveFetch(m *Model, given []string) (graphdef.Fetch, *graphdef.Graph, error) {
 	if len(given) > 0 {
-		return graphdef.UserFetch(nil, given), nil, nil
+		return graphdef.UserFetch(nil, given), m.takeIndex(), nil
 	}
-	g, err := graphdef.NewGraph(m.gm.Graph, m.gm.Source)
-	if err != nil {
-		return graphdef.Fetch{}, nil, classify(err)
+	g := m.takeIndex()
+	if g == nil {
+		var err error
+		if g, err = graphdef.NewGraph(m.gm.Graph, m.gm.Source); err != nil {
+			return graphdef.Fetch{}, nil, classify(err)
+		}
 	}
 	return graphdef.DefaultFetch(g), g, nil
 }

@@ -91,7 +91,8 @@ type SwapIn struct {
 	Node   string
 	Device string
 	// Trigger is the op whose completion releases the swap-in, and Gate the preserved
-	// Identity reading the trigger's output that the swap-in's control edge comes from.
+	// Identity (or L2Loss, Options.ReduceGates) reading the trigger's output that the
+	// swap-in's control edge comes from.
 	Trigger string
 	Gate    string
 	// Consumers are the nodes that read the swapped-in copy.
@@ -220,6 +221,9 @@ type Prediction struct {
 	Waits int `json:"waits"`
 	// Simulations counts the simulations planning ran.
 	Simulations int `json:"simulations"`
+	// Effort says how auto's effort rule bounded the search (Options.SearchCandidates), in
+	// a sentence; empty when it did not.
+	Effort string `json:"effort,omitempty"`
 	// BatchScale is Options.BatchScale (1 when not scaled).
 	BatchScale int `json:"batch_scale"`
 	// Warnings say what is wrong with the prediction and what to change: a peak over the
@@ -392,7 +396,7 @@ func predictionOf(p *plan.Planned, t target, explain bool) Prediction {
 	pr := Prediction{Strategy: p.Strategy, PlanStrategy: p.Eval.Strategy, Device: p.Profile.Name, DeviceSource: t.source, Budget: p.Budget,
 		Fits: p.Eval.Fits, Unchanged: p.Unchanged(), StepTime: time.Duration(p.Eval.StepTime), UnswappedStepTime: time.Duration(p.Base.StepTime),
 		Overhead: p.Eval.Overhead, SwapInStall: time.Duration(p.Eval.Result.SwapInStall()), Transferred: p.Eval.Transferred,
-		ToHost: p.Eval.Result.D2H.Bytes, ToDevice: p.Eval.Result.H2D.Bytes, Waits: len(p.Waits), Simulations: p.Simulations,
+		ToHost: p.Eval.Result.D2H.Bytes, ToDevice: p.Eval.Result.H2D.Bytes, Waits: len(p.Waits), Simulations: p.Simulations, Effort: p.Effort,
 		BatchScale: max(1, p.Eval.Result.Options.BatchScale), Fetch: append([]string{}, p.Base.Result.Options.Fetch...),
 		SimulatedNodes: p.Base.Result.Simulated, Accountings: clone(p.Accountings), DeviceReason: t.deviceReason, BudgetReason: t.budgetReason, Link: linkOf(p.Profile)}
 	for _, d := range p.Eval.Devices {

@@ -208,6 +208,9 @@ func (p *Prediction) writeText(w io.Writer) {
 	}
 	if p.Strategy != "lms-fixed" {
 		fmt.Fprintf(w, "  planning:        %d simulations\n", p.Simulations)
+		if p.Effort != "" {
+			fmt.Fprintf(w, "                   %s\n", p.Effort)
+		}
 	}
 }
 

@@ -74,6 +74,16 @@ RESIDENT = {"VarHandleOp", "ReadVariableOp", "VariableV2", "Variable", "Const", 
 ALIASES = {"Identity", "Reshape", "Squeeze", "ExpandDims", "Snapshot", "StopGradient"}
 
 
+# GATE_KIND is the gate kind every planned rewrite of the ladder asks for (--gate-kind).
+GATE_KIND = "identity"
+
+
+def set_gate_kind(kind):
+    """Plans with gates of kind ("identity" or "reduce") instead of GATE_KIND."""
+    global GATE_KIND
+    GATE_KIND = kind
+
+
 def set_device(name):
     """Plans and simulates for the device profile name instead of DEVICE."""
     global DEVICE
@@ -274,8 +284,8 @@ def rewrite(tfswap, src, acc):
     with tempfile.TemporaryDirectory() as tmp:
         rep = os.path.join(tmp, "r.json")
         p, secs = run([tfswap, "rewrite", src, "-o", os.path.join(tmp, "o.pb"), "--device", DEVICE, "--fetch", "train",
-                       "--fit-accounting", acc, "--report", rep])
-        rec = {"accounting": acc, "seconds": round(secs, 1), "exit": p.returncode}
+                       "--fit-accounting", acc, "--report", rep, "--gate-kind", GATE_KIND])
+        rec = {"accounting": acc, "seconds": round(secs, 1), "exit": p.returncode, "gate_kind": GATE_KIND}
         if p.returncode == 0:
             with open(rep) as f:
                 plan = json.load(f)["plan"]
@@ -325,12 +335,15 @@ def main():
                     "are kept, with the commit they were planned at)")
     ap.add_argument("--device", default=DEVICE,
                     help="the device profile (default %s; --update-docs only with it)" % DEVICE)
+    ap.add_argument("--gate-kind", default="identity", choices=["identity", "reduce"],
+                    help="the gates the planned rewrites build (tfswap rewrite --gate-kind; default %(default)s)")
     ap.add_argument("--update-docs", action="store_true",
                     help="write docs/bench/ceiling.json and the ceiling section of docs/BENCHMARKS.md")
     args = ap.parse_args()
     if args.device != DEVICE and args.update_docs:
         raise SystemExit("--update-docs writes the %s section; run other devices with --json" % DEVICE)
     set_device(args.device)
+    set_gate_kind(args.gate_kind)
     compare = None
     if args.compare:
         with open(args.compare) as f:
@@ -466,13 +479,13 @@ and moving 4.43 GiB over PCIe 3.0 (12.8 GB/s) takes 0.37 s each way. The swap-ou
 block-sized tensor is allocated, and no pass yet holds the main branch back until it is (a stall that would fit).
 Running the two
 input gradients into one accumulator is the other way (not built). At 73a1048 (simulated v100-16gb) 8x fits by
-tfswap's accounting again, at +1369.6% (+1379.9% at 65bb28a, the table above): `auto`'s peak repair on its lowest-memory plan reaches
+tfswap's accounting again, at +1369.6% (+1379.9% at 65bb28a; +1382.0% with `L2Loss` gates, the table above): `auto`'s peak repair on its lowest-memory plan reaches
 13.47 GiB with 135 ops held until a swap-out reaches the host and 279 GiB to the host, 372 GiB back a step,
 31.4 s of the 52.8 s step stalled on swap-ins; the stall-accepting plan exists, its overhead is the host link's.
 10x's lowest peak fell from 19.56 to 16.79 GiB (`stage2/block3`'s batch-norm gradient and ReLU gradient,
 5.53 GiB each). 8x by all accountings was no verdict at 73a1048: `rewrite` failed with an internal error, a cycle through a
 swap-in's relay of a `tf.gradients` tuple Identity. Since d5a82c7 (peak repair judges descent in the plan's
-graph) it is a no-fit verdict; at 65bb28a (the table above) the lowest plan any strategy found under the three
+graph) it is a no-fit verdict; at 65bb28a (and with `L2Loss` gates, the table above) the lowest plan any strategy found under the three
 accountings peaks at 17.90 GiB by tfswap's own, at `stage2/block1`'s main-branch batch-norm gradient: its
 output and the ReLU gradient it reads (4.43 GiB each) with two swapped-in copies of the block's size (8.85 GiB;
 the no-fit message), 4 x 4.43 + 0.19 = 17.90 GiB. The plans that reach lower by tfswap's accounting (the
@@ -546,7 +559,7 @@ apart, and fitted there at +41.1%. Since 5c8aeef the passes run every required s
 the two best fitting plans is one of theirs. At 6x, on the graph with the chains apart, the window plan still
 misses by 0.16 GiB at the same forward-pass point (+23.3% of that graph's step there), LMS's plan fits, and auto
 improves it to +273.0% (35.0 GiB to the host, 75.7 GiB back, 6.2 s of the 10.0 s step stalled on swap-ins;
-the table). Holding the window plan's forward ops until their swap-outs reach the host (the fast model's
++273.7% with `L2Loss` gates, the table). Holding the window plan's forward ops until their swap-outs reach the host (the fast model's
 throttle, which auto applies to its lowest-memory plan) was tried at 5c8aeef and not landed: in three rounds
 of lower targets the simulator's peak stayed at 15.13 GiB or rose to 15.54 GiB. A 6x plan at 5x's cost per
 byte needs `stage2`'s block outputs off the device before `stage3` starts, which the link (0.28 s per
@@ -554,7 +567,7 @@ byte needs `stage2`'s block outputs off the device before `stage3` starts, which
 the backward pass (the list above).
 
 5x by all accountings since 7861305 (no plan, lowest 15.41 GiB by tfswap's accounting, where 6a32992
-planned +41.1%; the table). Found by building tfswap at commits between 6a32992 and 5f6305d that touched
+planned +41.1%; with `Identity` gates, e2fc491's row). Found by building tfswap at commits between 6a32992 and 5f6305d that touched
 `rewrite/` or `cost/` and planning 5x with `--fit-accounting all` (simulated v100-16gb): 7861305^ plans
 +41.1%, 7861305 finds no plan. That commit runs tfswap's gates as Identities reading their trigger's output
 (Grappler keeps every node marked `_grappler_do_not_remove`, so none is run as a value-dead NoOp), and under
@@ -584,9 +597,9 @@ two moved to its output 1 (1 KiB) by hand, 17.29 GiB at 3.019 s, where the recom
 output gradient, its two tuple Identities, the ReLU gradient and the recomputed block output (2.77 GiB each).
 The `tfswap` row's 5x plan reads 18.50 GiB by the microsecond figure at 622c4dd (21.27 before; the
 same recompute gate is left, the list above). 5x by all accountings still finds no plan (lowest 15.41 GiB
-by tfswap's accounting, as before). Not built: a
-gate of a few bytes on a trigger with one output, which needs an op that reads the output, writes little, and
-that Grappler neither folds nor bypasses. `Shape` is not one: constant folding's `MaterializeShapes` turns a
+by tfswap's accounting, as before). A gate of a few bytes on a trigger with one output needs an op that
+reads the output, writes little, and that Grappler neither folds nor bypasses: `--gate-kind reduce` (below)
+builds it as an `L2Loss`. `Shape` is not one: constant folding's `MaterializeShapes` turns a
 `Shape` of a known shape into a `Const` with a control edge on the trigger whatever the nodes to preserve,
 the edge the gate exists to avoid.
 
@@ -610,14 +623,21 @@ microsecond one. All three fit, at +69.5% (3.786 s against 2.234 s unswapped; +6
 gates). That would be a 5x plan by all accountings within the +82% target's overhead. The same
 check at 4x (e2fc491, the same recipe at 95, 90 and 85%) finds that no Identity-gated plan fits by the microsecond figure
 (17.57, 19.23, 18.26 GiB). With `L2Loss` gates the 85% plan reads 12.36 / 14.39 / 14.39 GiB (tfswap / VC ns / VC
-us) at +38.9% (2.483 s against 1.788 s), where the table's 4x row by all accountings is +137.0%. The same edit on 6x
+us) at +38.9% (2.483 s against 1.788 s), where the 4x row by all accountings with `Identity` gates was +137.0% (622c4dd). The same edit on 6x
 plans (tfswap's accounting at 90, 85 and 80% of the budget) leaves the microsecond figure at 20.75 to 22.41 GiB.
 There a tuple Identity that reads a swap-in is the second block-sized buffer of one tensor (`stage3/block1`'s
 two input gradients, each swapped in and passed through its `tuple/control_dependency`, beside the `AddN`).
-Not built, for lack of time in this session: the gate must stay an `Identity` of one tensor for the Grappler
-bridge (`grappler_bridge/swap_core.cc` rejects any other added node) and for `rewrite/verify.go`, so an
-`L2Loss` gate needs the bridge, the verifier, `offload.go`'s gate handling and the runtime tests changed
-together. The tighter pass asks a tighter plan to fit Grappler's figures at the tighter budget too
+Built since as `tfswap rewrite --gate-kind reduce` (`rewrite.GateReduce`; `gate_kind` for the Grappler bridge,
+`TFSWAP_GATE_KIND` for the TF2 plugin): each gate whose trigger has a half, bfloat16, float or double output is
+an `L2Loss` of the smallest such output (a 4-byte scalar; TensorFlow 2.18 has CPU and GPU kernels for the four),
+the others stay `Identity` gates. Grappler keeps it: its input is no constant, and the dependency optimizer's
+`SafeToConvertToNoOp` returns false for the nodes to preserve, which the gate's `_grappler_do_not_remove` makes
+it. `rewrite.Verify`, `offload.go`'s check and the bridge's answer check (`swap_core.cc`) accept an `L2Loss` gate
+of one tensor, whose value carries no original tensor; tfrun's `reduce-gates` variant trains the four fixtures
+with such gates to the unswapped graph's losses and variables in the two-device emulation, its swap nodes in
+the partition graphs and every swap-in after its gate. The ladder's `reduce` rows (the table) are planned with
+it. The default stays `identity`: with `reduce`, every planned rewrite's gates change, and so would every
+plan compared byte for byte against earlier binaries. The tighter pass asks a tighter plan to fit Grappler's figures at the tighter budget too
 (`planTighter`), although only the budget asked for matters to them. No 5x plan above falls between the two,
 so that rule costs nothing here. Hand-made ordering edges (each projection block's shortcut filter and input
 gradient before its main branch's batch-norm gradient, the reorder pass's edge) bring 5x by all accountings
@@ -644,15 +664,29 @@ cannot be faster than moving the excess both ways (at least +376% at 8x, section
 limit"), so +82% at 8x needs most of the excess recomputed, including convolutions, which tfswap's
 recomputation takes only from chains whose inputs stay on the device.
 
+`L2Loss` gates (`--gate-kind reduce`, c3ff82c; the table's `reduce` rows, simulated v100-16gb, planned with
+the binary of c3ff82c). With each float gate a 4-byte `L2Loss`, the VirtualCluster no longer counts a
+block-sized buffer per gate, and plans fit by all accountings up to 6x: 4x at +22.4% (+137.0% with `Identity`
+gates at 622c4dd; 14.02 / 14.95 / 14.95 GiB by tfswap's accounting / the nanosecond / the microsecond figure), 5x
+at +42.7% (no plan with `Identity` gates since 7861305; 14.02 / 14.52 / 14.52 GiB) and 6x at +339.1% (no plan
+before, lowest 15.13 GiB; 14.30 / 14.11 / 14.94 GiB, 58.6 GiB to the host and 81.9 GiB back a step). At 4x and
+5x a plan by all accountings now costs what tfswap's accounting alone asks (+22.2% and +42.7%); at 6x it costs
++65 points more than the +273.7% of tfswap's accounting alone, whose plan still reads 22.41 GiB by the
+microsecond figure (tuple Identities and recomputed block outputs, the list above; the 6x rows no longer fail on
+a tuple Identity reading a swap-in). The gates cost time: an `L2Loss` reads its whole input on the device, so at
+2x, where the plan is the same, the step is +9.5% against +8.6% with `Identity` gates. 8x and 10x are unchanged:
+no plan by all accountings, lowest 16.79 GiB by tfswap's own accounting (at 8x `stage2/block1`'s ReLU gradient,
+the shortcut's batch-norm gradient and a recomputed convolution, 4.43 GiB each), so above 6x the gates no longer
+bound the batch: tfswap's accounting of the backward pass does.
+
 The anchor. The adaptive-window paper (`../shared/papers/out-of-core-adaptive-window.txt`) measured 7.5x at
 55% of in-core speed on a V100 16 GB connected to the CPU by two NVLinks (50 GB/s each), swapping everything,
 with its own allocator, under no VirtualCluster accounting. On tfswap's closest profile, `v100-16gb-nvlink`
 (NVLink 2.0 to a POWER9 host, 40.6 GB/s each way), `bench/ceiling.py --device v100-16gb-nvlink` gives NVLINK.
-The target is missed on `v100-16gb`: by all accountings the largest batch is 4x B0 (+137.0%; none at 5x since
-7861305, lowest 15.41 GiB; none at 6x,
-lowest 15.13 GiB; none at 8x, lowest 16.79 GiB), bound by the residual blocks' gradients (the VirtualCluster's
-accounting, which forwards no buffer and counts the tuple Identities, and at 6x tfswap's own); by tfswap's, 8x B0
-(+1379.9% at 65bb28a), bound in overhead by the host link (at least 63 GiB of the 8x excess would have to be
+The target is missed on `v100-16gb`: by all accountings the largest batch is 6x B0 with `L2Loss` gates (+339.1%;
+with `Identity` gates 4x, +137.0%, and none from 5x on); none at 8x, lowest 16.79 GiB, bound by the residual
+blocks' gradients by tfswap's own accounting; by tfswap's, 8x B0 (+1382.0% at c3ff82c, +1379.9% at 65bb28a),
+bound in overhead by the host link (at least 63 GiB of the 8x excess would have to be
 recomputed to meet +82%; recomputing every candidate is 86 GiB at +21.6% but leaves the 15.68 GiB bound of
 `stage3/block1`'s input gradients) and, at about 9x, by `FusedBatchNormGradV3`."""
 
@@ -679,31 +713,33 @@ def markdown(data):
     b0, budget = data["b0"], data["budget"]
     out.append("Simulated for the profile %s (budget %s GiB, TensorFlow 2.18's default; B0 = %d: the unswapped "
                "step fits by tfswap's accounting and both of Grappler's at %d and not at %d: %s), by `bench/ceiling.py` "
-               "%s: `tfswap rewrite --fetch train --device %s --fit-accounting A` on ResNet-50 "
+               "%s: `tfswap rewrite --fetch train --device %s --fit-accounting A --gate-kind G` on ResNet-50 "
                "(testmodels/large.py) generated at each multiple of B0. Rewrite wall times measured on this "
                "machine's CPU (two cores shared with other jobs).\n" % (
                    DEVICE, gib(budget), b0, b0, b0 + 1, "checked" if data["b0_checked"] else "NOT confirmed",
                    at_commits(data), DEVICE))
-    out.append("| batch (xB0) | accounting | fits | peak GiB (tfswap / VC ns / VC us) | overhead | strategy "
+    out.append("| batch (xB0) | accounting | gates | fits | peak GiB (tfswap / VC ns / VC us) | overhead | strategy "
                "| to host / back per step GiB | rewrite s |")
-    out.append("|---|---|---|---|---:|---|---|---:|")
+    out.append("|---|---|---|---|---|---:|---|---|---:|")
     rows = data["rows"]
     for r in rows:
+        # The gates the rewrite built (--gate-kind); rows of runs before the option are Identity's.
+        gates = r.get("gate_kind", "identity")
         if r.get("exit") == 0:
-            out.append("| %d (%gx) | %s | %s | %s / %s / %s | %+.1f%% | %s | %s / %s | %.1f |" % (
-                r["batch"], r["multiple"], r["accounting"], "yes" if r["fits"] else "no", gib(r["peak"]),
+            out.append("| %d (%gx) | %s | %s | %s | %s / %s / %s | %+.1f%% | %s | %s / %s | %.1f |" % (
+                r["batch"], r["multiple"], r["accounting"], gates, "yes" if r["fits"] else "no", gib(r["peak"]),
                 gib(r["grappler_peak"]) if r["grappler_peak"] else "-",
                 gib(r["grappler_peak_us"]) if r["grappler_peak_us"] else "-", 100 * r["overhead"], r["strategy"],
                 gib(r["to_host"]), gib(r["from_host"]), r["seconds"]))
         elif not r.get("lowest_peak_gib") and r.get("error"):
             # Not the planner's no-fit verdict: rewrite failed otherwise (its first line).
-            out.append("| %d (%gx) | %s | error | rewrite failed%s | - | - | - | %.1f |" % (
-                r["batch"], r["multiple"], r["accounting"],
+            out.append("| %d (%gx) | %s | %s | error | rewrite failed%s | - | - | - | %.1f |" % (
+                r["batch"], r["multiple"], r["accounting"], gates,
                 ": the planned graph has a cycle" if "has a cycle" in r["error"] else "", r["seconds"]))
         else:
             low = r.get("lowest_peak_gib")
-            out.append("| %d (%gx) | %s | no plan | lowest reached %s | - | - | - | %.1f |" % (
-                r["batch"], r["multiple"], r["accounting"], "%.2f" % low if low else "?", r["seconds"]))
+            out.append("| %d (%gx) | %s | %s | no plan | lowest reached %s | - | - | - | %.1f |" % (
+                r["batch"], r["multiple"], r["accounting"], gates, "%.2f" % low if low else "?", r["seconds"]))
     out.append("")
     for acc in ACCOUNTINGS:
         ok = [r for r in rows if r["accounting"] == acc and r.get("exit") == 0 and r["fits"]]

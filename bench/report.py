@@ -1015,7 +1015,8 @@ def section_scale(out, path):
                "rewrite without planning. Each cell is CPU time (user and system; the machine was "
                "shared, so wall times, in the JSON, are longer) / peak resident memory; "
                "\\> T s: stopped after T seconds (of CPU time when marked stopped, else of "
-               "wall time); - not run." % (
+               "wall time); (bounded): planned under auto's effort rule (`--search-candidates`, "
+               "see the notes); - not run." % (
                    meta["how"][0].upper() + meta["how"][1:], meta.get("cpu") or meta.get("machine"),
                    meta["commit"][:10], meta["date"], meta["device"]))
     out.append("")
@@ -1035,7 +1036,7 @@ def section_scale(out, path):
                 cells.append("failed (exit %d)" % r["status"])
             else:
                 secs = r.get("cpu_seconds", r["seconds"])
-                cells.append("%.1f s / %.2f GB" % (secs, r["rss"] / 1e9))
+                cells.append("%.1f s / %.2f GB%s" % (secs, r["rss"] / 1e9, " (bounded)" if r.get("effort") else ""))
         out.append("| %s | %.0f MB | %s |" % ("{:,}".format(row.get("nodes", row["nodes_asked"])),
                                              row["graph_bytes"] / 1e6, " | ".join(cells)))
     out.append("")

@@ -151,6 +151,10 @@ def main(argv=None):
                         row["nodes"] = int(m.group(1))
                 if c == "plan" and peak:
                     r["budget"] = peak // 2
+                if c == "plan":
+                    m = re.search(r"effort bounded: .*", stdout)
+                    if m:
+                        r["effort"] = m.group(0).strip()
                 row[c] = r
                 if os.path.exists(out):
                     os.remove(out)

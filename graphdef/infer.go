@@ -121,12 +121,20 @@ func HaveTensorFlowInference() bool { return tensorflowInfer != nil }
 // replaces, and in text GraphDefs and SavedModels, which are serialised whole. The shapes
 // written are compatible with the graph (TensorFlow's import checks that).
 func InferShapes(m *Model, opts InferOptions) (ShapeStats, error) {
+	st, _, err := InferShapesIndexed(m, opts)
+	return st, err
+}
+
+// InferShapesIndexed is InferShapes, also returning the index of m's graph it built last
+// (NewGraph of m.Graph after the attrs it set), for a caller that would index the graph
+// next: a million-node graph's index takes seconds to build. The index is nil on error.
+func InferShapesIndexed(m *Model, opts InferOptions) (ShapeStats, *Graph, error) {
 	if opts.Batch < 0 {
-		return ShapeStats{}, fmt.Errorf("the batch must be positive, not %d", opts.Batch)
+		return ShapeStats{}, nil, fmt.Errorf("the batch must be positive, not %d", opts.Batch)
 	}
 	g, err := NewGraph(m.Graph, m.Source)
 	if err != nil {
-		return ShapeStats{}, err
+		return ShapeStats{}, nil, err
 	}
 	before := Stats(g)
 	engine := opts.Engine
@@ -140,13 +148,13 @@ func InferShapes(m *Model, opts InferOptions) (ShapeStats, error) {
 		// Nothing to gain (a graph written with shapes, where TensorFlow's own shape
 		// functions left a few outputs unknown, such as FusedBatchNormV3's reserve space).
 		before.Engine = ""
-		return before, nil
+		return before, g, nil
 	}
 	var inferred map[string][][]int64
 	switch engine {
 	case EngineTensorFlow:
 		if tensorflowInfer == nil {
-			return ShapeStats{}, fmt.Errorf("this binary was built without the TensorFlow runtime: it cannot infer shapes with TensorFlow")
+			return ShapeStats{}, nil, fmt.Errorf("this binary was built without the TensorFlow runtime: it cannot infer shapes with TensorFlow")
 		}
 		var terr error
 		inferred, terr = tensorflowInfer(m, opts.Batch)
@@ -159,18 +167,18 @@ func InferShapes(m *Model, opts InferOptions) (ShapeStats, error) {
 	case EngineTfswap:
 		inferred = InferShapesPure(g, opts.Batch)
 	default:
-		return ShapeStats{}, fmt.Errorf("unknown shape inference engine %q", engine)
+		return ShapeStats{}, nil, fmt.Errorf("unknown shape inference engine %q", engine)
 	}
 	ApplyShapes(g, inferred)
 	g2, err := NewGraph(m.Graph, m.Source)
 	if err != nil {
-		return ShapeStats{}, err
+		return ShapeStats{}, nil, err
 	}
 	if engine == EngineTfswap && opts.Engine == "" && DelegatedInference != nil && Stats(g2).UnknownShare() > UnknownWarnShare {
 		if shapes, err := DelegatedInference(m, opts.Batch); err == nil {
 			ApplyShapes(g2, shapes)
 			if g2, err = NewGraph(m.Graph, m.Source); err != nil {
-				return ShapeStats{}, err
+				return ShapeStats{}, nil, err
 			}
 			engine = EngineDelegated
 		}
@@ -181,7 +189,7 @@ func InferShapes(m *Model, opts InferOptions) (ShapeStats, error) {
 		if s := Stats(g2); s.Unknown > 0 {
 			ApplyShapes(g2, InferShapesPure(g2, opts.Batch))
 			if g2, err = NewGraph(m.Graph, m.Source); err != nil {
-				return ShapeStats{}, err
+				return ShapeStats{}, nil, err
 			}
 		}
 	}
@@ -189,7 +197,7 @@ func InferShapes(m *Model, opts InferOptions) (ShapeStats, error) {
 	after.Engine = engine
 	after.Batch = opts.Batch
 	after.Inferred = max(0, before.Unknown-after.Unknown)
-	return after, nil
+	return after, g2, nil
 }
 
 // Stats counts g's outputs of fixed-size dtypes and those of unknown size.

@@ -170,3 +170,59 @@ func TestParseNodeByNodeEqualsWholeUnmarshal(t *testing.T) {
 		}
 	}
 }
+
+// TestParseOddAttrEntriesAsWholeUnmarshal checks that nodes whose attr entries the parse
+// cannot take from their bytes alone (a key not in UTF-8, an entry with a third field or
+// without a value, an attr field of the wrong wire type, unknown fields between the attrs)
+// read as protobuf reads the whole message or fail as it does, and that plain nodes after
+// them still share their values.
+func TestParseOddAttrEntriesAsWholeUnmarshal(t *testing.T) {
+	typ := &apb.AttrValue{Value: &apb.AttrValue_Type{Type: tpb.DataType_DT_FLOAT}}
+	vb, err := proto.Marshal(typ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	field := func(num protowire.Number, b []byte) []byte {
+		return protowire.AppendBytes(protowire.AppendTag(nil, num, protowire.BytesType), b)
+	}
+	entry := func(parts ...[]byte) []byte { return field(5, bytes.Join(parts, nil)) }
+	key := func(k string) []byte { return field(1, []byte(k)) }
+	val := field(2, vb)
+	node := func(name string, rest ...[]byte) []byte {
+		return field(1, append(field(1, []byte(name)), bytes.Join(rest, nil)...))
+	}
+	plain := node("p", entry(key("T"), val), entry(key("U"), val))
+	cases := map[string]struct {
+		node []byte
+		ok   bool
+	}{
+		"plain":            {plain, true},
+		"third field":      {node("a", entry(key("T"), val, field(3, []byte("x")))), true},
+		"no value":         {node("b", entry(key("T"))), true},
+		"wrong wire type":  {node("c", protowire.AppendVarint(protowire.AppendTag(nil, 5, protowire.VarintType), 7), entry(key("T"), val)), true},
+		"unknown between":  {node("d", entry(key("T"), val), protowire.AppendVarint(protowire.AppendTag(nil, 99, protowire.VarintType), 3), entry(key("U"), val)), true},
+		"value, then key":  {node("e", entry(val, key("T"))), true},
+		"key not in UTF-8": {node("f", entry(key("\xff"), val)), false},
+		"bad value":        {node("g", entry(key("T"), field(2, []byte{0xff}))), false},
+	}
+	for name, c := range cases {
+		data := append(append([]byte(nil), c.node...), plain...)
+		m, err := Parse(data, FormatPB, "x.pb")
+		want := new(gpb.GraphDef)
+		werr := proto.Unmarshal(data, want)
+		if (err == nil) != c.ok || (werr == nil) != c.ok {
+			t.Errorf("%s: Parse's error %v, protobuf's %v; want success %v from both", name, err, werr, c.ok)
+			continue
+		}
+		if !c.ok {
+			continue
+		}
+		if !proto.Equal(m.Graph, want) {
+			t.Errorf("%s: the parsed graph differs from protobuf's whole unmarshal", name)
+		}
+		last := m.Graph.Node[len(m.Graph.Node)-1]
+		if last.Attr["T"] == nil || last.Attr["T"] != last.Attr["U"] {
+			t.Errorf("%s: the plain node's equal values T and U are not one message", name)
+		}
+	}
+}

@@ -505,6 +505,12 @@ class Checker {
       if (role == "recompute") {
         std::string bad = CopyOf(n, nullptr);
         if (!bad.empty()) return bad;
+      } else if (role == "gate" && n.op() == "L2Loss") {
+        // A gate of a few bytes (tfswap --gate-kind reduce): it reads one tensor of its
+        // trigger and nothing reads its value; CheckRewrite's Carries never passes through it.
+        if (DataInputs(n).size() != 1) {
+          return absl::StrCat("tfswap gate ", n.name(), " is not an L2Loss of one tensor");
+        }
       } else if (n.op() != "Identity" || DataInputs(n).size() != 1) {
         return absl::StrCat("tfswap node ", n.name(), " is not an Identity of one tensor");
       }

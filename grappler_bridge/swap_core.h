@@ -136,7 +136,8 @@ Result RunSwap(const std::string& graph, const std::vector<std::string>& fetch,
 // naming the node). A rewrite keeps every node of in with the same op, device and attrs and
 // all its control inputs; each data input of an original node carries the same tensor as
 // before, directly or through tfswap's nodes: swap-out, swap-in and gate Identities (which
-// carry their input) and recompute copies (same op, device and attrs as the node they copy,
+// carry their input; a gate may also be an L2Loss of one tensor, which carries nothing) and
+// recompute copies (same op, device and attrs as the node they copy,
 // inputs that carry the same tensors); every node added is such a tfswap node (named under
 // "tfswap/" with a _tfswap_role attr); every input of every node names a node of out; every
 // fetch and preserved node is still there. With offload (tfswap's --offload all or auto), an

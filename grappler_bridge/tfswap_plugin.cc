@@ -25,6 +25,7 @@
 //   TFSWAP_BINARY          the tfswap binary (default: "tfswap" on PATH)
 //   TFSWAP_BUDGET          --budget;   TFSWAP_STRATEGY  --strategy;   TFSWAP_DEVICE  --device
 //   TFSWAP_RECOMPUTE       --recompute; TFSWAP_MIN_BYTES --min-bytes
+//   TFSWAP_GATE_KIND       --gate-kind: identity (default) or reduce (L2Loss gates of 4 bytes)
 //   TFSWAP_COMPUTE_DEVICE  --compute-device: one device or a comma list (e.g. /device:CPU:1 in
 //                          the CPU emulation); unset on a CPU registration: every CPU but CPU:0
 //   TFSWAP_FLAGS           more tfswap rewrite flags, separated by spaces
@@ -484,7 +485,8 @@ bool Configure(const GraphDef& graph, const std::string& report,
   };
   for (const Opt& o : {Opt{"TFSWAP_BUDGET", "budget"}, Opt{"TFSWAP_STRATEGY", "strategy"},
                        Opt{"TFSWAP_DEVICE", "device"}, Opt{"TFSWAP_RECOMPUTE", "recompute"},
-                       Opt{"TFSWAP_MIN_BYTES", "min_bytes"}}) {
+                       Opt{"TFSWAP_MIN_BYTES", "min_bytes"},
+                       Opt{"TFSWAP_GATE_KIND", "gate_kind"}}) {
     const std::string v = Env(o.env);
     if (!v.empty() && !tfswap_core::SetParameter(cfg, o.key, {v}, true, error)) return false;
   }

@@ -357,12 +357,17 @@ var aggregationOps = map[string]bool{"Add": true, "AddV2": true, "AddN": true, "
 // another is no longer common, and the sum is computed another way.
 var factorOps = map[string]bool{"Mul": true, "Div": true, "RealDiv": true}
 
-// Consumer exclusion reasons, as ConsumerExclusion returns them.
+// The reasons ConsumerExclusion (and RecomputeExclusion) give for a read that must keep
+// reading the original tensor.
 const (
+	// ReasonShapeReader is the reason of a read that needs only the tensor's shape.
 	ReasonShapeReader = "reads only the shape: it keeps reading the original, which the executor lets it read as soon as the tensor is made"
-	ReasonSumOrder    = "a sum of three or more terms whose order Grappler sorts by input name: a swap-in's name could reorder it"
-	ReasonFactor      = "a product in the terms of a sum whose terms are all products: Grappler hoists factors common to the terms by input name"
-	ReasonProduct     = "a product reading a product that has no other reader: Grappler's constant folding and arithmetic optimizer regroup such products"
+	// ReasonSumOrder is the reason of a term of a sum whose terms Grappler orders by name.
+	ReasonSumOrder = "a sum of three or more terms whose order Grappler sorts by input name: a swap-in's name could reorder it"
+	// ReasonFactor is the reason of a product among the terms of a sum of products.
+	ReasonFactor = "a product in the terms of a sum whose terms are all products: Grappler hoists factors common to the terms by input name"
+	// ReasonProduct is the reason of a product in a tree of products Grappler may regroup.
+	ReasonProduct = "a product reading a product that has no other reader: Grappler's constant folding and arithmetic optimizer regroup such products"
 )
 
 // ConsumerExclusion returns why use u must keep reading the original tensor whatever

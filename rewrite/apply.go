@@ -13,6 +13,7 @@ import (
 	apb "github.com/wamuir/graft/tensorflow/core/framework/attr_value_go_proto"
 	npb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
 	tspb "github.com/wamuir/graft/tensorflow/core/framework/tensor_shape_go_proto"
+	tpb "github.com/wamuir/graft/tensorflow/core/framework/types_go_proto"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -67,8 +68,9 @@ type SwapIn struct {
 	Device string
 	// Trigger is the op whose completion releases the swap-in.
 	Trigger string
-	// Gate is the node the swap-in's control edge comes from: a preserved Identity on the
-	// trigger's device that reads the trigger's output (see GateNodeName).
+	// Gate is the node the swap-in's control edge comes from: a preserved Identity (or, with
+	// GateReduce, L2Loss) on the trigger's device that reads the trigger's output (see
+	// GateNodeName).
 	Gate string
 	// Consumers are the nodes that read the swapped-in copy.
 	Consumers []string
@@ -279,8 +281,53 @@ func (o Options) GatePort(n *graphdef.Node) (port int, dt graphdef.DataType, ok 
 	return GatePort(n)
 }
 
-// gateNode builds the gate of trigger: an Identity on the trigger's device that reads one of
-// the trigger's outputs (opts.gatePort) and is marked for Grappler to keep. Swap-ins take their control edge from
+// reduceGateTypes are the dtypes an L2Loss gate reads (GateReduce): L2Loss's types, each with
+// a CPU and a GPU kernel in TensorFlow (kernels/l2loss_op.cc, l2loss_op_gpu.cu.cc).
+var reduceGateTypes = map[graphdef.DataType]bool{
+	tpb.DataType_DT_HALF: true, tpb.DataType_DT_BFLOAT16: true,
+	tpb.DataType_DT_FLOAT: true, tpb.DataType_DT_DOUBLE: true,
+}
+
+// GateOp is the gate of trigger under o: its op ("Identity" or "L2Loss"), the output of
+// trigger it reads and that output's dtype (the gate's T); ok is false when trigger has no
+// data output. With GateReduce and a floating-point data output, the gate is an L2Loss of the
+// smallest such output of known, non-zero size (the first of them when none is known), so
+// that it reads as little as it can; otherwise an Identity of o.GatePort's output.
+func (o Options) GateOp(trigger *graphdef.Node) (op string, port int, dt graphdef.DataType, ok bool) {
+	if o.GateKind == GateReduce {
+		best, found := int64(-1), false
+		for p, t := range trigger.OutputTypes {
+			if !reduceGateTypes[t] {
+				continue
+			}
+			b, known, _ := graphdef.Tensor{Node: trigger, Port: p}.Bytes()
+			if !found || known && b > 0 && (best < 0 || b < best) {
+				port, dt, found = p, t, true
+				if known && b > 0 {
+					best = b
+				}
+			}
+		}
+		if found {
+			return "L2Loss", port, dt, true
+		}
+	}
+	port, dt, ok = o.GatePort(trigger)
+	return "Identity", port, dt, ok
+}
+
+// IsGateOp reports whether op is an op a gate may be: an Identity, or an L2Loss
+// (GateReduce). Graphs rewritten before GateReduce existed have Identity gates only.
+func IsGateOp(op string) bool { return op == "Identity" || op == "L2Loss" }
+
+// scalarShapeAttr is the _output_shapes value of an L2Loss gate: one scalar.
+var scalarShapeAttr = &apb.AttrValue{Value: &apb.AttrValue_List{List: &apb.AttrValue_ListValue{
+	Shape: []*tspb.TensorShapeProto{{}},
+}}}
+
+// gateNode builds the gate of trigger: a node on the trigger's device that reads one of the
+// trigger's outputs and is marked for Grappler to keep, an Identity or an L2Loss
+// (Options.GateOp). Swap-ins take their control edge from
 // the gate, not from the trigger itself: Grappler removes, folds or fuses original ops freely
 // (a no-op Reshape or Slice, a MatMul fused with its BiasAdd), moving a control edge on such
 // an op to its inputs, so that the gate would fire early or vanish. A data edge survives
@@ -292,7 +339,7 @@ func gateNode(trigger *graphdef.Node, opts Options) (*npb.NodeDef, error) {
 
 // gateNode is the package's gateNode, its shape value shared through sh.
 func (sh *addedShare) gateNode(trigger *graphdef.Node, opts Options) (*npb.NodeDef, error) {
-	port, dt, ok := opts.GatePort(trigger)
+	op, port, dt, ok := opts.GateOp(trigger)
 	if !ok {
 		return nil, fmt.Errorf("trigger %q has no data output to gate on", trigger.Name)
 	}
@@ -300,7 +347,7 @@ func (sh *addedShare) gateNode(trigger *graphdef.Node, opts Options) (*npb.NodeD
 	in := graphdef.Tensor{Node: trigger, Port: port}
 	nd := &npb.NodeDef{
 		Name:   name,
-		Op:     "Identity",
+		Op:     op,
 		Input:  []string{in.InputString()},
 		Device: trigger.Def.GetDevice(),
 		Attr: map[string]*apb.AttrValue{
@@ -310,7 +357,9 @@ func (sh *addedShare) gateNode(trigger *graphdef.Node, opts Options) (*npb.NodeD
 			idAttr:          {Value: &apb.AttrValue_S{S: []byte(name)}},
 		},
 	}
-	if v := sh.outputShapeAttr(trigger, port); v != nil {
+	if op == "L2Loss" {
+		nd.Attr["_output_shapes"] = scalarShapeAttr
+	} else if v := sh.outputShapeAttr(trigger, port); v != nil {
 		nd.Attr["_output_shapes"] = v
 	}
 	return nd, nil

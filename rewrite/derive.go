@@ -175,7 +175,7 @@ func Build(a *Analysis, plan *Plan) (*Built, error) {
 					if err != nil {
 						return nil, fmt.Errorf("tensor %s: %v", t, err)
 					}
-					port, gdt, _ := a.Opts.GatePort(grp.Trigger)
+					_, port, gdt, _ := a.Opts.GateOp(grp.Trigger)
 					gate, err = sh.derivedSwapNode(len(nodes), gateDef, gdt)
 					if err != nil {
 						return nil, err

@@ -187,12 +187,19 @@ func FanoutSensitive(n *graphdef.Node) string {
 	return ""
 }
 
-// Reasons fanoutSensitive and ConsumerExclusion give for the rules above.
+// The reasons FanoutSensitive gives for a node one more reader would change Grappler's
+// rewrite of, and ConsumerExclusion for an Identity reader.
 const (
+	// ReasonFanoutIdentity is FanoutSensitive's reason for a gradient tuple's Identity.
 	ReasonFanoutIdentity = "an Identity with control inputs (a gradient tuple): one more reader, or one on another device, stops Grappler's dependency optimizer from bypassing it, which renames what its readers see"
-	ReasonFanoutSum      = "a sum read only by a sum: Grappler's arithmetic optimizer folds it into that sum only while it has one reader"
-	ReasonFanoutProduct  = "a product with one reader in a tree of products: Grappler pushes constants down such a tree only through products with one reader"
-	ReasonFanoutNoOp     = "a reshape, reduction or copy Grappler may turn into an Identity, whose bypass depends on its readers"
+	// ReasonFanoutSum is FanoutSensitive's reason for a sum read only by a sum.
+	ReasonFanoutSum = "a sum read only by a sum: Grappler's arithmetic optimizer folds it into that sum only while it has one reader"
+	// ReasonFanoutProduct is FanoutSensitive's reason for a product in a tree of products.
+	ReasonFanoutProduct = "a product with one reader in a tree of products: Grappler pushes constants down such a tree only through products with one reader"
+	// ReasonFanoutNoOp is FanoutSensitive's reason for an op Grappler may turn into an Identity.
+	ReasonFanoutNoOp = "a reshape, reduction or copy Grappler may turn into an Identity, whose bypass depends on its readers"
+	// ReasonIdentityReader is ConsumerExclusion's reason for an Identity reader that a
+	// swap-in on another device would keep Grappler from bypassing.
 	ReasonIdentityReader = "an Identity (or an op Grappler may turn into one): a swap-in on another device would decide whether Grappler's dependency optimizer bypasses it"
 )
 

@@ -276,7 +276,7 @@ type WeightCopy struct {
 	Tensor   string
 	Variable string
 	// Node is the copy (a host-side Identity), Trigger the op it waits for and Gate the
-	// preserved Identity its control edge comes from.
+	// preserved Identity (or L2Loss, GateReduce) its control edge comes from.
 	Node, Trigger, Gate string
 	// Consumers are the nodes that read the copy.
 	Consumers []string

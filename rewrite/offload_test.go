@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/tfswap/tfswap/graphdef"
+	"github.com/tfswap/tfswap/internal/testgraph"
 	"github.com/tfswap/tfswap/triggers"
 	npb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
 	"google.golang.org/protobuf/proto"
@@ -23,7 +24,7 @@ var offloadFixtures = []string{"mlp", "cnn", "resnet", "lstm"}
 func TestOffloadAllFixtures(t *testing.T) {
 	for _, name := range offloadFixtures {
 		t.Run(name, func(t *testing.T) {
-			m := loadFixture(t, name)
+			m, _ := testgraph.Load(t, "../testmodels/fixtures/"+name+".pb")
 			before, _ := m.Marshal()
 			res, err := OffloadVariables(m, Options{}, nil)
 			if err != nil {
@@ -94,7 +95,7 @@ func TestOffloadAllFixtures(t *testing.T) {
 
 // TestOffloadSelected offloads one group only: its nodes move, no other node does.
 func TestOffloadSelected(t *testing.T) {
-	m := loadFixture(t, "resnet")
+	m, _ := testgraph.Load(t, "../testmodels/fixtures/resnet.pb")
 	res, err := OffloadVariables(m, Options{}, func(vg *VariableGroup) bool { return vg.Name == "block2/a/conv/weights" })
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +122,7 @@ func TestOffloadSelected(t *testing.T) {
 
 // TestVerifyOffloadCatches breaks offload results in the ways VerifyOffload must notice.
 func TestVerifyOffloadCatches(t *testing.T) {
-	m := loadFixture(t, "cnn")
+	m, _ := testgraph.Load(t, "../testmodels/fixtures/cnn.pb")
 	g, err := graphdef.NewGraph(m.Graph, "cnn")
 	if err != nil {
 		t.Fatal(err)

@@ -29,6 +29,45 @@ func (g Gate) String() string {
 	return "host"
 }
 
+// GateKind says which op a gate is (see Options.GateKind).
+type GateKind int
+
+const (
+	// GateIdentity makes each gate an Identity of one of its trigger's outputs. TensorFlow's
+	// executor forwards the buffer, but Grappler's VirtualCluster counts the Identity's output
+	// as a buffer of its own, as large as the tensor it reads.
+	GateIdentity GateKind = iota
+	// GateReduce makes each gate whose trigger has a floating-point data output (half,
+	// bfloat16, float, double) an L2Loss of the smallest of them: a 4-byte scalar computed
+	// from the whole tensor, so it runs only once the trigger has. Grappler neither
+	// constant-folds it (its input is not a constant) nor turns it into a NoOp (the
+	// dependency optimizer's SafeToConvertToNoOp keeps the nodes to preserve, and the gate
+	// carries _grappler_do_not_remove). A trigger without such an output keeps an Identity
+	// gate: Shape, Size and Rank, the few-byte readers of any dtype, are replaced by
+	// constants by Grappler's constant folding when the shape is known, which would drop the
+	// data edge the gate exists for.
+	GateReduce
+)
+
+// String returns "identity" or "reduce".
+func (k GateKind) String() string {
+	if k == GateReduce {
+		return "reduce"
+	}
+	return "identity"
+}
+
+// ParseGateKind returns the GateKind named s ("identity" or "reduce").
+func ParseGateKind(s string) (GateKind, error) {
+	switch s {
+	case "identity":
+		return GateIdentity, nil
+	case "reduce":
+		return GateReduce, nil
+	}
+	return 0, fmt.Errorf("unknown gate kind %q (want identity or reduce)", s)
+}
+
 // Options are the LMS-style rewrite options. The zero value of a field means its default.
 type Options struct {
 	// SwapoutThreshold is the least topological distance (in levels) between a tensor's
@@ -75,6 +114,8 @@ type Options struct {
 	// strategy; Rewrite and the lms-fixed strategy leave it off, so their output stays the
 	// bytes it was.
 	GateSmallestOutput bool
+	// GateKind says which op each gate is. Default GateIdentity.
+	GateKind GateKind
 	// Fetch names the nodes the step fetches, when known (RewriteWithPlanner takes
 	// PlanOptions.Sim.Fetch when it is empty). With it, the value-dead nodes that are
 	// never read from a swap-in nor trigger one include every node Grappler's dependency
@@ -83,12 +124,16 @@ type Options struct {
 	Fetch []string
 }
 
-// Defaults of Options.
+// The defaults of Options.
 const (
+	// DefaultSwapoutThreshold is Options.SwapoutThreshold's default, in levels.
 	DefaultSwapoutThreshold = 10
-	DefaultSwapinAhead      = 2
-	DefaultSwapinGroupBy    = 5
-	DefaultMinTensorBytes   = 64 << 10
+	// DefaultSwapinAhead is Options.SwapinAhead's default, in levels.
+	DefaultSwapinAhead = 2
+	// DefaultSwapinGroupBy is Options.SwapinGroupBy's default, in levels.
+	DefaultSwapinGroupBy = 5
+	// DefaultMinTensorBytes is Options.MinTensorBytes' default: 64 KiB.
+	DefaultMinTensorBytes = 64 << 10
 )
 
 // WithDefaults returns o with zero fields replaced by their defaults, and checks it.
@@ -119,6 +164,9 @@ func (o Options) WithDefaults() (Options, error) {
 	}
 	if o.Gate != GateHost && o.Gate != GateDevice {
 		return o, fmt.Errorf("unknown gate %d", o.Gate)
+	}
+	if o.GateKind != GateIdentity && o.GateKind != GateReduce {
+		return o, fmt.Errorf("unknown gate kind %d", o.GateKind)
 	}
 	if err := CheckDevices(o.ComputeDevice, o.HostDevice); err != nil {
 		return o, err

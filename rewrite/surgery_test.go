@@ -18,12 +18,12 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-var update = flag.Bool("update", false, "rewrite the .golden files of testdata/surgery")
+var update = flag.Bool("update", false, "rewrite the .golden files of testdata")
 
 // TestSurgery performs the hand-written plans of testdata/surgery on their small graphs, in
 // the style of golang.org/x/tools/go/analysis/analysistest: each NAME.txt holds sections
 // "-- graph --" (a GraphDef in text form), "-- plan --" (the plan, one line per swap-in
-// group, wait or recomputation; see parsePlan), optionally "-- options --" ("gate device")
+// group, wait or recomputation; see parsePlan), optionally "-- options --" ("gate device", "gate reduce")
 // and "-- break --" (edits of the written graph Verify must reject; see breakResult). The
 // outcome is compared with NAME.golden (go test -update rewrites it): the nodes the rewrite
 // added or changed, with their device, inputs and tfswap's attrs; the Result's swaps, waits
@@ -39,23 +39,14 @@ func TestSurgery(t *testing.T) {
 		name := strings.TrimSuffix(filepath.Base(file), ".txt")
 		t.Run(name, func(t *testing.T) {
 			got := runSurgery(t, file)
-			golden := strings.TrimSuffix(file, ".txt") + ".golden"
-			if *update {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test -update to create it)", err)
-			}
-			if got != string(want) {
-				t.Errorf("%s differs from %s (go test -update rewrites it):\n%s", name, golden, lineDiff(string(want), got))
-			}
+			testgraph.Golden(t, strings.TrimSuffix(file, ".txt")+".golden", got, *update)
 		})
 	}
 }
+
+// activation is the shape of the tests' activations built with testgraph.Builder: 64 KiB
+// of float32.
+var activation = []int64{64, 256}
 
 // runSurgery runs the case in file and returns its report.
 func runSurgery(t *testing.T, file string) string {
@@ -74,6 +65,8 @@ func runSurgery(t *testing.T, file string) string {
 		switch line {
 		case "gate device":
 			opts.Gate = GateDevice
+		case "gate reduce":
+			opts.GateKind = GateReduce
 		default:
 			t.Fatalf("unknown option %q", line)
 		}
@@ -394,14 +387,4 @@ func verdict(out *strings.Builder, what string, err error) {
 		return
 	}
 	fmt.Fprintf(out, "%s: ok\n", what)
-}
-
-// lineDiff returns the lines of want and got from the first that differs.
-func lineDiff(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	i := 0
-	for i < len(w) && i < len(g) && w[i] == g[i] {
-		i++
-	}
-	return fmt.Sprintf("from line %d\nwant:\n%s\ngot:\n%s", i+1, strings.Join(w[i:], "\n"), strings.Join(g[i:], "\n"))
 }

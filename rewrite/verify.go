@@ -282,11 +282,17 @@ func verifyRecompute(orig *graphdef.Graph, n *graphdef.Node) error {
 	return nil
 }
 
-// verifyGate checks a gate node: a preserved Identity named for its trigger, on the trigger's
-// device, reading an original node's output.
+// verifyGate checks a gate node: a preserved Identity, or an L2Loss of a floating-point
+// tensor (GateReduce), named for its trigger, on the trigger's device, reading an original
+// node's output.
 func verifyGate(n *graphdef.Node) error {
-	if n.Op != "Identity" || len(n.Inputs) != 1 || len(n.ControlInputs) != 0 || !n.Def.GetAttr()[DoNotRemoveAttr].GetB() {
-		return fmt.Errorf("gate %q is not a preserved Identity with one data input", n.Name)
+	if !IsGateOp(n.Op) || len(n.Inputs) != 1 || len(n.ControlInputs) != 0 || !n.Def.GetAttr()[DoNotRemoveAttr].GetB() {
+		return fmt.Errorf("gate %q is not a preserved Identity or L2Loss with one data input", n.Name)
+	}
+	if n.Op == "L2Loss" {
+		if dt, ok := n.Inputs[0].DataType(); !ok || !reduceGateTypes[dt] || dt != n.Def.GetAttr()["T"].GetType() {
+			return fmt.Errorf("gate %q is an L2Loss of %s, not of a half, bfloat16, float or double tensor of its T", n.Name, n.Inputs[0])
+		}
 	}
 	trigger := n.Inputs[0].Node
 	if trigger.Def.GetAttr()[RoleAttr] != nil {

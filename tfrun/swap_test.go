@@ -13,13 +13,15 @@ import (
 )
 
 // swapVariants are the rewrite options the runtime tests use: the defaults (64 KiB minimum,
-// threshold 10), and an aggressive setting that swaps far more, and smaller, tensors.
+// threshold 10), an aggressive setting that swaps far more, and smaller, tensors, and the
+// aggressive setting with L2Loss gates (GateReduce) instead of Identities.
 var swapVariants = []struct {
 	name string
 	opts rewrite.Options
 }{
 	{"default", rewrite.Options{}},
 	{"aggressive", rewrite.Options{MinTensorBytes: -1, SwapoutThreshold: 4, SwapinAhead: 1, SwapinGroupBy: -1}},
+	{"reduce-gates", rewrite.Options{MinTensorBytes: -1, SwapoutThreshold: 4, SwapinAhead: 1, SwapinGroupBy: -1, GateKind: rewrite.GateReduce}},
 }
 
 // unswappedCases are the fixture/variant pairs whose rewrite swaps nothing, with the reason.
@@ -69,8 +71,8 @@ func swapsOf(res *rewrite.Result) []Swap {
 	for _, sw := range res.Swaps {
 		s := Swap{Tensor: sw.Tensor, Producer: sw.Producer, Host: sw.Host, SwapOut: sw.SwapOut}
 		for _, in := range sw.SwapIns {
-			// The swap-in's control edge comes from its gate, a preserved Identity that reads
-			// the trigger's output: the gate finishes after the trigger, so checking the
+			// The swap-in's control edge comes from its gate, a preserved Identity or L2Loss
+			// that reads the trigger's output: the gate finishes after the trigger, so checking the
 			// copy against the gate checks it against the trigger too, and the gate, unlike
 			// an original op, is never removed or fused by Grappler.
 			s.SwapIns = append(s.SwapIns, SwapIn{Node: in.Node, Device: in.Device, Trigger: in.Gate, Consumers: in.Consumers})

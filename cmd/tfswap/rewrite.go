@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/tfswap/tfswap"
@@ -29,6 +30,7 @@ func lmsFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "preserve", Usage: "leave this node exactly as it is: never swap or recompute its outputs, never redirect or add to its inputs (repeatable; the node must exist)"},
 		&cli.StringSliceFlag{Name: "compute-device", Usage: "a device whose tensors are swapped, e.g. /device:GPU:1; repeat it or give a comma list for the replicas of a data-parallel step, each planned with its own budget (default: every GPU; nodes without a device count as the first named, or /device:GPU:0)"},
 		&cli.StringFlag{Name: "host-device", Usage: "the device swapped tensors are kept on (default: CPU:0 of the producer's task)"},
+		&cli.StringFlag{Name: "gate-kind", Value: "identity", Usage: "the op each gate (the node a swap-in's control edge comes from) is: identity (an Identity of the trigger's output) or reduce (an L2Loss of a floating-point output, 4 bytes, which Grappler's VirtualCluster counts as 4 bytes instead of the whole tensor; an Identity where the trigger has none)"},
 		&cli.StringFlag{Name: "gate", Value: "host", Usage: "which swap-in carries the trigger: host (saves memory) or device (an experiment: TensorFlow copies early)", Hidden: true},
 	}
 }
@@ -79,6 +81,12 @@ func lmsOptions(c *cli.Context, opts *tfswap.Options) error {
 	default:
 		return usagef("--gate must be host or device, not %q", c.String("gate"))
 	}
+	switch k, err := rewrite.ParseGateKind(c.String("gate-kind")); {
+	case err != nil:
+		return usagef("--gate-kind: %v", err)
+	case k == rewrite.GateReduce:
+		opts.ReduceGates = true
+	}
 	if _, err := rewrite.ParseComputeDevices(opts.ComputeDevice); err != nil {
 		return usagef("--compute-device: %v", err)
 	}
@@ -109,6 +117,9 @@ func lmsRewriteOptions(c *cli.Context) (rewrite.Options, error) {
 	if o.DeviceGate {
 		ro.Gate = rewrite.GateDevice
 	}
+	if o.ReduceGates {
+		ro.GateKind = rewrite.GateReduce
+	}
 	return ro, nil
 }
 
@@ -130,6 +141,7 @@ func planFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "no-tf32", Usage: "plan with float32 matrix products at the FP32 rate even where TF32 tensor cores exist"},
 		&cli.IntFlag{Name: "bo-iterations", Usage: "autoswap: weight vectors the Bayesian optimisation tries after the four plain scores (default 12; -1: none)"},
 		&cli.StringFlag{Name: "window", Usage: "window: the schedule-window in bytes (default: tuned)"},
+		&cli.IntFlag{Name: "search-candidates", Usage: "auto's effort rule: on a graph with more swap candidates (tensors a later op reads) than this, auto runs only vdnn-all, vdnn-conv and window at one size, without the searches whose time grows as the square of the graph, and says so (default " + strconv.Itoa(plan.DefaultSearchCandidates) + "; -1: no bound)"},
 		&cli.BoolFlag{Name: "explain", Usage: "print the plan's reasoning for every swap candidate"},
 		&cli.StringFlag{Name: "offload", Value: "none", Usage: "keep variables and their optimizer slots in host memory, their updates on the host CPU and their reads copied to the GPU just before use: none, all, or auto (the planner moves the largest variables where swapping alone does not fit or slows the step)"},
 		&cli.StringSliceFlag{Name: "offload-variables", Usage: "NAME[,NAME...]: keep these variables (each with its group: its optimizer slots) in host memory whatever the budget, instead of an --offload mode; names the graph does not hold are ignored. The choice does not depend on the graph, so every graph of a session places them alike: give the Grappler bridge the variables an offline --offload auto plan moved (repeatable)"},
@@ -143,7 +155,7 @@ func planFlags() []cli.Flag {
 var fixedThresholds = []string{"swapout-threshold", "swapin-ahead", "swapin-groupby"}
 
 // plannerOnly are the planning options that fixed LMS thresholds leave without effect.
-var plannerOnly = []string{"explain", "bo-iterations", "window", "recompute", "offload", "offload-variables", "debug-pass", "pass-time"}
+var plannerOnly = []string{"explain", "bo-iterations", "window", "search-candidates", "recompute", "offload", "offload-variables", "debug-pass", "pass-time"}
 
 // rewriteStrategy returns the strategy the command line asks for: lms-fixed with a fixed
 // LMS threshold or --strategy lms-fixed, else --strategy, else auto.
@@ -264,6 +276,12 @@ func planOptions(c *cli.Context, opts *tfswap.Options) error {
 			return usagef("--window: want a size such as 4GiB, got %q", s)
 		}
 		opts.Window = n
+	}
+	switch n := c.Int("search-candidates"); {
+	case n < -1:
+		return usagef("--search-candidates must be -1 or more")
+	default:
+		opts.SearchCandidates = n
 	}
 	switch n := c.Int("bo-iterations"); {
 	case n < -1:

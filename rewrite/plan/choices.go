@@ -80,7 +80,7 @@ func (pr *Problem) episodes(c *choice) (out []*pendingGroup, ok bool) {
 
 // buildPlan turns choices into a plan, choosing triggers with rule. Choices that cannot be
 // planned (a read that cannot be redirected, no trigger) are left out and reported.
-func (pr *Problem) buildPlan(cs []*choice, rule triggerRule) (*rewrite.Plan, []rewrite.Skipped) {
+func (pr *planRun) buildPlan(cs []*choice, rule triggerRule) (*rewrite.Plan, []rewrite.Skipped) {
 	groups, skipped := pr.groupsOf(cs, rule)
 	plan, sk := assemble(groups, nil)
 	pr.Explain.record(plan, cs)

@@ -75,7 +75,7 @@ type SwapInExplanation struct {
 }
 
 // explain returns the reasoning behind the plan of ev.
-func (pr *Problem) explain(ev *Evaluation) []TensorExplanation {
+func (pr *planRun) explain(ev *Evaluation) []TensorExplanation {
 	_, tm, err := pr.evaluateTimed(ev.Plan)
 	if err != nil {
 		return nil

@@ -454,7 +454,7 @@ func (b *buffer) find(u graphdef.Use) *access {
 // throttled returns plan with its waits replaced by those the fast model finds necessary to
 // keep every device within target: an op whose start would take its device over target
 // waits for the oldest swap-outs still on their way to the host.
-func (pr *Problem) throttled(plan *rewrite.Plan, target []int64) (*rewrite.Plan, *fastResult) {
+func (pr *planRun) throttled(plan *rewrite.Plan, target []int64) (*rewrite.Plan, *fastResult) {
 	bare := plan
 	if len(plan.Waits) > 0 {
 		bare = &rewrite.Plan{Swaps: plan.Swaps}

@@ -26,7 +26,7 @@ func TestFastModelAgreesWithSimulate(t *testing.T) {
 	}
 	m := graphdef.NewModel(planChain(n, ""))
 	m.Source = "chain"
-	pr, err := newProblem(m, rewrite.Analyze(gr, rewrite.Options{}), PlanOptions{Profile: slowProfile(), Budget: 1 << 20, FitAccounting: "tfswap"})
+	pr, err := newProblemRun(m, rewrite.Analyze(gr, rewrite.Options{}), PlanOptions{Profile: slowProfile(), Budget: 1 << 20, FitAccounting: "tfswap"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestDropSweepAgreesWithSweep(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pr, err := newProblem(m, rewrite.Analyze(gr, rewrite.Options{}), PlanOptions{Profile: prof, Budget: 1 << 20, FitAccounting: "tfswap"})
+			pr, err := newProblemRun(m, rewrite.Analyze(gr, rewrite.Options{}), PlanOptions{Profile: prof, Budget: 1 << 20, FitAccounting: "tfswap"})
 			if err != nil {
 				t.Fatal(err)
 			}

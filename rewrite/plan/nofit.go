@@ -116,7 +116,7 @@ func (e *NoFitError) Error() string {
 
 // lowestMemoryPlan plans the least memory tfswap can reach: every buffer swapped across every
 // gap between its reads, each copy brought back by the op just before its reader.
-func (pr *Problem) lowestMemoryPlan() *rewrite.Plan {
+func (pr *planRun) lowestMemoryPlan() *rewrite.Plan {
 	var cs []*choice
 	for _, b := range pr.buffers {
 		var ks []int
@@ -141,7 +141,7 @@ func (pr *Problem) lowestMemoryPlan() *rewrite.Plan {
 }
 
 // noFit builds the NoFitError after planner strategy found nothing that fits.
-func (pr *Problem) noFit(strategy string, ev *Evaluation) error {
+func (pr *planRun) noFit(strategy string, ev *Evaluation) error {
 	// The least memory tfswap can reach at all.
 	saved := pr.strategy
 	pr.strategy = "lowest-memory"

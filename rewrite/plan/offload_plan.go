@@ -42,10 +42,11 @@ func planOffloaded(model *graphdef.Model, g *graphdef.Graph, opts rewrite.Option
 	if len(groups) == 0 {
 		return planPrepared(model, g, opts, po)
 	}
-	pr0, err := newProblem(model, a, po)
+	p0, err := newProblem(model, a, po)
 	if err != nil {
 		return nil, err
 	}
+	pr0 := p0.newRun("")
 	base := pr0.Base
 	// The copies' triggers are chosen from the original graph's unswapped step.
 	var timing *rewrite.CopyTiming

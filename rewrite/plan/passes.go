@@ -141,12 +141,12 @@ type planState struct {
 	mode    string // the recompute mode (recomputeMode)
 
 	a  *rewrite.Analysis
-	pr *Problem
+	pr *planRun
 	// ev is the strategy's swap-only plan; final the best stage so far and xpr the problem
 	// that planned it (for its explanation).
 	ev    *Evaluation
 	final *stage
-	xpr   *Problem
+	xpr   *planRun
 	// recomputing is set when the recompute pass ran; rs is its stage (nil when nothing was
 	// recomputed).
 	recomputing bool
@@ -157,6 +157,10 @@ type planState struct {
 	depth  int
 	// sims counts the simulations of every problem planned so far.
 	sims int
+	// effort is auto's effort rule's reading of the problem (the zero value for the other
+	// strategies): when bounded, auto does not plan again for recomputations or tighter
+	// budgets.
+	effort searchEffort
 
 	res *rewrite.Result
 	out *Planned
@@ -278,8 +282,8 @@ func passAnalyze(st *planState) error {
 	if err := pr.checkDeviceBudgets(); err != nil {
 		return err
 	}
-	st.pr = pr
-	st.sims = pr.sims
+	st.pr = pr.newRun("")
+	st.sims = st.pr.sims
 	return nil
 }
 
@@ -287,6 +291,9 @@ func passAnalyze(st *planState) error {
 func passStrategy(st *planState) error {
 	pr := st.pr
 	pr.strategy = st.planner.Name
+	if st.planner == autoStrategy {
+		st.effort = searchEffortOf(pr.Problem)
+	}
 	ev, err := st.planner.plan(pr)
 	if err != nil {
 		return err
@@ -302,7 +309,7 @@ func passStrategy(st *planState) error {
 // accumulators the rewrite can place on the host (Analysis.HostAccumulators: every
 // iteration's pushed tensor kept for the gradient loop; of any size, as they hold every
 // iteration's), the strategy plans again on a problem whose plans all place them there (the
-// unswapped step too: newProblemPlacing), and the better outcome is kept. Placing an accumulator is a swap of every iteration's pushed
+// unswapped step too: Problem.newDerived), and the better outcome is kept. Placing an accumulator is a swap of every iteration's pushed
 // tensor, out as the forward loop pushes it and in as the gradient loop pops it; its
 // transfers are simulated as the graph written runs them. On a graph without loops, or
 // when the plan fits without, nothing changes. The plan kept is then the swap-only plan the
@@ -316,15 +323,14 @@ func passAccumulators(st *planState) error {
 		return nil
 	}
 	pr := st.pr
-	pr2, err := newProblemPlacing(st.model, st.a, pr.Opts, pr.grapplerMargin, accs)
+	p2, err := pr.newDerived(st.model, st.a, pr.grapplerMargin, accs)
 	if err != nil {
 		return err
 	}
-	if err := pr2.checkDeviceBudgets(); err != nil {
+	if err := p2.checkDeviceBudgets(); err != nil {
 		return err
 	}
-	pr2.strategy = st.planner.Name
-	pr2.original = pr.Base
+	pr2 := p2.newRun(st.planner.Name)
 	ev, err := st.planner.plan(pr2)
 	st.sims += pr2.sims
 	if err != nil || ev == nil {
@@ -346,7 +352,7 @@ func passAccumulators(st *planState) error {
 // recompute, and keeps the better outcome ("max" keeps the recomputed one whatever it costs).
 func passRecompute(st *planState) error {
 	pr, ev, mode := st.pr, st.ev, st.mode
-	if !(mode == "max" || (mode == "auto" && st.planner == autoStrategy && (ev == nil || !ev.Fits || ev.StepTime > pr.Base.StepTime))) {
+	if !(mode == "max" || (mode == "auto" && st.planner == autoStrategy && !st.effort.bounded() && (ev == nil || !ev.Fits || ev.StepTime > pr.Base.StepTime))) {
 		return nil
 	}
 	st.recomputing = true
@@ -402,7 +408,7 @@ func passRecomputeSingle(st *planState) error {
 // live across them, until the block's own gradient reads them. At 5x B0 by all accountings
 // (simulated) the plan with chains apart is +41.3% where the best before was +383.1%.
 func passRecomputeApart(st *planState) error {
-	if !RecomputeApart || !st.recomputing || st.mode != "auto" || !linkBound(st.final.ev, st.pr) {
+	if !RecomputeApart || !st.recomputing || st.mode != "auto" || !linkBound(st.final.ev, st.pr.Problem) {
 		return nil
 	}
 	rs, err := st.pr.planRecomputedToBeat(st.planner, st.mode, st.ev, st.final.ev, false, true)
@@ -443,7 +449,7 @@ func linkBound(ev *Evaluation, pr *Problem) bool {
 // tighter budgets, with recomputations too where the recompute pass ran, and keeps such a
 // plan when it is better (issue 14 item 3: auto monotone in the budget).
 func passTighter(st *planState) error {
-	if st.planner != autoStrategy {
+	if st.planner != autoStrategy || st.effort.bounded() {
 		return nil
 	}
 	rs, rpr, n, err := st.pr.planTighter(st.planner, st.final.ev, st.recomputing && st.mode == "auto", st.model, st.a)
@@ -503,7 +509,7 @@ func passVerify(st *planState) error {
 	}
 	pr := st.pr
 	st.out = &Planned{Result: res, Strategy: st.planner.Name, Eval: st.final.ev, Base: pr.Base, Profile: pr.Profile, Budget: pr.Opts.Budget, Simulations: st.sims,
-		Accountings: st.final.pr.fit.names()}
+		Accountings: st.final.pr.fit.names(), Effort: st.effort.note()}
 	return nil
 }
 

@@ -27,7 +27,7 @@ func TestEvaluateTellsWaitsApart(t *testing.T) {
 	if planKey(bare) == planKey(held) {
 		t.Errorf("planKey %q for both plans", planKey(bare))
 	}
-	evaluate := func(pr *Problem, p *rewrite.Plan) *Evaluation {
+	evaluate := func(pr *planRun, p *rewrite.Plan) *Evaluation {
 		t.Helper()
 		ev, err := pr.Evaluate(p)
 		if err != nil {
@@ -35,9 +35,9 @@ func TestEvaluateTellsWaitsApart(t *testing.T) {
 		}
 		return ev
 	}
-	newPr := func() *Problem {
+	newPr := func() *planRun {
 		t.Helper()
-		pr, err := newProblem(m, rewrite.Analyze(g, rewrite.Options{}), PlanOptions{Profile: prof, Budget: 1 << 30, FitAccounting: "tfswap"})
+		pr, err := newProblemRun(m, rewrite.Analyze(g, rewrite.Options{}), PlanOptions{Profile: prof, Budget: 1 << 30, FitAccounting: "tfswap"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -25,6 +25,9 @@ type Planned struct {
 	Budget  int64
 	// Simulations counts the full simulations planning ran.
 	Simulations int
+	// Effort says how auto's effort rule bounded the search (PlanOptions.SearchCandidates),
+	// in a sentence; empty when it did not.
+	Effort string `json:",omitempty"`
 	// Accountings are those the plan was required to fit by (ParseFitAccounting); Eval's
 	// devices carry the figures of all three.
 	Accountings []string
@@ -115,8 +118,8 @@ func planPrepared(model *graphdef.Model, g *graphdef.Graph, opts rewrite.Options
 // grapplerBound reports whether Grappler's accounting is what kept a faster plan than best
 // from fitting: a plan evaluated by pr or by the recomputation stage rs fits by tfswap's
 // accounting, not by Grappler's, and is faster than best (or best does not fit).
-func grapplerBound(best *Evaluation, pr *Problem, rs *stage) bool {
-	prs := []*Problem{pr}
+func grapplerBound(best *Evaluation, pr *planRun, rs *stage) bool {
+	prs := []*planRun{pr}
 	if rs != nil {
 		prs = append(prs, rs.pr)
 	}
@@ -142,7 +145,7 @@ func grapplerBound(best *Evaluation, pr *Problem, rs *stage) bool {
 type stage struct {
 	model *graphdef.Model
 	a     *rewrite.Analysis
-	pr    *Problem
+	pr    *planRun
 	ev    *Evaluation
 	descs []rewrite.Recompute
 }
@@ -180,7 +183,7 @@ var LinkBoundSkip = true
 // (LinkBoundSkip). It returns a nil stage when the
 // unswapped step fits, when cur fits without overhead, or when no tighter plan beats it.
 // model and a are pr's graph and analysis, for the swap-only stages.
-func (pr *Problem) planTighter(planner *Strategy, cur *Evaluation, recompute bool, model *graphdef.Model, a *rewrite.Analysis) (*stage, *Problem, int, error) {
+func (pr *planRun) planTighter(planner *Strategy, cur *Evaluation, recompute bool, model *graphdef.Model, a *rewrite.Analysis) (*stage, *planRun, int, error) {
 	if pr.Base.Fits || (cur != nil && cur.Fits && cur.StepTime <= pr.Base.StepTime) {
 		return nil, nil, 0, nil
 	}
@@ -188,9 +191,9 @@ func (pr *Problem) planTighter(planner *Strategy, cur *Evaluation, recompute boo
 	// does, the swap-only retries are the cheaper search.
 	recompute = recompute && TighterRecompute && cur != nil && cur.Fits
 	var best *stage
-	var bestPr *Problem
+	var bestPr *planRun
 	sims := 0
-	keep := func(s *stage, xpr *Problem) {
+	keep := func(s *stage, xpr *planRun) {
 		if s.ev.Fits && better(s.ev, cur) && (best == nil || better(s.ev, best.ev)) {
 			best, bestPr = s, xpr
 		}
@@ -204,11 +207,11 @@ func (pr *Problem) planTighter(planner *Strategy, cur *Evaluation, recompute boo
 				po.DeviceBudgets[k] = v * th / 1000
 			}
 		}
-		pr2, err := newProblem(pr.Model, pr.Analysis, po)
+		p2, err := newProblem(pr.Model, pr.Analysis, po)
 		if err != nil {
 			return nil, nil, sims, err
 		}
-		pr2.strategy = planner.Name
+		pr2 := p2.newRun(planner.Name)
 		// A plan at this budget is kept only if it is faster than cur (or as fast and moves
 		// fewer bytes), and no plan's step is shorter than its link bound. When neither a
 		// swap-only plan (bounded on the unswapped step) nor the recomputed one (bounded on
@@ -300,13 +303,12 @@ func (pr *Problem) swapBound() int64 {
 // judgeRecomputed judges rs, a stage planned with recomputations for another budget than
 // pr's, by pr's budgets: its plan evaluated on its graph by a problem with pr's options, the
 // overhead against pr's unswapped step. It returns that stage and the simulations spent.
-func (pr *Problem) judgeRecomputed(rs *stage) (*stage, int, error) {
-	pr3, err := newProblemWith(rs.model, rs.a, pr.Opts, recomputeGrapplerMargin)
+func (pr *planRun) judgeRecomputed(rs *stage) (*stage, int, error) {
+	p3, err := pr.newDerived(rs.model, rs.a, recomputeGrapplerMargin, nil)
 	if err != nil {
 		return nil, 0, err
 	}
-	pr3.strategy = rs.pr.strategy
-	pr3.original = pr.Base
+	pr3 := p3.newRun(rs.pr.strategy)
 	ev, err := pr3.Evaluate(rs.ev.Plan)
 	if err != nil {
 		return nil, pr3.sims, err
@@ -341,7 +343,7 @@ func recomputeMode(m string) (string, error) {
 // recomputed. With single, every recomputation chain makes one large output
 // (rcPlanner.single); with apart, no chain serves another target (rcPlanner.apart). The
 // outcome's overhead is against pr's unswapped step.
-func (pr *Problem) planRecomputed(planner *Strategy, mode string, ev0 *Evaluation, single, apart bool) (*stage, error) {
+func (pr *planRun) planRecomputed(planner *Strategy, mode string, ev0 *Evaluation, single, apart bool) (*stage, error) {
 	best, err := pr.screenRecomputes(mode, single, apart)
 	if err != nil || best == nil {
 		return nil, err
@@ -353,7 +355,7 @@ func (pr *Problem) planRecomputed(planner *Strategy, mode string, ev0 *Evaluatio
 // beats cur: when cur fits and the screened level's link bound is longer than cur's step (no
 // plan on that graph is faster than its bound), it returns nil without planning the level
 // (LinkBoundSkip).
-func (pr *Problem) planRecomputedToBeat(planner *Strategy, mode string, ev0, cur *Evaluation, single, apart bool) (*stage, error) {
+func (pr *planRun) planRecomputedToBeat(planner *Strategy, mode string, ev0, cur *Evaluation, single, apart bool) (*stage, error) {
 	best, err := pr.screenRecomputes(mode, single, apart)
 	if err != nil || best == nil {
 		return nil, err
@@ -377,7 +379,7 @@ type rcLevel struct {
 // screenRecomputes is planRecomputed's screening of the levels of recomputation: it returns
 // the level planRecomputed plans (the least link bound with mode "auto", the only level
 // otherwise), or nil when nothing is recomputed. Its simulations count in pr.sims.
-func (pr *Problem) screenRecomputes(mode string, single, apart bool) (*rcLevel, error) {
+func (pr *planRun) screenRecomputes(mode string, single, apart bool) (*rcLevel, error) {
 	rp := pr.newRCPlanner(single)
 	rp.apart = apart
 	if len(rp.order) == 0 {
@@ -429,7 +431,7 @@ func (pr *Problem) screenRecomputes(mode string, single, apart bool) (*rcLevel, 
 }
 
 // planRecomputeLevel is planRecomputed's planning of best, the level its screening chose.
-func (pr *Problem) planRecomputeLevel(planner *Strategy, mode string, ev0 *Evaluation, best *rcLevel) (*stage, error) {
+func (pr *planRun) planRecomputeLevel(planner *Strategy, mode string, ev0 *Evaluation, best *rcLevel) (*stage, error) {
 	if mode == "auto" && ev0 != nil && ev0.Fits && best.est >= ev0.StepTime {
 		return nil, nil
 	}
@@ -441,12 +443,11 @@ func (pr *Problem) planRecomputeLevel(planner *Strategy, mode string, ev0 *Evalu
 	// The recomputed graph's first nodes are the original's, mostly with the same NodeDefs:
 	// its simulations share the original's set-up cache.
 	a2.Setup = pr.Analysis.Setup
-	pr2, err := newProblemWith(best.model, a2, pr.Opts, recomputeGrapplerMargin)
+	p2, err := pr.newDerived(best.model, a2, recomputeGrapplerMargin, nil)
 	if err != nil {
 		return nil, err
 	}
-	pr2.strategy = planner.Name
-	pr2.original = pr.Base
+	pr2 := p2.newRun(planner.Name)
 	var only map[string]bool
 	if mode == "auto" {
 		// The strategies that did best without recomputation are run again; the others
@@ -477,7 +478,7 @@ func (pr *Problem) planRecomputeLevel(planner *Strategy, mode string, ev0 *Evalu
 // those fallbacks; at ResNet-50 6x B0 on v100-16gb the window plan missed the budget by
 // 0.16 GiB without recomputation, so the recomputed graph was planned by auto's fallbacks
 // alone (+1001.7%).
-func (pr *Problem) rerunStrategies(planner *Strategy) map[string]bool {
+func (pr *planRun) rerunStrategies(planner *Strategy) map[string]bool {
 	var only map[string]bool
 	required := false
 	for i, e := range pr.fittingByStrategy() {
@@ -502,7 +503,7 @@ func (pr *Problem) rerunStrategies(planner *Strategy) map[string]bool {
 
 // simulateModel simulates model without swaps as pr simulates its plans (the compute
 // device shown as a GPU when it is not one).
-func (pr *Problem) simulateModel(m *graphdef.Model) (*cost.Result, error) {
+func (pr *planRun) simulateModel(m *graphdef.Model) (*cost.Result, error) {
 	g, err := graphdef.NewGraph(m.Graph, pr.Model.Source)
 	if err != nil {
 		return nil, err
@@ -562,7 +563,7 @@ func (pr *Problem) targets() []int64 {
 // index), simulates the plan, and while it does not fit lowers the target of every device over
 // budget by its excess (twice as much after a round that did not help) and plans again, at
 // most rounds times. It returns the best outcome.
-func (pr *Problem) fitted(rounds int, sel func(target []int64) *rewrite.Plan) (*Evaluation, error) {
+func (pr *planRun) fitted(rounds int, sel func(target []int64) *rewrite.Plan) (*Evaluation, error) {
 	target := pr.targets()
 	var best *Evaluation
 	var prevExcess int64
@@ -604,7 +605,7 @@ func (pr *Problem) fitted(rounds int, sel func(target []int64) *rewrite.Plan) (*
 // and how long is the predicted stall); the keep best are then planned with simulation in
 // the loop (fitted), and the best simulated outcome is returned with the index of its
 // setting.
-func (pr *Problem) screened(n, keep int, sel func(i int, target []int64) *rewrite.Plan) (*Evaluation, int, error) {
+func (pr *planRun) screened(n, keep int, sel func(i int, target []int64) *rewrite.Plan) (*Evaluation, int, error) {
 	type scored struct {
 		i             int
 		excess, stall int64

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"github.com/tfswap/tfswap/rewrite"
 	"maps"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -238,20 +237,5 @@ func TestPlanNoFitGolden(t *testing.T) {
 // compareGolden compares got with the golden file, or writes it with -update.
 func compareGolden(t *testing.T, file, got string) {
 	t.Helper()
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatalf("%v (run go test ./rewrite -run 'TestPlanGoldens|TestPlanNoFitGolden' -update)", err)
-	}
-	if got != string(want) {
-		t.Errorf("plan differs from %s:\n--- got\n%s--- want\n%s", file, got, want)
-	}
+	testgraph.Golden(t, file, got, *update)
 }

@@ -75,6 +75,11 @@ type PlanOptions struct {
 	// OffloadVariables names variables whose groups live on the host, whatever the budget
 	// (with Offload none): names the graph does not hold are ignored.
 	OffloadVariables []string
+	// SearchCandidates is auto's effort rule: on a graph with more swap candidates than
+	// this, auto runs only its searches that grow about linearly with the graph
+	// (DefaultSearchCandidates says which and why; Planned.Effort reports it). 0 means
+	// DefaultSearchCandidates; negative turns the rule off.
+	SearchCandidates int
 }
 
 // FitAccountings are the names PlanOptions.FitAccounting accepts, alone or (the first three)
@@ -248,19 +253,23 @@ func better(a, b *Evaluation) bool {
 }
 
 // Problem is one planning task: a graph, a device, budgets, and the unswapped graph's
-// simulation. Planners receive it and evaluate plans through it.
+// simulation. It is read-only once made, apart from memos: strategies read it, and a
+// planning run (planRun) carries what a search changes.
 //
-// Its fields are of three kinds (issue 14 item 2 aims to make the first an immutable input
-// and move the third into the pass that runs a strategy; that is not done yet):
+// Its fields are of two kinds:
 //   - the inputs, set by the constructors and not changed after: Model, Analysis, Opts,
 //     Profile, Base, original, simOpts, shapes, timing, buffers, bufOf, fast, relabel,
-//     realType, fit, grappler, latency, hostIdent, grapplerMargin and accumulators (release
-//     drops the large ones, and the memos and search state, once the plan is chosen);
-//   - memos, filled on first use, whose answers do not depend on what was searched before:
-//     seqs, budgets, lms, elig and memos;
-//   - the search state that planning mutates as it runs: cache (every evaluated plan),
-//     best, lowest, sims, gsims, strategy (the strategy running), keep, kept, keptPlan and
-//     Explain.
+//     realType, fit, grappler, latency, hostIdent, grapplerMargin, accumulators and the
+//     constructors' simulation counts (release drops the large ones and the memos once the
+//     plan is chosen);
+//   - memos, filled on first use, whose answers depend on the inputs alone, not on what was
+//     searched before or by which strategy: seqs, budgets, lms, elig and memos.
+//
+// The search state (every plan evaluated, the best and lowest so far, the simulations run,
+// the strategy running, the builder output kept, the explanations) is a planRun's, made by
+// newRun for each planning of the problem. Two runs on one problem plan as two runs on two
+// problems made alike would (TestProblemSharedByRuns), and a run leaves the problem's fields
+// as they were, memos aside (TestProblemReadOnly).
 type Problem struct {
 	Model    *graphdef.Model
 	Analysis *rewrite.Analysis
@@ -268,8 +277,6 @@ type Problem struct {
 	Profile  *cost.Profile
 	// Base is the simulation of the unswapped graph, with its timeline.
 	Base *Evaluation
-	// Explain collects the reasoning per tensor when Opts.Explain is set.
-	Explain *Explainer
 
 	simOpts   cost.Options
 	shapes    *cost.Shapes
@@ -284,16 +291,13 @@ type Problem struct {
 	lms       *lmsCache
 	elig      []int8
 	memos     map[*timing]*triggers.Memo
-	cache     map[string]*Evaluation
-	best      *Evaluation // best evaluated so far (any strategy)
-	lowest    *Evaluation // lowest excess evaluated so far
-	sims      int
-	gsims     int    // of which by Grappler's accounting
 	fit       fitSet // the accountings a plan must fit by
 	grappler  bool   // Grappler's figures can be computed (the simulation uses tfswap's rules)
 	latency   int64
 	hostIdent int64
-	strategy  string // the planner running, for Evaluation.Strategy
+	// baseSims and baseGsims are the simulations the constructor ran for Base (of which by
+	// Grappler's accounting): every run of the problem counts them first.
+	baseSims, baseGsims int
 	// original is the unswapped step of the graph before recomputation, when this problem
 	// plans a graph with recomputations (its Base).
 	original *Evaluation
@@ -301,15 +305,43 @@ type Problem struct {
 	// Grappler's nanosecond accounting when judging fits ("both" on graphs with
 	// recomputations: recomputeGrapplerMargin).
 	grapplerMargin int64
+	// accumulators are the while loops' accumulators every plan of this problem places on
+	// the host (Plan.Accumulators; its Base too): the problem passAccumulators plans.
+	accumulators []*graphdef.Node
+}
+
+// planRun is one planning of a Problem: the search state that strategies change as they
+// run, on top of the problem they read. The passes of one planning share a run per problem
+// planned (planState's, and the stages'); the strategies a strategy requires run on its run,
+// so that their plans are evaluated once and credited to the strategy that made each.
+type planRun struct {
+	*Problem
+	// Explain collects the reasoning per tensor when Opts.Explain is set.
+	Explain *Explainer
+	// cache holds every plan evaluated, by planKey.
+	cache    map[string]*Evaluation
+	best     *Evaluation // best evaluated so far (any strategy)
+	lowest   *Evaluation // lowest excess evaluated so far
+	sims     int
+	gsims    int    // of which by Grappler's accounting
+	strategy string // the planner running, for Evaluation.Strategy
 	// keep asks graphFor to keep the builder's output for the last plan it builds (kept, for
 	// keptPlan), so that a rewrite writing the very plan it predicted builds its graph once
 	// (rewriteFixedLMS). Never set where compute devices are relabelled.
 	keep     bool
 	kept     *rewrite.Built
 	keptPlan *rewrite.Plan
-	// accumulators are the while loops' accumulators every plan of this problem places on
-	// the host (Plan.Accumulators; its Base too): the problem passAccumulators plans.
-	accumulators []*graphdef.Node
+}
+
+// newRun starts a planning of pr by strategy: its cache holds the unswapped step, which is
+// the best and lowest plan so far, and its simulation count starts at the constructor's.
+func (pr *Problem) newRun(strategy string) *planRun {
+	r := &planRun{Problem: pr, cache: map[string]*Evaluation{planKey(&rewrite.Plan{}): pr.Base}, sims: pr.baseSims, gsims: pr.baseGsims, strategy: strategy}
+	if pr.Opts.Explain {
+		r.Explain = newExplainer()
+	}
+	r.note(pr.Base)
+	return r
 }
 
 // placed returns plan with the problem's accumulators on the host (Problem.accumulators)
@@ -326,19 +358,16 @@ func (pr *Problem) placed(plan *rewrite.Plan) *rewrite.Plan {
 // newProblem prepares a planning problem: simulates the unswapped graph and indexes its
 // tensors.
 func newProblem(model *graphdef.Model, a *rewrite.Analysis, po PlanOptions) (*Problem, error) {
-	return newProblemWith(model, a, po, 0)
+	return newProblemFor(model, a, po, 0, nil, true, nil)
 }
 
-// newProblemWith is newProblem keeping grapplerMargin thousandths of each budget free by
-// Grappler's accounting.
-func newProblemWith(model *graphdef.Model, a *rewrite.Analysis, po PlanOptions, grapplerMargin int64) (*Problem, error) {
-	return newProblemPlacing(model, a, po, grapplerMargin, nil)
-}
-
-// newProblemPlacing is newProblemWith for a problem whose plans all place accumulators (some
-// of a.HostAccumulators) on the host: its unswapped step is the graph with them placed.
-func newProblemPlacing(model *graphdef.Model, a *rewrite.Analysis, po PlanOptions, grapplerMargin int64, accumulators []*graphdef.Node) (*Problem, error) {
-	return newProblemFor(model, a, po, grapplerMargin, accumulators, true)
+// newDerived prepares a problem planned in place of pr's, with pr's options: the graph of
+// model and a (pr's, or one with recomputations), keeping grapplerMargin thousandths of each
+// budget free by Grappler's accounting, and with its plans all placing accumulators (some of
+// a.HostAccumulators, or none) on the host, its unswapped step too. Its original is pr's
+// unswapped step, which the no-fit report refers to.
+func (pr *Problem) newDerived(model *graphdef.Model, a *rewrite.Analysis, grapplerMargin int64, accumulators []*graphdef.Node) (*Problem, error) {
+	return newProblemFor(model, a, pr.Opts, grapplerMargin, accumulators, true, pr.Base)
 }
 
 // newPredictionProblem is newProblem for a problem that only predicts the plans it is given
@@ -347,12 +376,14 @@ func newProblemPlacing(model *graphdef.Model, a *rewrite.Analysis, po PlanOption
 // the fast model that only planners read (on a large graph they are a tenth of the live heap
 // while the plan's graph is simulated).
 func newPredictionProblem(model *graphdef.Model, a *rewrite.Analysis, po PlanOptions) (*Problem, error) {
-	return newProblemFor(model, a, po, 0, nil, false)
+	return newProblemFor(model, a, po, 0, nil, false, nil)
 }
 
-// newProblemFor is newProblemPlacing, with the unswapped step's timeline and the indices that
-// planning needs made only when planning is set.
-func newProblemFor(model *graphdef.Model, a *rewrite.Analysis, po PlanOptions, grapplerMargin int64, accumulators []*graphdef.Node, planning bool) (*Problem, error) {
+// newProblemFor makes the problems of newProblem, newDerived and newPredictionProblem: the
+// unswapped step's timeline and the indices that planning needs are made only when planning
+// is set, and original is the unswapped step of the graph a derived problem plans in place
+// of (nil for the others).
+func newProblemFor(model *graphdef.Model, a *rewrite.Analysis, po PlanOptions, grapplerMargin int64, accumulators []*graphdef.Node, planning bool, original *Evaluation) (*Problem, error) {
 	if po.Profile == nil {
 		p, err := cost.LookupProfile(DefaultDevice)
 		if err != nil {
@@ -375,8 +406,8 @@ func newProblemFor(model *graphdef.Model, a *rewrite.Analysis, po PlanOptions, g
 		// included, so only the legacy accounting keeps a margin.
 		grapplerMargin = 0
 	}
-	pr := &Problem{Model: model, Analysis: a, Opts: po, Profile: po.Profile, cache: map[string]*Evaluation{}, grapplerMargin: grapplerMargin,
-		accumulators: accumulators}
+	pr := &Problem{Model: model, Analysis: a, Opts: po, Profile: po.Profile, grapplerMargin: grapplerMargin,
+		accumulators: accumulators, original: original}
 	// Grappler's figures exist for graphs simulated by tfswap's rules (not for what-if
 	// simulations with other conventions, which are then judged by those alone).
 	pr.grappler = po.Sim.Conventions == (cost.Conventions{})
@@ -411,9 +442,6 @@ func newProblemFor(model *graphdef.Model, a *rewrite.Analysis, po PlanOptions, g
 	if pr.simOpts.BatchScale == 0 {
 		pr.simOpts.BatchScale = 1
 	}
-	if po.Explain {
-		pr.Explain = newExplainer()
-	}
 	pr.latency = ceilNS(po.Profile.TransferLatency)
 	pr.hostIdent = cost.MinOpTime
 	shp, err := cost.NewShapes(a.Graph, pr.simOpts.BatchScale)
@@ -421,19 +449,21 @@ func newProblemFor(model *graphdef.Model, a *rewrite.Analysis, po PlanOptions, g
 		return nil, err
 	}
 	pr.shapes = shp
-	g0, err := pr.graphFor(&rewrite.Plan{})
+	// The unswapped step is simulated by a run of its own, whose counts every run starts
+	// from (newRun).
+	r0 := &planRun{Problem: pr}
+	g0, err := r0.graphFor(&rewrite.Plan{})
 	if err != nil {
 		return nil, err
 	}
-	base, tm, err := pr.simulate(&rewrite.Plan{}, g0, planning)
+	base, tm, err := r0.simulate(&rewrite.Plan{}, g0, planning)
 	if err != nil {
 		return nil, err
 	}
 	pr.Base = base
 	pr.timing = tm
 	base.Overhead = 0
-	pr.cache[planKey(&rewrite.Plan{})] = base
-	pr.note(base)
+	pr.baseSims, pr.baseGsims = r0.sims, r0.gsims
 	if planning {
 		pr.indexBuffers()
 		pr.fast = newFastModel(pr)
@@ -547,7 +577,7 @@ func (pr *Problem) checkDeviceBudgets() error {
 }
 
 // Evaluate simulates plan and returns its outcome; results are cached by plan.
-func (pr *Problem) Evaluate(plan *rewrite.Plan) (*Evaluation, error) {
+func (pr *planRun) Evaluate(plan *rewrite.Plan) (*Evaluation, error) {
 	key := planKey(plan)
 	if ev, ok := pr.cache[key]; ok {
 		return ev, nil
@@ -559,7 +589,7 @@ func (pr *Problem) Evaluate(plan *rewrite.Plan) (*Evaluation, error) {
 // evaluateNew builds plan's graph, simulates it and caches the outcome under key (plan's
 // planKey). It returns the outcome and the plan's graph, for callers that judge the same graph
 // by another accounting.
-func (pr *Problem) evaluateNew(plan *rewrite.Plan, key string) (*Evaluation, *graphdef.Graph, error) {
+func (pr *planRun) evaluateNew(plan *rewrite.Plan, key string) (*Evaluation, *graphdef.Graph, error) {
 	g, err := pr.graphFor(plan)
 	if err != nil {
 		return nil, nil, err
@@ -575,7 +605,7 @@ func (pr *Problem) evaluateNew(plan *rewrite.Plan, key string) (*Evaluation, *gr
 
 // evaluateTimed simulates plan with its timeline and returns the outcome and the timing of
 // the original nodes in the planned graph.
-func (pr *Problem) evaluateTimed(plan *rewrite.Plan) (*Evaluation, *timing, error) {
+func (pr *planRun) evaluateTimed(plan *rewrite.Plan) (*Evaluation, *timing, error) {
 	g, err := pr.graphFor(plan)
 	if err != nil {
 		return nil, nil, err
@@ -593,7 +623,7 @@ func (pr *Problem) evaluateTimed(plan *rewrite.Plan) (*Evaluation, *timing, erro
 }
 
 // note remembers the best and the lowest-peak outcomes seen.
-func (pr *Problem) note(ev *Evaluation) {
+func (pr *planRun) note(ev *Evaluation) {
 	if better(ev, pr.best) {
 		pr.best = ev
 	}
@@ -602,7 +632,7 @@ func (pr *Problem) note(ev *Evaluation) {
 	}
 }
 
-func (pr *Problem) simulate(plan *rewrite.Plan, g *graphdef.Graph, timeline bool) (*Evaluation, *timing, error) {
+func (pr *planRun) simulate(plan *rewrite.Plan, g *graphdef.Graph, timeline bool) (*Evaluation, *timing, error) {
 	opts := pr.simOpts
 	opts.Timeline = timeline
 	if timeline {
@@ -675,7 +705,7 @@ func (pr *Problem) simulate(plan *rewrite.Plan, g *graphdef.Graph, timeline bool
 // every ReadVariableOp output and Identity copy, never forward buffers, see no transfer time,
 // and (the microsecond figure) count together tensors freed and allocated within the same
 // microsecond.
-func (pr *Problem) checkGrappler(ev *Evaluation, g *graphdef.Graph) error {
+func (pr *planRun) checkGrappler(ev *Evaluation, g *graphdef.Graph) error {
 	res, err := pr.simulateGrappler(g)
 	if err != nil {
 		return err
@@ -698,7 +728,7 @@ func (pr *Problem) checkGrappler(ev *Evaluation, g *graphdef.Graph) error {
 }
 
 // simulateGrappler simulates g by Grappler's accounting.
-func (pr *Problem) simulateGrappler(g *graphdef.Graph) (*cost.Result, error) {
+func (pr *planRun) simulateGrappler(g *graphdef.Graph) (*cost.Result, error) {
 	opts := pr.simOpts
 	opts.Timeline = false
 	opts.TopLive = -1
@@ -713,7 +743,7 @@ func (pr *Problem) simulateGrappler(g *graphdef.Graph) (*cost.Result, error) {
 
 // reportGrappler fills in Grappler's figures of ev's devices where the plan was not judged
 // by them, so that every figure can be reported; they do not change whether it fits.
-func (pr *Problem) reportGrappler(ev *Evaluation) error {
+func (pr *planRun) reportGrappler(ev *Evaluation) error {
 	if !pr.grappler || len(ev.Devices) == 0 || ev.Devices[0].GrapplerPeakUS > 0 {
 		return nil
 	}
@@ -915,7 +945,7 @@ func (pr *Problem) memo(tm *timing) *triggers.Memo {
 
 // graphFor returns the graph the simulator runs for plan: the derived graph, with the
 // compute device shown as a GPU when it is not one.
-func (pr *Problem) graphFor(plan *rewrite.Plan) (*graphdef.Graph, error) {
+func (pr *planRun) graphFor(plan *rewrite.Plan) (*graphdef.Graph, error) {
 	plan = pr.placed(plan)
 	if len(plan.Swaps) == 0 && len(plan.Waits) == 0 && len(plan.Accumulators) == 0 && !pr.relabel {
 		// The empty plan's graph is the original (the builder would copy it unchanged).
@@ -950,7 +980,7 @@ func (pr *Problem) graphFor(plan *rewrite.Plan) (*graphdef.Graph, error) {
 
 // takeBuilt returns the builder's output for plan when graphFor kept it (keep), and
 // forgets it; nil otherwise.
-func (pr *Problem) takeBuilt(plan *rewrite.Plan) *rewrite.Built {
+func (pr *planRun) takeBuilt(plan *rewrite.Plan) *rewrite.Built {
 	b := pr.kept
 	if pr.keptPlan != plan {
 		b = nil
@@ -983,15 +1013,23 @@ func relabelCompute(a *rewrite.Analysis, g *graphdef.Graph) {
 	}
 }
 
+// release ends the run and its problem's planning: it drops the run's cache of evaluated
+// plans and what only planning needs of the problem (Problem.release), so that a large
+// graph's planning memory is garbage before its rewrite is built and written. Neither may
+// plan or evaluate afterwards.
+func (pr *planRun) release() {
+	pr.cache, pr.best, pr.lowest = nil, nil, nil
+	pr.Problem.release()
+}
+
 // release drops what only planning needs (the indices of the unswapped step, the fast
-// model, the cache of evaluated plans and the unswapped step's timeline), so that a large
-// graph's planning memory is garbage before its rewrite is built and written. The problem
-// must not plan or evaluate afterwards; Base and the evaluations handed out stay valid,
-// without Base's timeline.
+// model, the memos and the unswapped step's timeline), so that a large graph's planning
+// memory is garbage before its rewrite is built and written. The problem must not plan or
+// evaluate afterwards; Base and the evaluations handed out stay valid, without Base's
+// timeline.
 func (pr *Problem) release() {
-	pr.timing, pr.buffers, pr.bufOf, pr.fast, pr.seqs, pr.lms, pr.memos, pr.cache = nil, nil, nil, nil, nil, nil, nil, nil
+	pr.timing, pr.buffers, pr.bufOf, pr.fast, pr.seqs, pr.lms, pr.memos = nil, nil, nil, nil, nil, nil, nil
 	pr.simOpts.Setup, pr.Analysis.Setup = nil, nil
-	pr.best, pr.lowest = nil, nil
 	if pr.Base != nil && pr.Base.Result != nil {
 		r := *pr.Base.Result
 		r.Timeline = nil

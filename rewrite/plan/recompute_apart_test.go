@@ -25,7 +25,7 @@ func TestRecomputeApartChains(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pr, err := newProblem(m, rewrite.Analyze(g, opts), PlanOptions{Profile: slowLinkProfile(), Budget: 1 << 20, FitAccounting: "tfswap"})
+	pr, err := newProblemRun(m, rewrite.Analyze(g, opts), PlanOptions{Profile: slowLinkProfile(), Budget: 1 << 20, FitAccounting: "tfswap"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ const (
 // by the VirtualCluster's scheduler beside other ready work where the model did not (1.1% on
 // an Inception-v3 plan). With Grappler's op times the simulation reproduces the
 // VirtualCluster's trace to the nanosecond, so the other accountings keep no margin
-// (newProblemWith); "both" keeps it so that its plans stay as they were.
+// (newProblemFor); "both" keeps it so that its plans stay as they were.
 const recomputeGrapplerMargin = 20
 
 // recomputeSmallBytes is the size under which a chain input counts as staying on the device

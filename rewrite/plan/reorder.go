@@ -194,7 +194,7 @@ func orderingEdges(g, base *graphdef.Graph, res *cost.Result, dev int, peakT, sl
 // peakEdges simulates ev's plan on pr and returns the ordering edges at the peak of its
 // device furthest over budget, by each accounting over the budget there. Only nodes of pr's
 // own graph (no swap nodes) carry or are named by an edge.
-func (pr *Problem) peakEdges(ev *Evaluation) ([]rewrite.OrderEdge, error) {
+func (pr *planRun) peakEdges(ev *Evaluation) ([]rewrite.OrderEdge, error) {
 	var dp DevicePeak
 	worst := int64(-1 << 62)
 	for _, d := range ev.Devices {

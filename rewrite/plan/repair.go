@@ -33,7 +33,7 @@ const (
 
 // repairPeak returns a plan derived from ev's by re-triggering swap-ins whose copies wait at
 // the peak, when that lowers the worst device's excess, or ev itself.
-func (pr *Problem) repairPeak(ev *Evaluation) (*Evaluation, error) {
+func (pr *planRun) repairPeak(ev *Evaluation) (*Evaluation, error) {
 	cur := ev
 	desc := map[*graphdef.Node][]bool{}
 	descOf := func(n *graphdef.Node) []bool {

@@ -29,7 +29,7 @@ func TestRerunStrategiesNamesARequiredStrategy(t *testing.T) {
 			[]string{"lms", "window"}},
 	}
 	for _, c := range cases {
-		pr := &Problem{cache: c.cache}
+		pr := &planRun{cache: c.cache}
 		got := pr.rerunStrategies(autoStrategy)
 		if c.want == nil {
 			if got != nil {

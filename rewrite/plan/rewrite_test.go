@@ -12,76 +12,27 @@ import (
 
 	"github.com/tfswap/tfswap/graphdef"
 	"github.com/tfswap/tfswap/internal/testgraph"
-	apb "github.com/wamuir/graft/tensorflow/core/framework/attr_value_go_proto"
 	gpb "github.com/wamuir/graft/tensorflow/core/framework/graph_go_proto"
 	npb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
-	tspb "github.com/wamuir/graft/tensorflow/core/framework/tensor_shape_go_proto"
 	tpb "github.com/wamuir/graft/tensorflow/core/framework/types_go_proto"
 )
 
 var update = flag.Bool("update", false, "rewrite the .golden files")
 
-// builder builds small GraphDefs for tests: every tensor is float32 of a given shape.
-type builder struct{ g *gpb.GraphDef }
-
-func newBuilder() *builder { return &builder{g: &gpb.GraphDef{}} }
-
-func shapeAttr(shapes ...[]int64) *apb.AttrValue {
-	l := &apb.AttrValue_ListValue{}
-	for _, s := range shapes {
-		sp := &tspb.TensorShapeProto{}
-		if s == nil {
-			sp.UnknownRank = true
-		}
-		for _, d := range s {
-			sp.Dim = append(sp.Dim, &tspb.TensorShapeProto_Dim{Size: d})
-		}
-		l.Shape = append(l.Shape, sp)
-	}
-	return &apb.AttrValue{Value: &apb.AttrValue_List{List: l}}
+// builder builds small GraphDefs for tests (testgraph.Builder), b.g being the graph.
+type builder struct {
+	*testgraph.Builder
+	g *gpb.GraphDef
 }
 
-func typeAttr(dt tpb.DataType) *apb.AttrValue {
-	return &apb.AttrValue{Value: &apb.AttrValue_Type{Type: dt}}
+func newBuilder() *builder {
+	b := testgraph.NewBuilder()
+	return &builder{Builder: b, g: b.Graph}
 }
 
-// op adds a node; attrs are set for the ops the tests use.
+// op adds a node (testgraph.Builder.Op).
 func (b *builder) op(name, op, device string, shape []int64, inputs ...string) *npb.NodeDef {
-	nd := &npb.NodeDef{Name: name, Op: op, Device: device, Input: inputs, Attr: map[string]*apb.AttrValue{}}
-	f := typeAttr(tpb.DataType_DT_FLOAT)
-	switch op {
-	case "Placeholder", "Const", "VariableV2":
-		nd.Attr["dtype"] = f
-	case "NoOp", "ControlTrigger":
-	case "AddN", "Pack":
-		nd.Attr["T"] = f
-		n := 0
-		for _, in := range inputs {
-			if !strings.HasPrefix(in, "^") {
-				n++
-			}
-		}
-		nd.Attr["N"] = &apb.AttrValue{Value: &apb.AttrValue_I{I: int64(n)}}
-	case "Enter":
-		nd.Attr["T"] = f
-		nd.Attr["frame_name"] = &apb.AttrValue{Value: &apb.AttrValue_S{S: []byte("loop")}}
-	default:
-		nd.Attr["T"] = f
-	}
-	if op == "VariableV2" {
-		nd.Attr["shape"] = &apb.AttrValue{Value: &apb.AttrValue_Shape{Shape: &tspb.TensorShapeProto{}}}
-	}
-	switch op {
-	case "NoOp", "ControlTrigger":
-	case "Switch":
-		nd.Attr["_output_shapes"] = shapeAttr(shape, shape)
-	case "Merge":
-		nd.Attr["_output_shapes"] = shapeAttr(shape, []int64{})
-	default:
-		nd.Attr["_output_shapes"] = shapeAttr(shape)
-	}
-	b.g.Node = append(b.g.Node, nd)
-	return nd
+	return b.Op(name, op, device, shape, inputs...)
 }
 
 var act = []int64{64, 256} // 64 KiB of float32
@@ -168,7 +119,7 @@ func exclusionsGraph() *gpb.GraphDef {
 	b.op("x", "Placeholder", "", act)
 	b.op("k", "Const", "", act)
 	v := b.op("v", "VariableV2", "", act)
-	v.Attr["_output_shapes"] = shapeAttr(act)
+	v.Attr["_output_shapes"] = testgraph.ShapeAttr(act)
 	b.op("v/read", "Identity", "", act, "v")
 	b.op("skipme/a", "Relu", "", act, "x")
 	b.op("tanh", "Tanh", "", act, "x")
@@ -194,7 +145,7 @@ func exclusionsGraph() *gpb.GraphDef {
 func condGraph() *gpb.GraphDef {
 	b := newBuilder()
 	b.op("x", "Placeholder", "", act)
-	b.op("pred", "Placeholder", "", []int64{}).Attr["dtype"] = typeAttr(tpb.DataType_DT_BOOL)
+	b.op("pred", "Placeholder", "", []int64{}).Attr["dtype"] = testgraph.TypeAttr(tpb.DataType_DT_BOOL)
 	b.op("t", "Relu", "", act, "x")
 	b.op("a1", "Relu", "", act, "t")
 	b.op("a2", "Relu", "", act, "a1")
@@ -243,20 +194,7 @@ func TestGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := describe(res)
-			path := filepath.Join("testdata", tc.name+".golden")
-			if *update {
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test ./rewrite -run TestGolden -update)", err)
-			}
-			if got != string(want) {
-				t.Errorf("rewrite of %s differs from %s:\n--- got\n%s--- want\n%s", tc.name, path, got, want)
-			}
+			testgraph.Golden(t, filepath.Join("testdata", tc.name+".golden"), got, *update)
 		})
 	}
 }

@@ -29,7 +29,7 @@ func TestSetupCacheMatchesFresh(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pr, err := newProblem(gr.m, rewrite.Analyze(g, rewrite.Options{}), PlanOptions{Profile: v100, Budget: 1 << 20})
+			pr, err := newProblemRun(gr.m, rewrite.Analyze(g, rewrite.Options{}), PlanOptions{Profile: v100, Budget: 1 << 20})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -9,9 +9,9 @@ import (
 
 // Strategy is one swap-planning strategy, a value in the style of golang.org/x/tools/go/analysis's
 // Analyzer: it states its name, what it does, which strategies it starts from, and how it
-// plans. Run receives a Pass (the strategy and the Problem: the graph, the device, the budgets
-// and the unswapped step's simulation) and returns the strategy's best plan, evaluated by the
-// simulator. A strategy that finds nothing that fits returns its plan of least memory; the
+// plans. Run receives a Pass (the strategy, the read-only Problem: the graph, the device, the
+// budgets and the unswapped step's simulation, and the planning run it searches in) and
+// returns the strategy's best plan, evaluated by the simulator. A strategy that finds nothing that fits returns its plan of least memory; the
 // driver reports that no plan fits.
 type Strategy struct {
 	// Name is the strategy's name for --strategy.
@@ -19,7 +19,7 @@ type Strategy struct {
 	// Doc says what the strategy does and where it comes from, in one line (--list-strategies).
 	Doc string
 	// Requires are the strategies whose plans this one starts from. Pass.runRequired runs them,
-	// in this order, on the same Problem: they share its cache of simulated plans, and each
+	// in this order, in the same planning run: they share its cache of simulated plans, and each
 	// plan is credited to the strategy that made it (Evaluation.Strategy). Every required
 	// strategy is in Strategies, and the requirements have no cycle (TestStrategyRegistry).
 	Requires []*Strategy
@@ -31,31 +31,40 @@ type Strategy struct {
 type Pass struct {
 	// Strategy is the strategy running.
 	Strategy *Strategy
-	// Problem is the planning problem it runs on, shared with the strategies it requires.
+	// Problem is the planning problem it runs on (read-only), shared with the strategies it
+	// requires.
 	Problem *Problem
+	// run is the planning of Problem the pass searches in: the strategies a strategy requires
+	// run on its run, and their plans (run.cache) are its starting points.
+	run *planRun
 	// only, when set, limits the required strategies run (runRequired) to these: planning
 	// again on a graph with recomputations or for a tighter budget runs only those that did
 	// best at first.
 	only map[string]bool
+	// scale is set when auto's effort rule bounds the search (DefaultSearchCandidates): a
+	// strategy with a cheaper form runs that (window: one window size, the budget, instead
+	// of tuning the size). runRequired hands it to the strategies it runs.
+	scale bool
 }
 
-// plan runs s on pr.
-func (s *Strategy) plan(pr *Problem) (*Evaluation, error) {
-	return s.planOnly(pr, nil)
+// plan runs s in the planning run r.
+func (s *Strategy) plan(r *planRun) (*Evaluation, error) {
+	return s.planOnly(r, nil)
 }
 
-// planOnly runs s on pr, running only the required strategies in only (all when nil).
-func (s *Strategy) planOnly(pr *Problem, only map[string]bool) (*Evaluation, error) {
-	return s.Run(&Pass{Strategy: s, Problem: pr, only: only})
+// planOnly runs s in the planning run r, running only the required strategies in only (all
+// when nil).
+func (s *Strategy) planOnly(r *planRun, only map[string]bool) (*Evaluation, error) {
+	return s.Run(&Pass{Strategy: s, Problem: r.Problem, run: r, only: only})
 }
 
-// runRequired runs the strategies pass's strategy requires, in order, on its problem, and
-// returns their evaluations. A pass that limits the strategies to run before a search of its
-// own (Pass.only) skips the others. Each runs with its own name as the problem's
+// runRequired runs the strategies pass's strategy requires, in order, in its planning run,
+// and returns their evaluations. A pass that limits the strategies to run before a search of
+// its own (Pass.only) skips the others. Each runs with its own name as the run's
 // planner (so that its plans are credited to it); the name is left at the last one's.
 // Each is timed and dumped as pass NAME:STRATEGY (requiredPassName).
 func (pass *Pass) runRequired() ([]*Evaluation, error) {
-	pr := pass.Problem
+	pr := pass.run
 	dbg := readPassDebug() // its names checked by planPrepared
 	var out []*Evaluation
 	for _, s := range pass.Strategy.Requires {
@@ -64,7 +73,7 @@ func (pass *Pass) runRequired() ([]*Evaluation, error) {
 		}
 		t0, sims := time.Now(), pr.sims
 		pr.strategy = s.Name
-		ev, err := s.plan(pr)
+		ev, err := s.Run(&Pass{Strategy: s, Problem: pr.Problem, run: pr, scale: pass.scale})
 		if err != nil {
 			return nil, err
 		}

@@ -1,11 +1,13 @@
 package plan
 
 import (
+	"fmt"
 	"github.com/tfswap/tfswap/rewrite"
 	"io"
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tfswap/tfswap/cost"
@@ -44,9 +46,71 @@ type autoPlanner struct{}
 var autoStrategy = &Strategy{
 	Name: "auto",
 	Doc: "tfswap's planner: the best of every other strategy, its own greedy over all gaps of all tensors, then trigger tuning from the " +
-		"plan's own timeline, pruning of swaps the budget does not need, and Kim's staggering on GPUs sharing a host link",
+		"plan's own timeline, pruning of swaps the budget does not need, and Kim's staggering on GPUs sharing a host link; " +
+		"on a graph with more than " + strconv.Itoa(DefaultSearchCandidates) + " swap candidates (--search-candidates) only vdnn-all, vdnn-conv and window at one window size (the budget), a few whole plans each, where the rest grows as the square of the graph",
 	Requires: []*Strategy{lmsStrategy, vdnnAllStrategy, vdnnConvStrategy, vdnnDynStrategy, autoSwapStrategy, windowStrategy},
 	Run:      func(pass *Pass) (*Evaluation, error) { return autoPlanner{}.Plan(pass) },
+}
+
+// DefaultSearchCandidates is the default of auto's effort rule (PlanOptions.SearchCandidates):
+// on a graph with more swap candidates than this (rewrite.Analysis.Candidates: the tensors
+// of known size on a compute device that a later op reads), auto runs only the searches
+// whose cost grows about linearly with the graph (scaleStrategies). The searches it leaves
+// out try one change at a time and predict or replay the whole plan after each (vDNN_dyn's
+// drop-one loop, the greedy selections, the pruning), or screen and simulate many whole
+// plans (the window sizes), or plan the whole problem again (the recomputed graph, the
+// tighter budgets), so their time grows about as the square of the graph: on the synthetic
+// training graphs of bench/scale.py (one core), 6k candidates (10k nodes) planned in about
+// 37 s, 12k (20k nodes) in 108 to 137 s and 18k (30k nodes) in 301 s. The bound sits where
+// the full search passes about a minute, far above the benchmark's graphs (ResNet-50's
+// training graph at batch 32 has 614 candidates).
+const DefaultSearchCandidates = 8192
+
+// scaleStrategies are the strategies auto requires on a graph past its effort bound: vDNN's
+// two static plans and the window strategy at one window size, the budget (Pass.scale),
+// each a few whole plans fitted with the simulator. Their plans are kept and compared as
+// always. LMS is left out too: its threshold search predicts about 20 whole plans for each
+// of its 24 settings (at 100k nodes it ran for more than a minute of CPU time).
+var scaleStrategies = []*Strategy{vdnnAllStrategy, vdnnConvStrategy, windowStrategy}
+
+// searchEffort is auto's effort rule as it applies to a problem.
+type searchEffort struct {
+	// candidates is the graph's swap candidate count and limit the bound it was held to
+	// (0: no bound).
+	candidates, limit int
+}
+
+// searchEffortOf returns the effort rule's reading of pr.
+func searchEffortOf(pr *Problem) searchEffort {
+	limit := pr.Opts.SearchCandidates
+	if limit == 0 {
+		limit = DefaultSearchCandidates
+	}
+	if limit < 0 {
+		return searchEffort{}
+	}
+	cands, _ := pr.Analysis.Candidates()
+	return searchEffort{candidates: len(cands), limit: limit}
+}
+
+// bounded reports whether auto runs only its linear searches.
+func (e searchEffort) bounded() bool { return e.limit > 0 && e.candidates > e.limit }
+
+// note says what the rule left out, for the report; empty when the search was not bounded.
+func (e searchEffort) note() string {
+	if !e.bounded() {
+		return ""
+	}
+	var names []string
+	for _, s := range scaleStrategies {
+		n := s.Name
+		if s == windowStrategy {
+			n += " at one window size (the budget)"
+		}
+		names = append(names, n)
+	}
+	return fmt.Sprintf("effort bounded: %d swap candidates, more than %d (--search-candidates): auto ran only %s, "+
+		"without its greedy, its improvement, recomputation and the tighter budgets", e.candidates, e.limit, strings.Join(names, ", "))
 }
 
 // autoPruneTries bounds the simulations pruning spends; autoStarts is how many plans (the
@@ -59,11 +123,11 @@ const (
 // Plan plans for pass.Problem's budgets, starting from the plans of the strategies pass's
 // strategy requires. It runs autoPasses in order.
 func (p autoPlanner) Plan(pass *Pass) (*Evaluation, error) {
-	pr := pass.Problem
+	pr := pass.run
 	if pr.Base.Fits {
 		return pr.Base, nil
 	}
-	st := &autoState{pass: pass, pr: pr}
+	st := &autoState{pass: pass, pr: pr, effort: searchEffortOf(pr.Problem)}
 	dbg := readPassDebug() // its names checked by planPrepared
 	for _, ap := range autoPasses {
 		t0 := time.Now()
@@ -82,10 +146,13 @@ const autoPassPrefix = "auto."
 // autoState is what auto's passes share: the pass running and the best plan so far.
 type autoState struct {
 	pass *Pass
-	pr   *Problem
+	pr   *planRun
 	best *Evaluation
 	// lowest is the lowest-memory plan, when the lowest-memory pass tried it.
 	lowest *Evaluation
+	// effort is the effort rule's reading of the problem: when bounded, only
+	// scaleStrategies run, and the greedy and the improvement are left out.
+	effort searchEffort
 }
 
 // consider keeps ev when it is better than the best plan so far.
@@ -114,7 +181,7 @@ var autoPasses = []autoPass{
 
 // autoPassOrder are the ordering constraints between autoPasses, checked at initialisation.
 var autoPassOrder = []passConstraint{
-	{"required", "improve", "improve starts from each strategy's best fitting plan, read from the problem's cache of plans"},
+	{"required", "improve", "improve starts from each strategy's best fitting plan, read from the planning run's cache of plans"},
 	{"greedy", "lowest-memory", "the lowest-memory plan is tried only when neither the strategies nor the greedy found a plan that fits"},
 	{"lowest-memory", "throttle", "throttling holds back the lowest-memory plan's ops"},
 	{"throttle", "peak-repair", "peak repair starts from the least excess evaluated so far, the throttled plan's included"},
@@ -134,6 +201,16 @@ func init() {
 
 // autoRequired runs the strategies auto requires.
 func autoRequired(st *autoState) error {
+	if st.effort.bounded() {
+		only := map[string]bool{}
+		for _, s := range scaleStrategies {
+			if st.pass.only == nil || st.pass.only[s.Name] {
+				only[s.Name] = true
+			}
+		}
+		st.pass.only = only
+		st.pass.scale = true
+	}
 	required, err := st.pass.runRequired()
 	if err != nil {
 		return err
@@ -147,6 +224,9 @@ func autoRequired(st *autoState) error {
 
 // autoGreedy is auto's own greedy over every gap of every buffer.
 func autoGreedy(st *autoState) error {
+	if st.effort.bounded() {
+		return nil
+	}
 	pr := st.pr
 	cands := pr.allGapCandidates()
 	ws := []asWeights{{0, 0, 0, 0, 1}, {0, 0, 0, 1, 0}, {1, 0, 0, 0, 0}, {0, 0, 0, 0.5, 1}}
@@ -208,7 +288,7 @@ func autoPeakRepair(st *autoState) error {
 // autoImprove improves the best plans found, when one fits: the best of each strategy that
 // fits, best first.
 func autoImprove(st *autoState) error {
-	if st.best == nil || !st.best.Fits {
+	if st.best == nil || !st.best.Fits || st.effort.bounded() {
 		return nil
 	}
 	starts := st.pr.fittingByStrategy()
@@ -242,7 +322,7 @@ func autoStagger(st *autoState) error {
 
 // fittingByStrategy returns the best fitting evaluation of each strategy, best first, at
 // most three.
-func (pr *Problem) fittingByStrategy() []*Evaluation {
+func (pr *planRun) fittingByStrategy() []*Evaluation {
 	byS := map[string]*Evaluation{}
 	var names []string
 	keys := make([]string, 0, len(pr.cache))
@@ -295,7 +375,7 @@ func (pr *Problem) allGapCandidates() []*asCand {
 }
 
 // improve tunes triggers and prunes swaps of a fitting plan with the simulator in the loop.
-func (pr *Problem) improve(start *Evaluation) (*Evaluation, error) {
+func (pr *planRun) improve(start *Evaluation) (*Evaluation, error) {
 	cur := start
 	// Trigger tuning from the plan's own timeline (the second pass sees the first's): all
 	// triggers re-chosen by cost, or only the swap-ins whose consumers waited moved earlier by
@@ -530,7 +610,7 @@ func (pr *Problem) retime(plan *rewrite.Plan, tm *timing) (*rewrite.Plan, bool) 
 // of candidate layers of a GPU and b the number its plan swaps, x = a/b, GPU i of the group
 // swaps layers i mod x + j·x (j < b), so that GPUs do not swap the same layer at the same
 // time. It returns the staggered plan's evaluation, or nil when no GPUs share a link.
-func (pr *Problem) stagger(best *Evaluation) (*Evaluation, error) {
+func (pr *planRun) stagger(best *Evaluation) (*Evaluation, error) {
 	if len(pr.simOpts.SharedLinks) == 0 || best == nil {
 		return nil, nil
 	}

@@ -37,7 +37,7 @@ var autoSwapStrategy = &Strategy{
 	Name: "autoswap",
 	Doc: "AutoSwap (Zhang et al.): candidates >= 1 MiB whose lifetime spans the peak; select by priority score (DOA, AOA, WDOA, SWDOA, " +
 		"recomputed as the load changes) until the peak fits; score weights tuned by Bayesian optimisation against the simulated step time",
-	Run: func(pass *Pass) (*Evaluation, error) { return autoSwapPlanner{}.Plan(pass.Problem) },
+	Run: func(pass *Pass) (*Evaluation, error) { return autoSwapPlanner{}.Plan(pass.run) },
 }
 
 // DefaultBOIterations is how many weight vectors AutoSwap's Bayesian optimisation evaluates
@@ -114,7 +114,7 @@ type asWeights [5]float64
 // predicts too much memory, it selects again for a target lowered by the difference. Ops
 // that would take the device over target in the forward pass wait for swap-outs to complete
 // (AutoSwap delays the next allocation until enough has been swapped out).
-func (pr *Problem) autoSwapSelect(cands []*asCand, w asWeights, target []int64) *rewrite.Plan {
+func (pr *planRun) autoSwapSelect(cands []*asCand, w asWeights, target []int64) *rewrite.Plan {
 	t := append([]int64(nil), target...)
 	var plan *rewrite.Plan
 	for round := 0; round < 3; round++ {
@@ -129,7 +129,7 @@ func (pr *Problem) autoSwapSelect(cands []*asCand, w asWeights, target []int64) 
 	return plan
 }
 
-func (pr *Problem) autoSwapSelectOnce(cands []*asCand, w asWeights, target []int64) *rewrite.Plan {
+func (pr *planRun) autoSwapSelectOnce(cands []*asCand, w asWeights, target []int64) *rewrite.Plan {
 	trees := make([]*cost.LoadTree, len(pr.fast.trees))
 	for i, t := range pr.fast.trees {
 		if t != nil {
@@ -278,7 +278,7 @@ func mergeChoices(sel []*choice) []*choice {
 	return out
 }
 
-func (p autoSwapPlanner) Plan(pr *Problem) (*Evaluation, error) {
+func (p autoSwapPlanner) Plan(pr *planRun) (*Evaluation, error) {
 	if pr.Base.Fits {
 		return pr.Base, nil
 	}
@@ -298,7 +298,7 @@ const autoSwapKeep = 3
 // Bayesian optimisation (0: DefaultBOIterations, negative: none) with the fast model as the
 // objective (its predicted step-time overhead, a plan that does not fit penalised), then
 // simulates the keep best and returns the best simulated outcome and the weights tried.
-func (pr *Problem) autoSwapTune(cands []*asCand, iters, keep int) (*Evaluation, []asWeights, error) {
+func (pr *planRun) autoSwapTune(cands []*asCand, iters, keep int) (*Evaluation, []asWeights, error) {
 	target := pr.targets()
 	var ws []asWeights
 	var losses []float64

@@ -27,7 +27,7 @@ var lmsStrategy = &Strategy{
 	Doc: "TensorFlow Large Model Support (Le et al.): swap every tensor for its consumers at least swapout_threshold levels away, " +
 		"triggered swapin_ahead levels early, consumers within swapin_groupby levels sharing a swap-in; the three are tuned with the simulator " +
 		"(largest fitting threshold per ahead/groupby pair, then the shortest step)",
-	Run: func(pass *Pass) (*Evaluation, error) { return lmsPlanner{}.Plan(pass.Problem) },
+	Run: func(pass *Pass) (*Evaluation, error) { return lmsPlanner{}.Plan(pass.run) },
 }
 
 // lmsAheads and lmsGroupBys are the grid the tuning searches.
@@ -205,7 +205,11 @@ func (pr *Problem) maxDistance() int {
 	return m
 }
 
-func (p lmsPlanner) Plan(pr *Problem) (*Evaluation, error) {
+func (p lmsPlanner) Plan(pr *planRun) (*Evaluation, error) {
+	// The LMS caches (candidates, triggers, swap-ins and kept peaks: tens of MB at 10k nodes)
+	// serve this search only: kept for the whole problem, they stayed live through the
+	// strategies after it and raised the 10k planning's peak resident memory by a third.
+	defer func() { pr.lms = nil }()
 	if pr.Opts.FixedLMS {
 		o := pr.Analysis.Opts
 		return pr.Evaluate(pr.lmsPlan(o.SwapoutThreshold, o.SwapinAhead, o.SwapinGroupBy))

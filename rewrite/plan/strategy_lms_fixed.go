@@ -19,10 +19,10 @@ var lmsFixedStrategy = &Strategy{
 	Name: "lms-fixed",
 	Doc: "TensorFlow Large Model Support with fixed thresholds (--swapout-threshold, --swapin-ahead, --swapin-groupby; defaults 10, 2, 5): " +
 		"the rewrite does not depend on the budget, which it is only checked against; written even when it does not fit",
-	Run: func(pass *Pass) (*Evaluation, error) { return lmsFixedPlanner{}.Plan(pass.Problem) },
+	Run: func(pass *Pass) (*Evaluation, error) { return lmsFixedPlanner{}.Plan(pass.run) },
 }
 
-func (lmsFixedPlanner) Plan(pr *Problem) (*Evaluation, error) {
+func (lmsFixedPlanner) Plan(pr *planRun) (*Evaluation, error) {
 	plan, _ := PlanLMS(pr.Analysis)
 	return pr.predict(plan)
 }
@@ -37,14 +37,14 @@ func rewriteFixedLMS(model *graphdef.Model, g *graphdef.Graph, opts rewrite.Opti
 	// planning problem's indices and simulations are released before the GraphDef is made
 	// (on large graphs the peak memory is the rewritten graph and either of them).
 	a := rewrite.Analyze(g, opts)
-	pr, err := newPredictionProblem(model, a, po)
+	p, err := newPredictionProblem(model, a, po)
 	if err != nil {
 		return nil, err
 	}
-	if err := pr.checkSharedLinks(); err != nil {
+	if err := p.checkSharedLinks(); err != nil {
 		return nil, err
 	}
-	pr.strategy = lmsFixedStrategy.Name
+	pr := p.newRun(lmsFixedStrategy.Name)
 	plan, skipped := PlanLMS(a)
 	pr.keep = true
 	ev, err := pr.predict(plan)
@@ -68,7 +68,7 @@ func rewriteFixedLMS(model *graphdef.Model, g *graphdef.Graph, opts rewrite.Opti
 // predict evaluates plan and, where a plan is judged by Grappler's accounting too, gives its
 // Grappler peaks even when it does not fit by tfswap's (Evaluate checks those only for
 // plans that do): a prediction shows the peak by every accounting planning uses.
-func (pr *Problem) predict(plan *rewrite.Plan) (*Evaluation, error) {
+func (pr *planRun) predict(plan *rewrite.Plan) (*Evaluation, error) {
 	key := planKey(plan)
 	if ev, ok := pr.cache[key]; ok {
 		return pr.predictGrappler(ev, nil)
@@ -84,7 +84,7 @@ func (pr *Problem) predict(plan *rewrite.Plan) (*Evaluation, error) {
 
 // predictGrappler returns ev with its Grappler peaks where the plan is judged by Grappler's
 // accounting and they are not known yet; g is the plan's graph, or nil to build it again.
-func (pr *Problem) predictGrappler(ev *Evaluation, g *graphdef.Graph) (*Evaluation, error) {
+func (pr *planRun) predictGrappler(ev *Evaluation, g *graphdef.Graph) (*Evaluation, error) {
 	if !pr.grappler || ev.Fits {
 		return ev, nil
 	}

@@ -43,17 +43,17 @@ var (
 	vdnnAllStrategy = &Strategy{
 		Name: "vdnn-all",
 		Doc:  "vDNN_all (Rhu et al., MICRO'16): offload the input feature maps of every layer (op with a kernel) that are reused in the backward pass; prefetch during the backward computation of the layer after, never past the closest convolution",
-		Run:  func(pass *Pass) (*Evaluation, error) { return vdnnPlanner{policy: vdnnAll}.Plan(pass.Problem) },
+		Run:  func(pass *Pass) (*Evaluation, error) { return vdnnPlanner{policy: vdnnAll}.Plan(pass.run) },
 	}
 	vdnnConvStrategy = &Strategy{
 		Name: "vdnn-conv",
 		Doc:  "vDNN_conv (Rhu et al., MICRO'16): offload only the input feature maps of convolutions; prefetch as vdnn-all",
-		Run:  func(pass *Pass) (*Evaluation, error) { return vdnnPlanner{policy: vdnnConv}.Plan(pass.Problem) },
+		Run:  func(pass *Pass) (*Evaluation, error) { return vdnnPlanner{policy: vdnnConv}.Plan(pass.run) },
 	}
 	vdnnDynStrategy = &Strategy{
 		Name: "vdnn-dyn",
 		Doc:  "vDNN_dyn (Rhu et al., MICRO'16): no offloading if that fits, else vDNN_conv, else vDNN_all; then drop offloads, last layers first, while the plan still fits (the least offloading that fits)",
-		Run:  func(pass *Pass) (*Evaluation, error) { return vdnnPlanner{policy: vdnnDyn}.Plan(pass.Problem) },
+		Run:  func(pass *Pass) (*Evaluation, error) { return vdnnPlanner{policy: vdnnDyn}.Plan(pass.run) },
 	}
 )
 
@@ -116,7 +116,7 @@ func (pr *Problem) vdnnChoices(conv bool) []*choice {
 	return out
 }
 
-func (p vdnnPlanner) Plan(pr *Problem) (*Evaluation, error) {
+func (p vdnnPlanner) Plan(pr *planRun) (*Evaluation, error) {
 	rule := layerRule(convAny)
 	static := func(conv bool) (*Evaluation, []*choice, error) {
 		cs := pr.vdnnChoices(conv)
@@ -214,7 +214,7 @@ func (p vdnnPlanner) Plan(pr *Problem) (*Evaluation, error) {
 // waits do not depend on each other) with the dropped choices' buffers skipped, instead of
 // assembling, synchronising and sweeping each plan anew.
 type dropSweep struct {
-	pr       *Problem
+	pr       *planRun
 	groups   []*pendingGroup
 	full     *rewrite.Plan
 	choiceOf map[graphdef.Tensor]*choice
@@ -230,7 +230,7 @@ type dropSweep struct {
 
 // newDropSweep prepares the sweep of the plan with every choice of groups. When a swapped
 // tensor belongs to two choices, predict assembles each plan instead.
-func (pr *Problem) newDropSweep(groups []*pendingGroup) *dropSweep {
+func (pr *planRun) newDropSweep(groups []*pendingGroup) *dropSweep {
 	d := &dropSweep{pr: pr, groups: groups, choiceOf: map[graphdef.Tensor]*choice{}}
 	for _, g := range groups {
 		if c, ok := d.choiceOf[g.t]; ok && c != g.c {
@@ -304,7 +304,7 @@ func selectKept(cs []*choice, keep map[*choice]bool) []*choice {
 
 // vdnnSync adds vDNN's synchronisation to plan: after the last layer that reads an offloaded
 // feature map in the forward pass, the next op on the device waits until the offload is done.
-func (pr *Problem) vdnnSync(plan *rewrite.Plan) *rewrite.Plan {
+func (pr *planRun) vdnnSync(plan *rewrite.Plan) *rewrite.Plan {
 	out := &rewrite.Plan{Swaps: plan.Swaps}
 	tm := pr.timing
 	for _, ps := range plan.Swaps {

@@ -35,7 +35,22 @@ var windowStrategy = &Strategy{
 	Name: "window",
 	Doc: "adaptive schedule-window (Sony out-of-core): swap-ins issued when the byte look-ahead window reaches a read, " +
 		"swap-outs completed oldest first only as far as the budget requires; the window size is tuned with the simulator",
-	Run: func(pass *Pass) (*Evaluation, error) { return windowPlanner{}.Plan(pass.Problem) },
+	Run: func(pass *Pass) (*Evaluation, error) {
+		if pass.scale && pass.run.Opts.Window == 0 {
+			return windowPlanner{}.planOne(pass.run, pass.run.Opts.Budget)
+		}
+		return windowPlanner{}.Plan(pass.run)
+	},
+}
+
+// planOne plans with one window size, fitted with the simulator in the loop, instead of
+// tuning the size: auto's effort rule runs it on graphs past its bound (Pass.scale), where
+// screening and fitting a dozen sizes costs a dozen whole plans and their simulations.
+func (p windowPlanner) planOne(pr *planRun, window int64) (*Evaluation, error) {
+	if pr.Base.Fits {
+		return pr.Base, nil
+	}
+	return pr.fitted(3, func(target []int64) *rewrite.Plan { return pr.windowPlan(window, target) })
 }
 
 // sequence returns the variable-sequence of simulated device dev.
@@ -232,18 +247,18 @@ func (pr *Problem) windowChoices(window int64, target []int64) []*choice {
 }
 
 // windowPlan returns the plan of the schedule-window for window bytes and targets.
-func (pr *Problem) windowPlan(window int64, target []int64) *rewrite.Plan {
+func (pr *planRun) windowPlan(window int64, target []int64) *rewrite.Plan {
 	plan, _ := pr.buildPlan(pr.windowChoices(window, target), windowRule(window))
 	plan, _ = pr.throttled(plan, target)
 	return plan
 }
 
-func (p windowPlanner) Plan(pr *Problem) (*Evaluation, error) {
+func (p windowPlanner) Plan(pr *planRun) (*Evaluation, error) {
 	if pr.Base.Fits {
 		return pr.Base, nil
 	}
 	if pr.Opts.Window > 0 {
-		return pr.fitted(3, func(target []int64) *rewrite.Plan { return pr.windowPlan(pr.Opts.Window, target) })
+		return p.planOne(pr, pr.Opts.Window)
 	}
 	// A geometric range of windows around the budget, then the two neighbours of the best
 	// at half the step.

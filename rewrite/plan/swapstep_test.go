@@ -42,7 +42,7 @@ func TestSwapStepAgreesWithSweep(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pr, err := newProblem(m, rewrite.Analyze(gr, rewrite.Options{}), PlanOptions{Profile: prof, Budget: 1 << 20, FitAccounting: "tfswap"})
+			pr, err := newProblemRun(m, rewrite.Analyze(gr, rewrite.Options{}), PlanOptions{Profile: prof, Budget: 1 << 20, FitAccounting: "tfswap"})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -24,12 +24,15 @@ def test_markdown_names_fits_bound_and_target():
     data = {"b0": 100, "b0_checked": True, "budget": 15 << 30, "resident": 1 << 28, "op_bound_bytes": 5 << 30,
             "op_bound_op": "g (FusedBatchNormGradV3)", "bound_batch": 295, "commit": "abc",
             "rows": [dict(row, multiple=4.0, batch=400),
+                     dict(row, multiple=5.0, batch=500, gate_kind="reduce"),
                      dict(accounting="all", exit=1, fits=False, lowest_peak_gib=17.9, multiple=8.0, batch=800,
-                          seconds=2.0)]}
+                          seconds=2.0, gate_kind="reduce")]}
     md = ceiling.markdown(data)
-    assert "| 400 (4x) | all | yes | 14.00 / 14.00 / 14.00 | +50.0% | auto |" in md
-    assert "| 800 (8x) | all | no plan | lowest reached 17.90 |" in md
-    assert "fits by `all`: 400 (4x B0, +50.0% simulated overhead)" in md
+    # A row without a gate kind is from a run before --gate-kind: its gates were Identities.
+    assert "| 400 (4x) | all | identity | yes | 14.00 / 14.00 / 14.00 | +50.0% | auto |" in md
+    assert "| 500 (5x) | all | reduce | yes | 14.00 / 14.00 / 14.00 | +50.0% | auto |" in md
+    assert "| 800 (8x) | all | reduce | no plan | lowest reached 17.90 |" in md
+    assert "fits by `all`: 500 (5x B0, +50.0% simulated overhead)" in md
     assert "above 295 (2.95x B0)" in md
     assert "Target (8x B0 within +82%, fitting by both accountings): missed" in md
 

@@ -352,6 +352,19 @@ def test_training_is_bit_identical(baseline, bridged):
     assert last < first
 
 
+def test_reduce_gates_train_bit_identically(baseline, bridge, tfswap_binary):
+    """With gate_kind=reduce (tfswap --gate-kind reduce) the bridge's rewrite gates its swap-ins
+    on L2Loss nodes of 4 bytes: Grappler keeps them, on the device beside their triggers, and
+    the session trains bit-identically to the unswapped one."""
+    run = train(fixture_graph(), session_config(dict(SWAP_PARAMS, tfswap_binary=tfswap_binary, gate_kind="reduce")))
+    assert run.losses == baseline.losses
+    assert run.variables == baseline.variables
+    gates = Partitions(run.metadata).swap_nodes("gate")
+    assert gates and {n.op for n in gates} == {"L2Loss"}, sorted((n.name, n.op) for n in gates)
+    for n in gates:
+        assert n.device == DEVICE and n.attr["_grappler_do_not_remove"].b, n.name
+
+
 def test_partition_graphs_hold_swap_nodes(bridged):
     p = Partitions(bridged.metadata)
     outs, ins = p.swap_nodes("swap_out"), p.swap_nodes("swap_in")
@@ -715,6 +728,12 @@ def swapped(gd):
     return out
 
 
+def reduce_gated(gd):
+    """gd with its gate tfswap/w/gate turned into an L2Loss of w (tfswap --gate-kind reduce)."""
+    node(gd, "tfswap/w/gate").op = "L2Loss"
+    return gd
+
+
 def recomputed(gd):
     """relu recomputed for mul: a copy of relu with tfswap's attrs and the gate's edge."""
     out = v1.GraphDef()
@@ -734,12 +753,14 @@ def test_check_accepts_rewrites(check_rewrite, tfswap_binary, tmp_path):
     assert check_rewrite(gd, gd) == (1, "")
     assert check_rewrite(gd, swapped(gd), keep=["out", "mul:0"]) == (1, "")
     assert check_rewrite(gd, recomputed(gd)) == (1, "")
+    assert check_rewrite(gd, reduce_gated(swapped(gd)), keep=["out", "mul:0"]) == (1, "")
     src = FIXTURES / "resnet.pb"
     original = v1.GraphDef()
     original.ParseFromString(src.read_bytes())
     for flags, roles in [
         (["--min-bytes=0", "--strategy=lms-fixed"], {"swap_out", "swap_in"}),
         (["--budget=4MiB", "--recompute=max"], {"recompute", "swap_in"}),
+        (["--min-bytes=0", "--strategy=lms-fixed", "--gate-kind=reduce"], {"swap_out", "swap_in", "gate"}),
     ]:
         out = subprocess.run([tfswap_binary, "rewrite", str(src), "-o", "-"] + flags, check=True, capture_output=True).stdout
         rewritten = v1.GraphDef()
@@ -747,6 +768,8 @@ def test_check_accepts_rewrites(check_rewrite, tfswap_binary, tmp_path):
         got = {n.attr["_tfswap_role"].s.decode() for n in rewritten.node if "_tfswap_role" in n.attr}
         assert roles <= got, (flags, got)
         assert check_rewrite(original, rewritten) == (1, ""), flags
+        gate_ops = {n.op for n in rewritten.node if n.attr["_tfswap_role"].s == b"gate"}
+        assert gate_ops == ({"L2Loss"} if "--gate-kind=reduce" in flags else {"Identity"}), (flags, gate_ops)
 
 
 def corrupt(kind, gd):
@@ -787,6 +810,11 @@ def corrupt(kind, gd):
     elif kind == "recompute of another node":
         out = recomputed(gd)
         node(out, "mul").input[1] = "tfswap/relu_0/recompute/relu"
+    elif kind == "gate of another op":
+        node(out, "tfswap/w/gate").op = "Shape"
+    elif kind == "reads a reduction gate":
+        out = reduce_gated(out)
+        node(out, "mul").input[1] = "tfswap/w/gate"
     elif kind == "swap cycle":
         node(out, "tfswap/relu_0/swap_out").input[0] = "tfswap/relu_0/swap_in"
     return out
@@ -810,6 +838,8 @@ CORRUPTIONS = {
     "recompute copy reads another tensor": "recompute node tfswap/relu_0/recompute/relu is not a copy of relu",
     "recompute of another node": "data input 1 of node mul does not carry w:0",
     "swap cycle": "data input 0 of node mul does not carry relu:0",
+    "gate of another op": "tfswap node tfswap/w/gate is not an Identity of one tensor",
+    "reads a reduction gate": "data input 1 of node mul does not carry w:0",
 }
 
 

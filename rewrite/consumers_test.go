@@ -1,14 +1,14 @@
-package plan
+package rewrite
 
 import (
 	"fmt"
-	"github.com/tfswap/tfswap/rewrite"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 
 	"github.com/tfswap/tfswap/graphdef"
+	"github.com/tfswap/tfswap/internal/testgraph"
 )
 
 // TestGrapplerSensitiveConsumers lists, in rewrite/testdata/consumers.golden, which reads of
@@ -18,47 +18,47 @@ import (
 // arithmetic optimizer computes the rewritten graph as the original (issue 12, item 2). The
 // same golden counts the excluded reads of the committed training fixtures by reason.
 func TestGrapplerSensitiveConsumers(t *testing.T) {
-	b := newBuilder()
-	b.op("x", "Placeholder", "", act)
-	b.op("a_first", "Relu", "", act, "x")
-	b.op("z_last", "Relu", "", act, "x")
-	b.op("y", "Relu", "", act, "x")
-	b.op("b_second", "Relu", "", act, "x")
+	b := testgraph.NewBuilder()
+	b.Op("x", "Placeholder", "", activation)
+	b.Op("a_first", "Relu", "", activation, "x")
+	b.Op("z_last", "Relu", "", activation, "x")
+	b.Op("y", "Relu", "", activation, "x")
+	b.Op("b_second", "Relu", "", activation, "x")
 	// Shape readers.
-	b.op("shape", "Shape", "", []int64{2}, "x")
-	b.op("shape_n", "ShapeN", "", []int64{2}, "x", "y")
-	b.op("size", "Size", "", []int64{}, "x")
-	b.op("rank", "Rank", "", []int64{}, "x")
+	b.Op("shape", "Shape", "", []int64{2}, "x")
+	b.Op("shape_n", "ShapeN", "", []int64{2}, "x", "y")
+	b.Op("size", "Size", "", []int64{}, "x")
+	b.Op("rank", "Rank", "", []int64{}, "x")
 	// Sums: two terms in any order; three terms whose order by name a swap-in could change
 	// (renamed to "tfswap/a_first_0/...", a_first would sort after x); three terms whose
 	// order stays whichever of them is renamed (a_first and b_second sort before x, and
 	// before "tfswap/", whose x_0 sorts after a_first_0 and b_second_0).
-	b.op("sum2", "AddN", "", act, "z_last", "x")
-	b.op("sum3_reordered", "AddN", "", act, "a_first", "x", "z_last")
-	b.op("sum3_kept", "AddN", "", act, "a_first", "b_second", "x")
+	b.Op("sum2", "AddN", "", activation, "z_last", "x")
+	b.Op("sum3_reordered", "AddN", "", activation, "a_first", "x", "z_last")
+	b.Op("sum3_kept", "AddN", "", activation, "a_first", "b_second", "x")
 	// A tree of additions Grappler collapses into one AddN: add_inner is read only by
 	// add_outer, so x is a term of a three-term sum with a_first and y.
-	b.op("add_inner", "AddV2", "", act, "x", "y")
-	b.op("add_outer", "AddV2", "", act, "add_inner", "a_first")
-	b.op("add_two", "AddV2", "", act, "x", "a_first")
+	b.Op("add_inner", "AddV2", "", activation, "x", "y")
+	b.Op("add_outer", "AddV2", "", activation, "add_inner", "a_first")
+	b.Op("add_two", "AddV2", "", activation, "x", "a_first")
 	// Products: in the terms of a sum, or not.
-	b.op("mul_term", "Mul", "", act, "x", "y")
-	b.op("mul_sum", "AddV2", "", act, "mul_term", "y")
-	b.op("mul_alone", "Mul", "", act, "x", "y")
-	b.op("mul_read", "Relu", "", act, "mul_alone")
-	b.op("relu", "Relu", "", act, "x")
-	m := graphdef.NewModel(b.g)
-	opts, g, err := rewrite.Prepare(m, rewrite.Options{})
+	b.Op("mul_term", "Mul", "", activation, "x", "y")
+	b.Op("mul_sum", "AddV2", "", activation, "mul_term", "y")
+	b.Op("mul_alone", "Mul", "", activation, "x", "y")
+	b.Op("mul_read", "Relu", "", activation, "mul_alone")
+	b.Op("relu", "Relu", "", activation, "x")
+	m := graphdef.NewModel(b.Graph)
+	opts, g, err := Prepare(m, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := rewrite.Analyze(g, opts)
+	a := Analyze(g, opts)
 	var out strings.Builder
 	fmt.Fprintln(&out, "reads of x:0 (one line per consumer input)")
 	x := graphdef.Tensor{Node: g.Node("x")}
 	excluded := 0
 	for _, u := range x.Consumers() {
-		why := rewrite.ConsumerExclusion(u)
+		why := ConsumerExclusion(u)
 		if why == "" {
 			why = "may read a swapped-in copy"
 			if !a.ConsumerEligible(u) {
@@ -76,7 +76,7 @@ func TestGrapplerSensitiveConsumers(t *testing.T) {
 		t.Errorf("%d of %d reads excluded: the graph does not test the rules", excluded, len(x.Consumers()))
 	}
 	for _, name := range []string{"resnet", "lstm", "large/gpt-tiny"} {
-		m, err := graphdef.Load(filepath.Join("..", "..", "testmodels", "fixtures", name+".pb"), graphdef.LoadOptions{})
+		m, err := graphdef.Load(filepath.Join("..", "testmodels", "fixtures", name+".pb"), graphdef.LoadOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,7 +90,7 @@ func TestGrapplerSensitiveConsumers(t *testing.T) {
 			for _, uses := range n.Consumers {
 				for _, u := range uses {
 					total++
-					if why := rewrite.ConsumerExclusion(u); why != "" {
+					if why := ConsumerExclusion(u); why != "" {
 						count[fmt.Sprintf("%s (%s)", why, u.Node.Op)]++
 					}
 				}
@@ -106,5 +106,5 @@ func TestGrapplerSensitiveConsumers(t *testing.T) {
 			fmt.Fprintf(&out, "  %4d %s\n", count[k], k)
 		}
 	}
-	compareGolden(t, filepath.Join("testdata", "consumers.golden"), out.String())
+	testgraph.Golden(t, filepath.Join("testdata", "consumers.golden"), out.String(), *update)
 }

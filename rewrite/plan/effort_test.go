@@ -1,0 +1,87 @@
+package plan
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/tfswap/tfswap/cost"
+	"github.com/tfswap/tfswap/graphdef"
+	"github.com/tfswap/tfswap/rewrite"
+	"github.com/tfswap/tfswap/testmodels/synth"
+)
+
+// TestSearchEffortRule: auto's effort rule (PlanOptions.SearchCandidates) bounds the search
+// only on a graph with more swap candidates than the bound. On a synthetic residual graph
+// planned at half its unswapped peak, a bound below its candidate count leaves auto with the
+// plans of scaleStrategies alone (the plan kept is one of theirs, nothing recomputed), fewer
+// simulations than the full search, and a report that names the count and the bound; the
+// default bound and no bound (-1) leave the search and its plan as they were, with no note.
+func TestSearchEffortRule(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plans a synthetic graph three times")
+	}
+	m := graphdef.NewModel(synth.Generate(synth.Config{Nodes: 400}))
+	m.Source = "synth400"
+	v100, err := cost.LookupProfile("v100-16gb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim := cost.Options{Fetch: []string{"train"}}
+	base, err := RewriteWithPlanner(m, rewrite.Options{}, PlanOptions{Profile: v100, Budget: 1 << 50, Sim: sim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	budget := base.Base.Devices[0].Peak / 2
+	g, err := graphdef.NewGraph(m.Graph, "synth400")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, err := rewrite.Options{}.WithDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cands, _ := rewrite.Analyze(g, opts).Candidates()
+	if len(cands) < 2 || len(cands) > DefaultSearchCandidates {
+		t.Fatalf("synth400 has %d swap candidates: want 2 to %d for this test", len(cands), DefaultSearchCandidates)
+	}
+	plan := func(limit int) *Planned {
+		t.Helper()
+		p, err := RewriteWithPlanner(m, rewrite.Options{}, PlanOptions{Profile: v100, Budget: budget, Sim: sim, SearchCandidates: limit})
+		if err != nil {
+			t.Fatalf("--search-candidates %d: %v", limit, err)
+		}
+		return p
+	}
+	full, unbounded, bounded := plan(0), plan(-1), plan(len(cands)-1)
+	for _, p := range []*Planned{full, unbounded} {
+		if p.Effort != "" {
+			t.Errorf("the full search reports an effort bound: %s", p.Effort)
+		}
+	}
+	if planKey(full.Eval.Plan) != planKey(unbounded.Eval.Plan) || full.Eval.Strategy != unbounded.Eval.Strategy || full.Simulations != unbounded.Simulations {
+		t.Errorf("the default bound changed the plan of a graph below it: %s, %d simulations, against %s, %d",
+			full.Eval.Strategy, full.Simulations, unbounded.Eval.Strategy, unbounded.Simulations)
+	}
+	if !bounded.Eval.Fits {
+		t.Fatalf("the bounded search's plan does not fit")
+	}
+	scale := map[string]bool{}
+	for _, s := range scaleStrategies {
+		scale[s.Name] = true
+	}
+	if !scale[bounded.Eval.Strategy] || len(bounded.Recomputes) != 0 {
+		t.Errorf("the bounded search kept a plan of %s with %d recomputations: want one of %v, none recomputed", bounded.Eval.Strategy, len(bounded.Recomputes), scale)
+	}
+	if bounded.Simulations >= full.Simulations {
+		t.Errorf("the bounded search ran %d simulations, the full one %d", bounded.Simulations, full.Simulations)
+	}
+	for _, want := range []string{"effort bounded", "more than", "--search-candidates"} {
+		if !strings.Contains(bounded.Effort, want) {
+			t.Errorf("the bounded search's note lacks %q: %q", want, bounded.Effort)
+		}
+	}
+	if !strings.Contains(bounded.Effort, " "+strconv.Itoa(len(cands))+" swap candidates") {
+		t.Errorf("the note does not give the candidate count %d: %q", len(cands), bounded.Effort)
+	}
+}
