@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"image/png"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -55,46 +54,10 @@ func describe(r *Result) string {
 	return b.String()
 }
 
+// checkGolden compares got with testdata/NAME.golden (testgraph.Golden; -update rewrites it).
 func checkGolden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./cost -run TestGolden -update)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs from %s (rerun with -update after checking the change):\n%s", name, path, diffLines(string(want), got))
-	}
-}
-
-func diffLines(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	var b strings.Builder
-	for i := 0; i < len(w) || i < len(g); i++ {
-		var a, c string
-		if i < len(w) {
-			a = w[i]
-		}
-		if i < len(g) {
-			c = g[i]
-		}
-		if a != c {
-			fmt.Fprintf(&b, "line %d:\n  want %q\n   got %q\n", i+1, a, c)
-			if b.Len() > 2000 {
-				break
-			}
-		}
-	}
-	return b.String()
+	testgraph.Golden(t, filepath.Join("testdata", name+".golden"), got, *update)
 }
 
 // TestGolden pins the simulator's predictions for the fixtures (v100-16gb, one training
