@@ -847,6 +847,20 @@ def section_grappler(res, out):
             sorted(swaps)[len(swaps) // 2] if swaps else 0, none))
 
 
+def section_redesign(res, out, docs, baseline=None):
+    """The comparison with an older run (bench/redesign.py), when its results are there
+    (baseline, or docs/bench/results_11753b4.json) and are not this run's own."""
+    import redesign  # bench/redesign.py
+    path = baseline or os.path.join(docs, "bench", os.path.basename(redesign.BASELINE))
+    if not os.path.exists(path):
+        return
+    old = redesign.load(path)
+    if old.meta["git"]["commit"] == res.meta["git"]["commit"]:
+        return
+    notes = redesign.load_notes(os.path.join(docs, "bench", os.path.basename(redesign.NOTES)))
+    redesign.section(old, res, notes, out)
+
+
 OFFLOAD_TITLE = "## Variable offload (issue 15)"
 
 
@@ -1097,6 +1111,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--results", default=os.path.join(ROOT, "out", "bench", "results.json"))
     ap.add_argument("--docs", default=os.path.join(ROOT, "docs"))
+    ap.add_argument("--baseline", default=None,
+                    help="an older run's results.json to compare with (section \"The redesign "
+                    "against the old run\"; default DOCS/bench/results_11753b4.json when it exists)")
     args = ap.parse_args(argv)
     with open(args.results) as f:
         data = json.load(f)
@@ -1113,6 +1130,7 @@ def main(argv=None):
     targets = section_targets(res, body, args.docs)
     section_verification(res, body)
     section_grappler(res, body)
+    section_redesign(res, body, args.docs, args.baseline)
     section_offload(body, args.docs)
     section_footprint(data, body)
     section_ceiling(body, args.docs)

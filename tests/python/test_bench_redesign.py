@@ -1,0 +1,107 @@
+"""bench/redesign.py on two crafted runs: a B0 moved by the budget is put down to the budget and
+one bounded by the VirtualCluster's microsecond reading to it; the cells of the ladder tables
+compare multiples of each run's own B0, with the old run also judged again by its recorded
+microsecond reading (a plan fitting by the nanosecond reading alone no longer counts); a lower
+cell says what the new run's plan did at the old multiple; bench/report.py renders the section
+only when the baseline is another run; an unreadable baseline is refused with a non-zero exit."""
+
+import json
+import pathlib
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+
+import redesign  # noqa: E402
+import report  # noqa: E402
+
+GIB = 2**30
+
+
+def plan(strategy, overhead, budget, vc_ns=None, vc_us=None, error=None):
+    p = {"strategy": strategy, "overhead": overhead, "fits_sim": error is None, "budget": budget}
+    if error:
+        p["error"] = error
+    if vc_ns is not None:
+        p["vc"] = {"peak_bytes": vc_ns, "peak_bytes_us": vc_us or 0}
+        p["fits_vc"] = vc_ns <= budget  # the old run's judge: the nanosecond reading alone
+    return p
+
+
+def run(commit, budget, b0, next_peaks, ladder):
+    slope = GIB / 10
+    nosswap = {"model": "m", "device": "d", "budget": budget, "b0": b0, "bytes_per_sample": slope,
+               "sim": {"peak": budget - slope / 2, "grappler_peak": budget - slope / 2},
+               "sim_next": dict(zip(("peak", "grappler_peak", "grappler_peak_us"), next_peaks))}
+    points = [{"model": "m", "device": "d", "batch": round(b0 * mult), "multiple": mult,
+               "budget": budget, "tag": "ladder", "base": {}, "plans": plans}
+              for mult, plans in ladder]
+    return {"meta": {"git": {"commit": commit}, "strategies": ["auto", "lms"], "models": ["m"],
+                     "devices": ["d"], "curve_models": [], "curve_device": "d", "command": "run.py",
+                     "started": "2026-11-29T00:00:00", "elapsed_s": 60, "mode": "full"},
+            "records": [{"kind": "nosswap", "args": {}, "result": nosswap},
+                        {"kind": "ladder", "args": {}, "result": {"points": points}}]}
+
+
+B_OLD, B_NEW = 15 * GIB, 14 * GIB
+OLD = run("a" * 40, B_OLD, 100, (B_OLD + 1, 0, 0), [
+    (1, [plan("auto", 0.0, B_OLD), plan("lms", 0.0, B_OLD)]),
+    # auto's 2x plan fits by the nanosecond reading only: published as 2x, re-judged 1x.
+    (2, [plan("auto", 0.05, B_OLD, vc_ns=B_OLD - 1, vc_us=B_OLD + 1),
+         plan("lms", 0.08, B_OLD, vc_ns=B_OLD - 1, vc_us=B_OLD - 1)]),
+])
+NEW = run("b" * 40, B_NEW, 90, (B_NEW - 1, B_NEW - 1, B_NEW + 1), [
+    (1, [plan("auto", 0.0, B_NEW), plan("lms", 0.0, B_NEW)]),
+    (2, [plan("auto", 0.04, B_NEW, vc_ns=B_NEW - 1, vc_us=B_NEW - 1),
+         plan("lms", 0.0, B_NEW, error="no plan")]),
+])
+
+
+def test_b0_causes():
+    old, new = report.Results(OLD), report.Results(NEW)
+    (r,) = redesign.b0_rows(old, new)
+    assert (r["old_b0"], r["new_b0"], r["bound"]) == (100, 90, ["VC us"])
+    assert redesign.b0_cause(r) == "the microsecond reading bounds it (new judge)"
+    r = dict(r, bound=["tfswap"])
+    assert r["budget_shift"] == -10  # 1 GiB less at 0.1 GiB a sample
+    assert redesign.b0_cause(r).startswith("budget (-10 expected")
+    assert redesign.b0_cause(dict(r, new_b0=100)) == "reproduced"
+
+
+def test_cells_rejudge_the_old_run():
+    old, new = report.Results(OLD), report.Results(NEW)
+    cells = {(c["strategy"], c["limit"]): c for c in redesign.cells(old, new)}
+    auto = cells[("auto", 0.10)]
+    assert (auto["old"], auto["old_all"], auto["new"]) == (2, 1, 2)
+    lms = cells[("lms", 0.10)]
+    assert (lms["old"], lms["old_all"], lms["new"]) == (2, 2, 1)
+    assert redesign.why_lower(new, lms) == "no plan at 2x (batch 180)"
+    out = []
+    redesign.section(old, new, [{"what": "lms at 2x", "why": "was lucky", "how": "re-run"}], out)
+    text = "\n".join(out)
+    assert "| lms | 3 | 0 | 0 | 3 | 3 |" in text
+    assert "| auto | 3 | 3 | 0 | 0 | 0 |" in text
+    assert "* **lms at 2x** was lucky (re-run)" in text
+
+
+def test_report_renders_the_section_against_another_run(tmp_path):
+    (tmp_path / "bench").mkdir()
+    base = tmp_path / "bench" / "results_11753b4.json"
+    base.write_text(json.dumps(OLD))
+    out = []
+    report.section_redesign(report.Results(NEW), out, str(tmp_path))
+    assert out and out[0].startswith(redesign.TITLE)
+    out = []
+    report.section_redesign(report.Results(OLD), out, str(tmp_path))
+    assert out == []
+
+
+def test_cli_refuses_an_unreadable_baseline(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    new = tmp_path / "new.json"
+    new.write_text(json.dumps(NEW))
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / "redesign.py"), "--results", str(new),
+                        "--baseline", str(bad)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1 and ("redesign: %s:" % bad) in p.stderr
