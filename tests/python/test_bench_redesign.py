@@ -81,6 +81,7 @@ def test_cells_rejudge_the_old_run():
     redesign.section(old, new, [{"what": "lms at 2x", "why": "was lucky", "how": "re-run"}], out)
     text = "\n".join(out)
     assert "| lms | 3 | 0 | 0 | 3 | 3 |" in text
+    assert "| `d` | m | lms | 2x / 2x / 2x | 1x / 1x / 1x | +8.0% | no plan at 2x (batch 180) |" in text
     assert "| auto | 3 | 3 | 0 | 0 | 0 |" in text
     assert "* **lms at 2x** was lucky (re-run)" in text
 
