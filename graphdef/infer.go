@@ -2,6 +2,7 @@ package graphdef
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 
 	apb "github.com/wamuir/graft/tensorflow/core/framework/attr_value_go_proto"
@@ -296,10 +297,14 @@ func ApplyShapes(g *Graph, inferred map[string][][]int64) {
 			}
 			list.Shape = append(list.Shape, p)
 		}
-		if n.Def.Attr == nil {
-			n.Def.Attr = map[string]*apb.AttrValue{}
+		// The node's own attr map: a parsed node may share its map with nodes of the same
+		// attrs (see Model).
+		attrs := maps.Clone(n.Def.Attr)
+		if attrs == nil {
+			attrs = map[string]*apb.AttrValue{}
 		}
-		n.Def.Attr["_output_shapes"] = &apb.AttrValue{Value: &apb.AttrValue_List{List: list}}
+		attrs["_output_shapes"] = &apb.AttrValue{Value: &apb.AttrValue_List{List: list}}
+		n.Def.Attr = attrs
 		n.OutputShapes = merged
 	}
 }

@@ -99,7 +99,9 @@ type LoadOptions struct {
 // not touch are written back byte for byte.
 //
 // Graph may be changed in place by a rewrite, under one rule: a NodeDef that is changed is
-// replaced by a new message (proto.Clone it first), never mutated. Save writes every NodeDef
+// replaced by a new message (proto.Clone it first), never mutated. Nodes as parsed share
+// their attr values, and nodes of the same attrs one Attr map, so a NodeDef's Attr map is
+// never changed in place either: a changed node gets its own (maps.Clone). Save writes every NodeDef
 // that is still the very message that was loaded from its original bytes.
 type Model struct {
 	// Source is the path the model was read from ("" for one built in memory).
@@ -226,7 +228,7 @@ func (m *Model) parseNodes(data []byte) bool {
 	var rest []byte
 	seen := make(map[string]*apb.AttrValue)
 	share := newAttrSharer(seen)
-	dec := nodeDecoder{seen: seen, keys: map[string]string{}}
+	dec := nodeDecoder{seen: seen, keys: map[string]string{}, ids: map[*apb.AttrValue]uint32{}, maps: map[string]map[string]*apb.AttrValue{}}
 	for off := 0; off < len(data); {
 		b := data[off:]
 		num, typ, n := protowire.ConsumeTag(b)
@@ -282,12 +284,21 @@ type nodeDecoder struct {
 	// rest is the node's fields other than attr, reused from node to node.
 	rest    []byte
 	entries []attrEntry
+	// ids numbers the values of seen, and maps holds the attr maps made so far by their
+	// entries (each key and its value's number, in the node's order; see attrSet): nodes
+	// whose attrs are the same keys with the same values share one map, which a million
+	// nodes of a few kinds of op would otherwise each hold a copy of.
+	ids  map[*apb.AttrValue]uint32
+	maps map[string]map[string]*apb.AttrValue
+	set  []byte
 }
 
-// attrEntry is one attr map entry of a node's bytes: its key and its value's bytes.
+// attrEntry is one attr map entry of a node's bytes: its key and its value's bytes, and the
+// value once decode has found it.
 type attrEntry struct {
 	key string
 	val []byte
+	v   *apb.AttrValue
 }
 
 // decode unmarshals the NodeDef payload (a node field's contents) as proto.Unmarshal would,
@@ -326,7 +337,7 @@ func (d *nodeDecoder) decode(payload []byte) (*npb.NodeDef, bool, error) {
 			ks = string(key)
 			d.keys[ks] = ks
 		}
-		e := attrEntry{ks, val}
+		e := attrEntry{key: ks, val: val}
 		for _, o := range d.entries {
 			if o.key == e.key {
 				return nil, false, nil
@@ -338,10 +349,11 @@ func (d *nodeDecoder) decode(payload []byte) (*npb.NodeDef, bool, error) {
 	if err := (proto.UnmarshalOptions{}).Unmarshal(d.rest, nd); err != nil {
 		return nil, false, err
 	}
-	if len(d.entries) > 0 {
-		nd.Attr = make(map[string]*apb.AttrValue, len(d.entries))
+	if len(d.entries) == 0 {
+		return nd, true, nil
 	}
-	for _, e := range d.entries {
+	d.set = d.set[:0]
+	for i, e := range d.entries {
 		v, has := d.seen[string(e.val)]
 		if !has {
 			v = new(apb.AttrValue)
@@ -350,8 +362,24 @@ func (d *nodeDecoder) decode(payload []byte) (*npb.NodeDef, bool, error) {
 			}
 			d.seen[string(e.val)] = v
 		}
-		nd.Attr[e.key] = v
+		id, has := d.ids[v]
+		if !has {
+			id = uint32(len(d.ids))
+			d.ids[v] = id
+		}
+		d.entries[i].v = v
+		d.set = protowire.AppendString(d.set, e.key)
+		d.set = protowire.AppendVarint(d.set, uint64(id))
 	}
+	if m, ok := d.maps[string(d.set)]; ok {
+		nd.Attr = m
+		return nd, true, nil
+	}
+	nd.Attr = make(map[string]*apb.AttrValue, len(d.entries))
+	for _, e := range d.entries {
+		nd.Attr[e.key] = e.v
+	}
+	d.maps[string(d.set)] = nd.Attr
 	return nd, true, nil
 }
 
@@ -359,7 +387,7 @@ func (d *nodeDecoder) decode(payload []byte) (*npb.NodeDef, bool, error) {
 // exactly one key and one value field and nothing else.
 func plainEntry(ent []byte) (attrEntry, bool) {
 	key, val, ok := plainEntryBytes(ent)
-	return attrEntry{string(key), val}, ok
+	return attrEntry{key: string(key), val: val}, ok
 }
 
 // plainEntryBytes is plainEntry, the key as bytes.

@@ -842,6 +842,16 @@ bool SetParameter(Config* cfg, const std::string& key, const std::vector<std::st
       *error = "parameter infer_shapes must be true or false";
       return false;
     }
+  } else if (key == "gate_kind") {
+    // Checked here, not left to tfswap's usage error: the graphs would run unchanged with a
+    // warning about tfswap's flags rather than about the setting.
+    if (!one || (s != "identity" && s != "reduce")) {
+      *error = absl::StrCat(
+          "parameter gate_kind must be identity (Identity gates) or reduce (L2Loss gates), "
+          "not '", s, "'");
+      return false;
+    }
+    cfg->flags.push_back("--gate-kind=" + s);
   } else {
     if (!ValidKey(key)) {
       *error = absl::StrCat("parameter name '", key,

@@ -81,8 +81,9 @@ struct Config {
 // (underscores turned into dashes, once per value). scalar says the parameter was given as a
 // single value rather than a list. It returns false and sets *error on a bad parameter: an
 // empty binary, a timeout that is not a finite positive number of seconds (inf, nan, 0 and
-// negative values are refused), a key that is no flag name, a flag the core sets itself
-// (-o, --output, --format, ...).
+// negative values are refused), a gate_kind other than identity or reduce (tfswap's
+// --gate-kind), a key that is no flag name, a flag the core sets itself (-o, --output,
+// --format, ...).
 bool SetParameter(Config* cfg, const std::string& key, const std::vector<std::string>& values,
                   bool scalar, std::string* error);
 

@@ -488,7 +488,10 @@ bool Configure(const GraphDef& graph, const std::string& report,
                        Opt{"TFSWAP_MIN_BYTES", "min_bytes"},
                        Opt{"TFSWAP_GATE_KIND", "gate_kind"}}) {
     const std::string v = Env(o.env);
-    if (!v.empty() && !tfswap_core::SetParameter(cfg, o.key, {v}, true, error)) return false;
+    if (!v.empty() && !tfswap_core::SetParameter(cfg, o.key, {v}, true, error)) {
+      *error = std::string(o.env) + ": " + *error;
+      return false;
+    }
   }
   std::string offload = Env("TFSWAP_OFFLOAD");
   if (offload == "auto") {

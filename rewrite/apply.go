@@ -208,7 +208,14 @@ func applyBuilt(model *graphdef.Model, a *Analysis, b *Built) *Result {
 		out.Graph.Node[idx] = nd
 		n.Def = nd
 	}
+	// The added nodes' Defs are templates until now (see template): each gets its own.
 	for _, n := range nodes[b.n0:] {
+		inputs := make([]string, 1, 1+len(n.ControlInputs))
+		inputs[0] = n.Inputs[0].InputString()
+		for _, c := range n.ControlInputs {
+			inputs = append(inputs, "^"+c.Name)
+		}
+		n.Def = namedDef(n.Def, n.Name, inputs...)
 		out.Graph.Node = append(out.Graph.Node, n.Def)
 	}
 	b.Graph.Def = out.Graph
@@ -339,30 +346,25 @@ func gateNode(trigger *graphdef.Node, opts Options) (*npb.NodeDef, error) {
 
 // gateNode is the package's gateNode, its shape value shared through sh.
 func (sh *addedShare) gateNode(trigger *graphdef.Node, opts Options) (*npb.NodeDef, error) {
+	tmpl, port, _, err := sh.gateTemplate(trigger, opts)
+	if err != nil {
+		return nil, err
+	}
+	return namedDef(tmpl, GateNodeName(trigger), graphdef.Tensor{Node: trigger, Port: port}.InputString()), nil
+}
+
+// gateTemplate returns the template (see template) of trigger's gate under opts, the output
+// of trigger the gate reads and that output's dtype.
+func (sh *addedShare) gateTemplate(trigger *graphdef.Node, opts Options) (tmpl *npb.NodeDef, port int, dt graphdef.DataType, err error) {
 	op, port, dt, ok := opts.GateOp(trigger)
 	if !ok {
-		return nil, fmt.Errorf("trigger %q has no data output to gate on", trigger.Name)
+		return nil, 0, 0, fmt.Errorf("trigger %q has no data output to gate on", trigger.Name)
 	}
-	name := GateNodeName(trigger)
-	in := graphdef.Tensor{Node: trigger, Port: port}
-	nd := &npb.NodeDef{
-		Name:   name,
-		Op:     op,
-		Input:  []string{in.InputString()},
-		Device: trigger.Def.GetDevice(),
-		Attr: map[string]*apb.AttrValue{
-			"T":             dtypeAttr(dt),
-			DoNotRemoveAttr: attrTrue,
-			RoleAttr:        roleAttr("gate"),
-			idAttr:          {Value: &apb.AttrValue_S{S: []byte(name)}},
-		},
+	shape := scalarShapeAttr
+	if op != "L2Loss" {
+		shape = sh.outputShapeAttr(trigger, port)
 	}
-	if op == "L2Loss" {
-		nd.Attr["_output_shapes"] = scalarShapeAttr
-	} else if v := sh.outputShapeAttr(trigger, port); v != nil {
-		nd.Attr["_output_shapes"] = v
-	}
-	return nd, nil
+	return sh.template(op, "gate", trigger.Def.GetDevice(), dt, shape), port, dt, nil
 }
 
 // The attr values every swap node and gate has alike are shared between them, not built per
@@ -417,6 +419,7 @@ type addedShare struct {
 	shapes     map[*apb.AttrValue][][]int64
 	types      map[graphdef.DataType][]graphdef.DataType
 	devices    map[string]graphdef.Device
+	templates  map[templateKey]*npb.NodeDef
 }
 
 func newAddedShare() *addedShare {
@@ -425,6 +428,7 @@ func newAddedShare() *addedShare {
 		shapes:     map[*apb.AttrValue][][]int64{},
 		types:      map[graphdef.DataType][]graphdef.DataType{},
 		devices:    map[string]graphdef.Device{},
+		templates:  map[templateKey]*npb.NodeDef{},
 	}
 }
 
@@ -456,28 +460,62 @@ func swapNode(name, role, input, device string, dt graphdef.DataType, producer *
 
 // swapNode is the package's swapNode, its shape value shared through sh.
 func (sh *addedShare) swapNode(name, role, input, device string, dt graphdef.DataType, producer *graphdef.Node, port int, trigger string) *npb.NodeDef {
-	nd := &npb.NodeDef{
-		Name:   name,
-		Op:     "Identity",
-		Input:  []string{input},
+	tmpl := sh.template("Identity", role, device, dt, sh.outputShapeAttr(producer, port))
+	if trigger != "" {
+		return namedDef(tmpl, name, input, "^"+trigger)
+	}
+	return namedDef(tmpl, name, input)
+}
+
+// templateKey identifies a template: what the NodeDefs of added nodes alike share.
+type templateKey struct {
+	op, role, device string
+	dt               graphdef.DataType
+	shape            *apb.AttrValue
+}
+
+// template returns the template of an added node (a swap node or a gate) of op, role,
+// device, dtype dt and _output_shapes value shape (none when nil): a NodeDef with the op,
+// the device and every attr of such a node but its idAttr, and no name or inputs, shared
+// through sh by the nodes of the same values. The builder's graph gives it as the Def of its
+// added nodes until Write (Built.Graph), so that a planner's derived graph holds a few
+// templates instead of a NodeDef and an attr map per added node: the simulators read only the
+// op's attrs. namedDef makes the node's own NodeDef from it.
+func (sh *addedShare) template(op, role, device string, dt graphdef.DataType, shape *apb.AttrValue) *npb.NodeDef {
+	key := templateKey{op, role, device, dt, shape}
+	if sh != nil {
+		if t, ok := sh.templates[key]; ok {
+			return t
+		}
+	}
+	t := &npb.NodeDef{
+		Op:     op,
 		Device: device,
 		Attr: map[string]*apb.AttrValue{
 			"T":             dtypeAttr(dt),
 			DoNotRemoveAttr: attrTrue,
 			RoleAttr:        roleAttr(role),
-			// A distinct attr per node keeps the runtime's common-subexpression elimination,
-			// which runs on partition graphs after Grappler and ignores DoNotRemoveAttr, from
-			// merging two swap nodes whose inputs Grappler made identical.
-			idAttr: {Value: &apb.AttrValue_S{S: []byte(name)}},
 		},
 	}
-	if trigger != "" {
-		nd.Input = append(nd.Input, "^"+trigger)
+	if shape != nil {
+		t.Attr["_output_shapes"] = shape
 	}
-	if v := sh.outputShapeAttr(producer, port); v != nil {
-		nd.Attr["_output_shapes"] = v
+	if sh != nil {
+		sh.templates[key] = t
 	}
-	return nd
+	return t
+}
+
+// namedDef returns the NodeDef of the added node name made from its template tmpl (see
+// template), reading inputs: tmpl's op, device and attrs, and an idAttr of the node's own
+// name. A distinct attr per node keeps the runtime's common-subexpression elimination, which
+// runs on partition graphs after Grappler and ignores DoNotRemoveAttr, from merging two swap
+// nodes whose inputs Grappler made identical.
+func namedDef(tmpl *npb.NodeDef, name string, inputs ...string) *npb.NodeDef {
+	attr := make(map[string]*apb.AttrValue, len(tmpl.Attr)+1)
+	maps.Copy(attr, tmpl.Attr)
+	attr[idAttr] = &apb.AttrValue{Value: &apb.AttrValue_S{S: []byte(name)}}
+	return &npb.NodeDef{Name: name, Op: tmpl.Op, Input: inputs, Device: tmpl.Device, Attr: attr}
 }
 
 // WriteVerified is Write for a rewrite that planning does not follow up (LMS's): the result

@@ -63,8 +63,10 @@ func OrderSwaps(plan *Plan) []PlannedSwap {
 // rewritten inputs are in the nodes' edges, not in their Def), the swap nodes follow in
 // Apply's order, and the topological order and levels are recomputed as graphdef.NewGraph
 // computes them. It is equivalent to graphdef.NewGraph(Apply(...).Model.Graph) for every
-// purpose except Graph.Node (name lookup), which the derived graph does not support, and
-// the Def of an original node whose inputs the plan changes.
+// purpose except Graph.Node (name lookup), which the derived graph does not support, the
+// Def of an original node whose inputs the plan changes, and the Def of an added node: a
+// template shared by the added nodes alike (their op, device and attrs, without a name,
+// inputs or the per-node idAttr; see Built.Graph).
 func DeriveGraph(a *Analysis, plan *Plan) (*graphdef.Graph, error) {
 	b, err := Build(a, plan)
 	if err != nil {
@@ -77,7 +79,10 @@ func DeriveGraph(a *Analysis, plan *Plan) (*graphdef.Graph, error) {
 // simulates) and what Write needs to write its GraphDef and describe it.
 type Built struct {
 	// Graph is the rewritten graph: a's original nodes (copies, same indices, same Defs)
-	// followed by the added nodes, whose Defs are complete.
+	// followed by the added nodes, whose Defs are their templates until Write (shared
+	// NodeDefs holding the op, device and attrs of added nodes alike, without names, inputs
+	// or the per-node idAttr: see addedShare.template) and complete afterwards. The node's
+	// Name, Inputs and ControlInputs give what a template leaves out.
 	Graph *graphdef.Graph
 	// a is the analysis of the graph the plan was built on, and plan the plan (for Write).
 	a    *Analysis
@@ -142,8 +147,7 @@ func Build(a *Analysis, plan *Plan) (*Built, error) {
 		if err := fresh(outName); err != nil {
 			return nil, err
 		}
-		outDef := sh.swapNode(outName, "swap_out", t.InputString(), host.String(), dt, t.Node, t.Port, "")
-		out, err := sh.derivedSwapNode(len(nodes), outDef, dt)
+		out, err := sh.derivedSwapNode(len(nodes), outName, sh.template("Identity", "swap_out", host.String(), dt, sh.outputShapeAttr(t.Node, t.Port)), dt)
 		if err != nil {
 			return nil, err
 		}
@@ -171,12 +175,11 @@ func Build(a *Analysis, plan *Plan) (*Built, error) {
 					// A gate the graph has (an offload's) is shared.
 					gate = remap(have)
 				} else {
-					gateDef, err := sh.gateNode(grp.Trigger, a.Opts)
+					tmpl, port, gdt, err := sh.gateTemplate(grp.Trigger, a.Opts)
 					if err != nil {
 						return nil, fmt.Errorf("tensor %s: %v", t, err)
 					}
-					_, port, gdt, _ := a.Opts.GateOp(grp.Trigger)
-					gate, err = sh.derivedSwapNode(len(nodes), gateDef, gdt)
+					gate, err = sh.derivedSwapNode(len(nodes), GateNodeName(grp.Trigger), tmpl, gdt)
 					if err != nil {
 						return nil, err
 					}
@@ -185,8 +188,7 @@ func Build(a *Analysis, plan *Plan) (*Built, error) {
 				}
 				gates[grp.Trigger] = gate
 			}
-			inDef := sh.swapNode(inName, "swap_in", outName, dev.String(), dt, t.Node, t.Port, gate.Name)
-			in, err := sh.derivedSwapNode(len(nodes), inDef, dt)
+			in, err := sh.derivedSwapNode(len(nodes), inName, sh.template("Identity", "swap_in", dev.String(), dt, sh.outputShapeAttr(t.Node, t.Port)), dt)
 			if err != nil {
 				return nil, err
 			}
@@ -250,8 +252,7 @@ func Build(a *Analysis, plan *Plan) (*Built, error) {
 				// Identity left to the placer gets a relay left to the placer, which puts both
 				// where it puts the Identity (a.Device would name the planner's default GPU,
 				// which a session without one cannot place).
-				relayDef := sh.swapNode(relayName, RelayRole, inName, u.Node.Def.GetDevice(), dt, t.Node, t.Port, "")
-				relay, err := sh.derivedSwapNode(len(nodes), relayDef, dt)
+				relay, err := sh.derivedSwapNode(len(nodes), relayName, sh.template("Identity", RelayRole, u.Node.Def.GetDevice(), dt, sh.outputShapeAttr(t.Node, t.Port)), dt)
 				if err != nil {
 					return nil, err
 				}
@@ -422,10 +423,11 @@ func Build(a *Analysis, plan *Plan) (*Built, error) {
 	return b, nil
 }
 
-// derivedSwapNode builds the indexed node of a swap Identity from its NodeDef, as
-// graphdef.NewGraph would, its dtypes and shapes shared through sh with the other nodes of
-// the same values.
-func (sh *addedShare) derivedSwapNode(index int, nd *npb.NodeDef, dt graphdef.DataType) (*graphdef.Node, error) {
+// derivedSwapNode builds the indexed node of the added node name (a swap node or a gate)
+// from its template nd (see template), as graphdef.NewGraph would from its NodeDef, its
+// dtypes and shapes shared through sh with the other nodes of the same values. The node's
+// Def is the template until Write gives it its own.
+func (sh *addedShare) derivedSwapNode(index int, name string, nd *npb.NodeDef, dt graphdef.DataType) (*graphdef.Node, error) {
 	dev, ok := sh.devices[nd.GetDevice()]
 	if !ok {
 		var err error
@@ -439,7 +441,7 @@ func (sh *addedShare) derivedSwapNode(index int, nd *npb.NodeDef, dt graphdef.Da
 		types = []graphdef.DataType{dt}
 		sh.types[dt] = types
 	}
-	n := &graphdef.Node{Index: index, Def: nd, Name: nd.GetName(), Op: nd.GetOp(), Device: dev,
+	n := &graphdef.Node{Index: index, Def: nd, Name: name, Op: nd.GetOp(), Device: dev,
 		OutputTypes: types, Consumers: make([][]graphdef.Use, 1)}
 	if v, ok := nd.GetAttr()["_output_shapes"]; ok && v.GetList() != nil && len(v.GetList().GetShape()) == 1 {
 		if shapes, ok := sh.shapes[v]; ok {

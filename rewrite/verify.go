@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/tfswap/tfswap/graphdef"
@@ -23,7 +24,9 @@ import (
 // from a gate; the nodes of a stack or TensorList accumulator placed on the host
 // (Result.Accumulators) moved to a host CPU, losing at most their colocation attr, and its
 // push reads its tensor through a StackOutRole Identity on the host, its pop's readers the
-// popped tensor through a StackInRole Identity. It returns the first violation.
+// popped tensor through a StackInRole Identity; every swap-in is read; and the graph does
+// what res records: each wait (Result.Waits) is a control input of its node on its swap-out,
+// each consumer of a swap-in (SwapIn.Consumers) reads it. It returns the first violation.
 //
 // A Result made by Apply carries the builder's graph, which Verify checks rather than
 // parsing the GraphDef again (Apply writes the GraphDef from that graph, NodeDef by NodeDef),
@@ -197,6 +200,80 @@ func verify(orig *graphdef.Graph, res *Result, gate Gate) error {
 			}
 			if err := branches.check(n, g); err != nil {
 				return err
+			}
+			if len(n.Consumers) == 0 || len(n.Consumers[0]) == 0 {
+				return fmt.Errorf("swap-in %q of %s is read by no node", n.Name, swappedTensor(n))
+			}
+		}
+	}
+	return verifyRecorded(orig, out, res)
+}
+
+// swappedTensor returns the tensor swap-in or swap-out n carries, "producer:port", for
+// messages; "?" when n does not read what a swap node reads.
+func swappedTensor(n *graphdef.Node) string {
+	if string(n.Def.GetAttr()[RoleAttr].GetS()) == "swap_in" && len(n.Inputs) == 1 {
+		n = n.Inputs[0].Node
+	}
+	if len(n.Inputs) != 1 {
+		return "?"
+	}
+	return n.Inputs[0].String()
+}
+
+// verifyRecorded checks that the rewritten graph out does what res records: each wait
+// (Result.Waits, the plan's and its triggers', SwapInGroup.TriggerWaits) is a control input of
+// its node on its swap-out, and each consumer of a swap-in (SwapIn.Consumers) reads that
+// swap-in, directly or through a relay. A wait lost lets its op run before the swap-out has
+// the tensor; a consumer that reads the original tensor again keeps it on the device, and
+// leaves the swap-in copied back for nothing.
+func verifyRecorded(orig, out *graphdef.Graph, res *Result) error {
+	if len(res.Waits) == 0 && len(res.Swaps) == 0 {
+		return nil
+	}
+	// The builder's graph (Result.built) has no index by name: original nodes keep their
+	// index in out, and the few nodes the rewrite added are indexed here.
+	added := map[string]*graphdef.Node{}
+	for _, n := range out.Nodes[len(orig.Nodes):] {
+		added[n.Name] = n
+	}
+	node := func(name string) *graphdef.Node {
+		if n := added[name]; n != nil {
+			return n
+		}
+		if n := orig.Node(name); n != nil {
+			return out.Nodes[n.Index]
+		}
+		return nil
+	}
+	for _, w := range res.Waits {
+		n, so := node(w.Node), node(w.SwapOut)
+		if n == nil || so == nil || string(so.Def.GetAttr()[RoleAttr].GetS()) != "swap_out" {
+			return fmt.Errorf("wait of %q after %q: no such node and swap-out in the rewritten graph", w.Node, w.SwapOut)
+		}
+		if !slices.Contains(n.ControlInputs, so) {
+			return fmt.Errorf("wait lost: %q does not wait for the swap-out %q of %s (no control input on it)", w.Node, w.SwapOut, swappedTensor(so))
+		}
+	}
+	for _, s := range res.Swaps {
+		for _, si := range s.SwapIns {
+			in := node(si.Node)
+			if in == nil || string(in.Def.GetAttr()[RoleAttr].GetS()) != "swap_in" || len(in.Inputs) != 1 || in.Inputs[0].Node.Name != s.SwapOut {
+				return fmt.Errorf("swap-in %q of %s: no such swap-in of %q in the rewritten graph", si.Node, s.Tensor, s.SwapOut)
+			}
+			readers := map[string]bool{}
+			for _, u := range in.Consumers[0] {
+				readers[u.Node.Name] = true
+				if string(u.Node.Def.GetAttr()[RoleAttr].GetS()) == RelayRole {
+					for _, r := range u.Node.Consumers[0] {
+						readers[r.Node.Name] = true
+					}
+				}
+			}
+			for _, c := range si.Consumers {
+				if !readers[c] {
+					return fmt.Errorf("swap-in %q of %s: its consumer %q does not read it", si.Node, s.Tensor, c)
+				}
 			}
 		}
 	}

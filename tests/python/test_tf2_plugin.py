@@ -396,13 +396,15 @@ def worker(spec):
                 probe = timing_probe(md, logdir, spec.get("probe_role", "swap_in"))
             finally:
                 shutil.rmtree(logdir, ignore_errors=True)
-        swaps, collectives = [], []
+        swaps, collectives, gate_ops = [], [], []
         for fg in md.function_graphs:
             for pg in fg.partition_graphs:
                 for n in pg.node:
                     if "_tfswap_role" in n.attr:
                         swaps.append([n.name, n.device, n.attr["_tfswap_role"].s.decode(),
                                       [i for i in n.input]])
+                        if n.attr["_tfswap_role"].s == b"gate":
+                            gate_ops.append(n.op)
                     elif n.op in COLLECTIVES:
                         collectives.append([n.name, n.device, n.op, [i for i in n.input]])
         h = hashlib.sha256()
@@ -415,6 +417,8 @@ def worker(spec):
             "weights": h.hexdigest(),
             "swaps": swaps,
             "collectives": sorted(collectives),
+            # The ops of the gates (Identity, or L2Loss with TFSWAP_GATE_KIND=reduce).
+            "gate_ops": sorted(gate_ops),
             # The plans of this run (plan_summary() lists every plan since enable()).
             "plans": tfswap.plan_summary()[seen_plans:] if spec.get("plugin") else [],
             "probe": probe,
@@ -708,6 +712,39 @@ def test_failures_fall_back_with_one_warning(built, tmp_path):
         assert name == "a warning line" or "unchanged" in warnings[0]
         assert result["swaps"] == [], name
         check_identical(result, base)
+
+
+# --------------------------------------------------------------------------------------------
+# The gate kind (TFSWAP_GATE_KIND, tfswap rewrite --gate-kind)
+
+
+def test_gate_kind_reduce_and_bad_value(built):
+    """In one process: by default the gates are Identities; with TFSWAP_GATE_KIND=reduce the
+    rewritten training function's gates are L2Loss ops (4 bytes each instead of a copy of the
+    trigger's output), the swap-ins still wait for them, and the training is bit-identical
+    to the one without tfswap; a bad value leaves the function unchanged (bit-identical too)
+    with one warning that names TFSWAP_GATE_KIND, the value and the values allowed."""
+    runs = [{"name": "identity"},
+            {"name": "reduce", "env": {"TFSWAP_GATE_KIND": "reduce"}},
+            {"name": "bad", "env": {"TFSWAP_GATE_KIND": "sum"}}]
+    results, log = run_worker({"kind": "loop", "plugin": True, "runs": runs})
+    sections = re.split(r"^tfswap-test: run (.*)$", log, flags=re.M)[1:]
+    by_name = dict(zip(sections[0::2], sections[1::2]))
+    identity, reduce, bad = results
+    base = baseline("loop")
+    for result in (identity, reduce):
+        check_swapped(result, by_name[result["name"]])
+        check_identical(result, base)
+    assert identity["gate_ops"] and set(identity["gate_ops"]) == {"Identity"}, identity["gate_ops"]
+    # The loop's triggers all have a float output: every gate is an L2Loss.
+    assert reduce["gate_ops"] and set(reduce["gate_ops"]) == {"L2Loss"}, reduce["gate_ops"]
+    assert len(reduce["gate_ops"]) == len(identity["gate_ops"])
+    warnings = WARNING.findall(by_name["bad"])
+    assert len(warnings) == 1, warnings
+    assert "TFSWAP_GATE_KIND" in warnings[0] and "'sum'" in warnings[0], warnings[0]
+    assert "identity" in warnings[0] and "reduce" in warnings[0] and "unchanged" in warnings[0]
+    assert bad["swaps"] == [] and bad["gate_ops"] == []
+    check_identical(bad, base)
 
 
 # --------------------------------------------------------------------------------------------
