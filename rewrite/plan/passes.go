@@ -159,8 +159,10 @@ type planState struct {
 	orders []rewrite.OrderEdge
 	depth  int
 	// tupleOrdered is set on the state the tuple-order pass plans its graph with, so that
-	// planning it does not add the edges again.
+	// planning it does not add the edges again; tupleOrders are the edges among orders that
+	// the tuple-order pass added.
 	tupleOrdered bool
+	tupleOrders  []rewrite.OrderEdge
 	// sims counts the simulations of every problem planned so far.
 	sims int
 	// effort is auto's effort rule's reading of the problem (the zero value for the other
@@ -475,7 +477,7 @@ func passNoFit(st *planState) error {
 	if ev := st.final.ev; ev == nil || !ev.Fits {
 		err := st.final.pr.noFit(st.planner.Name, ev)
 		if e, ok := err.(*NoFitError); ok {
-			e.Orders = st.orders
+			e.Orders, e.TupleOrders = st.orders, st.tupleOrders
 		}
 		return err
 	}

@@ -332,7 +332,7 @@ func passReorder(st *planState) error {
 		return fmt.Errorf("internal error: the reordered graph has a cycle: %v", err)
 	}
 	sub := &planState{model: m2, g: g2, opts: st.opts, po: st.po, planner: st.planner, mode: st.mode,
-		depth: st.depth + 1, orders: append(append([]rewrite.OrderEdge(nil), st.orders...), edges...)}
+		depth: st.depth + 1, orders: append(append([]rewrite.OrderEdge(nil), st.orders...), edges...), tupleOrders: st.tupleOrders}
 	for _, p := range passesToReplan() {
 		if p.name == "nofit" {
 			break
@@ -353,7 +353,7 @@ func passReorder(st *planState) error {
 		// Nothing fits there either: keep the reordered graph when its lowest peak is lower,
 		// for the no-fit message to report.
 		if l, l0 := sub.final.pr.lowest, st.final.pr.lowest; l != nil && l0 != nil && l.Excess < l0.Excess {
-			st.final, st.xpr, st.orders = sub.final, sub.xpr, sub.orders
+			st.final, st.xpr, st.orders, st.tupleOrders = sub.final, sub.xpr, sub.orders, sub.tupleOrders
 		}
 		return nil
 	}
@@ -368,7 +368,7 @@ func passReorder(st *planState) error {
 		}
 		f := *sub.final
 		f.ev = &e
-		st.final, st.xpr, st.orders = &f, sub.xpr, sub.orders
+		st.final, st.xpr, st.orders, st.tupleOrders = &f, sub.xpr, sub.orders, sub.tupleOrders
 	}
 	return nil
 }
