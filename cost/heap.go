@@ -29,20 +29,25 @@ func (e event) Less(o event) bool {
 // eventHeap is the simulator's event queue.
 type eventHeap = minheap.Heap[event]
 
-// readyItem is a node waiting for its device's compute stream.
-type readyItem struct {
-	ready int64
-	tie   int32
-	node  int32
+// timed is an item of the simulator's queues ordered by time: a node ready for its device's
+// compute stream (at the time it became ready, seq its tie-break rank, id the node, or -1
+// minus the transfer of a _Recv), and in a throttled sweep (SwapStepSpec.Throttle) a tensor
+// on its way to the host or a swap-in not yet allocated (at the end of its copy or its
+// allocation, seq its order of arrival on the device, id the tensor or the swap-in).
+type timed struct {
+	at  int64
+	seq int32
+	id  int32
 }
 
-// Less orders ready nodes by the time they became ready, then by tie-break rank.
-func (x readyItem) Less(o readyItem) bool {
-	if x.ready != o.ready {
-		return x.ready < o.ready
+// Less orders items by time, then by seq.
+func (x timed) Less(o timed) bool {
+	if x.at != o.at {
+		return x.at < o.at
 	}
-	return x.tie < o.tie
+	return x.seq < o.seq
 }
 
-// readyHeap is a device's queue of ready nodes.
-type readyHeap = minheap.Heap[readyItem]
+// timedHeap is a queue of timed items: a device's ready nodes, a throttled sweep's tensors
+// draining to the host and swap-ins to allocate.
+type timedHeap = minheap.Heap[timed]

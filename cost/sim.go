@@ -376,13 +376,13 @@ type memEv struct {
 type simDevice struct {
 	name  string
 	gpu   bool
-	ready readyHeap
+	ready timedHeap
 	// inline holds the host's ready ops that launch no kernel (a swap's or a weight copy's
 	// Identity, a gate): while the host runs a kernel they start at once beside it, as
 	// TensorFlow's executor runs inexpensive kernels inline instead of queueing them behind
 	// an expensive one (an optimizer update) on the inter-op thread pool. Otherwise they
 	// take their turn in ready order with the other ops.
-	inline    readyHeap
+	inline    timedHeap
 	busy      bool
 	kernel    bool // busy with an op that is not inline-eligible
 	dirty     bool
@@ -439,7 +439,7 @@ type rename struct {
 // one after the other (RecvOps).
 type channel struct {
 	busy, dirty bool
-	ready       readyHeap
+	ready       timedHeap
 }
 
 type xkey struct {
@@ -1189,7 +1189,7 @@ func (s *sim) push(t int64, kind uint8, id int32) {
 
 func (s *sim) makeReady(node int, t int64) {
 	d := s.devs[s.dev[node]]
-	it := readyItem{ready: t, tie: s.tie[node], node: int32(node)}
+	it := timed{at: t, seq: s.tie[node], id: int32(node)}
 	if s.inlineOK != nil && s.inlineOK[node] {
 		d.inline.Push(it)
 	} else {
@@ -1594,7 +1594,7 @@ func (s *sim) transfer(node, port int, dst int32, t int64) int32 {
 		}
 		x.channel = ci
 		ch := s.chans[ci]
-		ch.ready.Push(readyItem{ready: t, tie: s.sendTie[k], node: id})
+		ch.ready.Push(timed{at: t, seq: s.sendTie[k], id: id})
 		ch.dirty = true
 		return id
 	}
@@ -1718,7 +1718,7 @@ func (s *sim) dispatch(t int64) {
 		if d.busy && d.kernel {
 			// Ops that launch no kernel run beside the host's kernel (simDevice.inline).
 			for d.inline.Len() > 0 {
-				node := int(d.inline.Pop().node)
+				node := int(d.inline.Pop().id)
 				s.inlined[node] = true
 				s.startOp(node, t)
 			}
@@ -1726,26 +1726,26 @@ func (s *sim) dispatch(t int64) {
 		if d.busy || d.ready.Len()+d.inline.Len() == 0 {
 			continue
 		}
-		var it readyItem
+		var it timed
 		if d.inline.Len() > 0 && (d.ready.Len() == 0 || d.inline.Peek().Less(d.ready.Peek())) {
 			it = d.inline.Pop()
 		} else {
 			it = d.ready.Pop()
 		}
-		if it.node < 0 {
+		if it.id < 0 {
 			// A _Recv (RecvOps).
 			d.res.IdleTime += t - d.idleSince
-			s.startRecv(int32(di), -it.node-1, t)
+			s.startRecv(int32(di), -it.id-1, t)
 			continue
 		}
 		if gap := t - d.idleSince; gap > 0 {
-			if s.lastX[it.node] >= 0 {
+			if s.lastX[it.id] >= 0 {
 				d.res.SwapInStall += gap
 			} else {
 				d.res.IdleTime += gap
 			}
 		}
-		s.startOp(int(it.node), t)
+		s.startOp(int(it.id), t)
 	}
 	for _, ch := range s.chans {
 		if !ch.dirty {
@@ -1755,7 +1755,7 @@ func (s *sim) dispatch(t int64) {
 		if ch.busy || ch.ready.Len() == 0 {
 			continue
 		}
-		id := ch.ready.Pop().node
+		id := ch.ready.Pop().id
 		ch.busy = true
 		s.xfers[id].start = t
 		s.push(t+MinOpTime, evSendDone, id)
@@ -1772,7 +1772,7 @@ func (s *sim) sendDone(id int32, t int64) {
 		tie = int32(len(s.g.Nodes)) + id
 	}
 	d := s.devs[x.dst]
-	d.ready.Push(readyItem{ready: t, tie: tie, node: -id - 1})
+	d.ready.Push(timed{at: t, seq: tie, id: -id - 1})
 	d.dirty = true
 	x.recvKey = pickKey{t, tie}
 }

@@ -1,7 +1,5 @@
 package cost
 
-import "github.com/tfswap/tfswap/internal/minheap"
-
 // throttling is the running memory state of a throttled sweep (SwapStepSpec.Throttle): per
 // device the bytes of swapped tensors already freed and of swapped-in copies already held,
 // the tensors whose swap-outs are all issued but not yet on the host (drains) and the
@@ -9,40 +7,23 @@ import "github.com/tfswap/tfswap/internal/minheap"
 type throttling struct {
 	s             *SwapStep
 	freed, copies []int64
-	seq           []int
-	drains        []minheap.Heap[queued]
-	allocs        []minheap.Heap[queued]
+	seq           []int32 // per device, the order of the next item of its drains and allocs
+	drains        []timedHeap
+	allocs        []timedHeap
 	// Per tensor: swap-outs not yet issued, the end of the last, the order it joined its
 	// device's drains, and whether it has reached the host, is counted as freed, has ended.
 	pending              []int
 	outDone              []int64
 	drained, sub, ended  []bool
 	inAllocated, inFreed []bool // per swap-in
-	cand                 []queued
-	candHeap             minheap.Heap[queued]
-}
-
-// queued is an item of a throttled sweep's heaps: a tensor on its way to the host (id a
-// tensor, at the end of its copy) or a swap-in not yet allocated (id a swap-in, at its
-// allocation), ordered by time, then by arrival (seq is unique on a device, so the order is
-// total).
-type queued struct {
-	at  int64
-	seq int
-	id  int32
-}
-
-func (a queued) Less(b queued) bool {
-	if a.at != b.at {
-		return a.at < b.at
-	}
-	return a.seq < b.seq
+	cand                 []timed
+	candHeap             timedHeap
 }
 
 func newThrottling(s *SwapStep) *throttling {
 	nd, nt, ni := s.nd, len(s.spec.Tensors), len(s.spec.Ins)
-	th := &throttling{s: s, freed: make([]int64, nd), copies: make([]int64, nd), seq: make([]int, nd),
-		drains: make([]minheap.Heap[queued], nd), allocs: make([]minheap.Heap[queued], nd),
+	th := &throttling{s: s, freed: make([]int64, nd), copies: make([]int64, nd), seq: make([]int32, nd),
+		drains: make([]timedHeap, nd), allocs: make([]timedHeap, nd),
 		pending: make([]int, nt), outDone: fill64(nt, -1), drained: make([]bool, nt), sub: make([]bool, nt),
 		ended: make([]bool, nt), inAllocated: make([]bool, ni), inFreed: make([]bool, ni)}
 	for t := range th.pending {
@@ -87,7 +68,7 @@ func (th *throttling) swappedOut(t int32, done int64) {
 	th.pending[t]--
 	if th.pending[t] == 0 {
 		d := th.s.spec.Tensors[t].Device
-		th.drains[d].Push(queued{th.outDone[t], th.seq[d], t})
+		th.drains[d].Push(timed{th.outDone[t], th.seq[d], t})
 		th.seq[d]++
 	}
 }
@@ -98,7 +79,7 @@ func (th *throttling) allocated(g int32, at int64) {
 		return
 	}
 	d := th.s.inDevice(int(g))
-	th.allocs[d].Push(queued{at, th.seq[d], g})
+	th.allocs[d].Push(timed{at, th.seq[d], g})
 	th.seq[d]++
 }
 

@@ -237,7 +237,7 @@ func verifyRecorded(orig, out *graphdef.Graph, res *Result) error {
 	}
 	// The builder's graph (Result.built) has no index by name: original nodes keep their
 	// index in out, and the few nodes the rewrite added are indexed here.
-	added := map[string]*graphdef.Node{}
+	added := make(map[string]*graphdef.Node, len(out.Nodes)-len(orig.Nodes))
 	for _, n := range out.Nodes[len(orig.Nodes):] {
 		added[n.Name] = n
 	}
@@ -265,23 +265,28 @@ func verifyRecorded(orig, out *graphdef.Graph, res *Result) error {
 			if in == nil || string(in.Def.GetAttr()[RoleAttr].GetS()) != "swap_in" || len(in.Inputs) != 1 || in.Inputs[0].Node.Name != s.SwapOut {
 				return fmt.Errorf("swap-in %q of %s: no such swap-in of %q in the rewritten graph", si.Node, s.Tensor, s.SwapOut)
 			}
-			readers := map[string]bool{}
-			for _, u := range in.Consumers[0] {
-				readers[u.Node.Name] = true
-				if string(u.Node.Def.GetAttr()[RoleAttr].GetS()) == RelayRole {
-					for _, r := range u.Node.Consumers[0] {
-						readers[r.Node.Name] = true
-					}
-				}
-			}
 			for _, c := range si.Consumers {
-				if !readers[c] {
+				if cn := node(c); cn == nil || !readsSwapIn(cn, in) {
 					return fmt.Errorf("swap-in %q of %s: its consumer %q does not read it", si.Node, s.Tensor, c)
 				}
 			}
 		}
 	}
 	return nil
+}
+
+// readsSwapIn reports whether node n reads swap-in in, directly or through a relay
+// (RelayRole).
+func readsSwapIn(n, in *graphdef.Node) bool {
+	for _, t := range n.Inputs {
+		if t.Node == in {
+			return true
+		}
+		if string(t.Node.Def.GetAttr()[RoleAttr].GetS()) == RelayRole && len(t.Node.Inputs) == 1 && t.Node.Inputs[0].Node == in {
+			return true
+		}
+	}
+	return false
 }
 
 // carries checks that tensor got of the rewritten graph carries the value of want, the
