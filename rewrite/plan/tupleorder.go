@@ -3,7 +3,6 @@ package plan
 import (
 	"fmt"
 	"os"
-	"sort"
 	"strings"
 
 	"github.com/tfswap/tfswap/graphdef"
@@ -35,8 +34,7 @@ const tupleOrderOverhead = 0.5
 // strictly larger than the others gets no edge. Edges are sorted by node, then after.
 func tupleOrderEdges(g *graphdef.Graph, a *rewrite.Analysis, bytes func(*graphdef.Node) int64) []rewrite.OrderEdge {
 	plain := func(n *graphdef.Node) bool { return !a.InLoop(n) && !a.Conditional(n) }
-	seen := map[rewrite.OrderEdge]bool{}
-	var out []rewrite.OrderEdge
+	var out edgeSet
 	for _, grp := range g.Nodes {
 		if grp.Op != "NoOp" || len(grp.Inputs) > 0 || len(grp.ControlInputs) < 2 || !plain(grp) {
 			continue
@@ -80,20 +78,10 @@ func tupleOrderEdges(g *graphdef.Graph, a *rewrite.Analysis, bytes func(*graphde
 			if r, known := o.Reaches(big); known && r {
 				continue // already ordered before big
 			}
-			e := rewrite.OrderEdge{Node: big.Name, After: o.Name}
-			if !seen[e] {
-				seen[e] = true
-				out = append(out, e)
-			}
+			out.add(rewrite.OrderEdge{Node: big.Name, After: o.Name})
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Node != out[j].Node {
-			return out[i].Node < out[j].Node
-		}
-		return out[i].After < out[j].After
-	})
-	return out
+	return out.sorted()
 }
 
 // passTupleOrder: where auto's best plan does not fit or costs more than
@@ -131,25 +119,11 @@ func passTupleOrder(st *planState) error {
 	if added == 0 {
 		return nil
 	}
-	g2, err := graphdef.NewGraph(m2.Graph, st.model.Source)
-	if err != nil {
-		return fmt.Errorf("internal error: the graph with tuple ordering edges is invalid: %v", err)
-	}
-	if err := g2.SortTopo(); err != nil {
-		return fmt.Errorf("internal error: the graph with tuple ordering edges has a cycle: %v", err)
-	}
-	sub := &planState{model: m2, g: g2, opts: st.opts, po: st.po, planner: st.planner, mode: st.mode,
-		depth: st.depth, tupleOrdered: true, orders: append(append([]rewrite.OrderEdge(nil), st.orders...), edges...),
+	sub := &planState{depth: st.depth, tupleOrdered: true, orders: append(append([]rewrite.OrderEdge(nil), st.orders...), edges...),
 		tupleOrders: append(append([]rewrite.OrderEdge(nil), st.tupleOrders...), edges...)}
-	for _, p := range passesToReplan() {
-		if p.name == "nofit" {
-			break
-		}
-		if err := p.fn(sub); err != nil {
-			return err
-		}
+	if err := st.replan(sub, m2, "graph with tuple ordering edges"); err != nil {
+		return err
 	}
-	st.sims += sub.sims
 	ev := sub.final.ev
 	if debugOrder {
 		if ev != nil && ev.Fits {
@@ -172,7 +146,7 @@ func passTupleOrder(st *planState) error {
 			if l != nil && l0 != nil && l.Excess < l0.Excess {
 				st.final, st.xpr, st.orders, st.tupleOrders = sub.final, sub.xpr, sub.orders, sub.tupleOrders
 				// The reorder pass adds its edges to this graph.
-				st.model, st.g = m2, g2
+				st.model, st.g = m2, sub.g
 			}
 		}
 		return nil

@@ -1,10 +1,8 @@
 package plan
 
 import (
-	"strings"
 	"testing"
 
-	"github.com/tfswap/tfswap/cost"
 	"github.com/tfswap/tfswap/graphdef"
 	"github.com/tfswap/tfswap/rewrite"
 	gpb "github.com/wamuir/graft/tensorflow/core/framework/graph_go_proto"
@@ -71,49 +69,8 @@ func TestTupleOrderEdges(t *testing.T) {
 }
 
 // TestTupleOrderFitsWaitingGradient: on tupleGraph, with no tensor eligible for swapping or
-// recomputation (MinTensorBytes above every activation), a budget between two and three
-// activations is met only by the tuple ordering edge; the plan reports it and the rewritten
-// graph carries it and fits when simulated.
+// recomputation, a budget between two and three activations is met only by the tuple
+// ordering edge (checkOrderingAlone).
 func TestTupleOrderFitsWaitingGradient(t *testing.T) {
-	gd := tupleGraph(true)
-	g, err := graphdef.NewGraph(gd, "tuple")
-	if err != nil {
-		t.Fatal(err)
-	}
-	act := int64(512 * 1024 * 4)
-	base, err := cost.Simulate(g, slowProfile(), cost.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p := base.Compute().PeakBytes; p < 3*act {
-		t.Fatalf("unswapped peak %d: the graph no longer holds three activations at once", p)
-	}
-	budget := 5 * act / 2
-	m := graphdef.NewModel(gd)
-	m.Source = "tuple"
-	res, err := RewriteWithPlanner(m, rewrite.Options{MinTensorBytes: 4 * act}, PlanOptions{Profile: slowProfile(), Budget: budget, FitAccounting: "tfswap"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := rewrite.OrderEdge{Node: "in_grad", After: "filt_grad"}
-	if len(res.Orders) != 1 || res.Orders[0] != want {
-		t.Fatalf("orders %v, want [%v]", res.Orders, want)
-	}
-	if !strings.HasSuffix(res.Eval.Strategy, "+order") || len(res.Swaps) != 0 {
-		t.Errorf("strategy %q with %d swaps, want an ordering alone", res.Eval.Strategy, len(res.Swaps))
-	}
-	out, err := graphdef.NewGraph(res.Model.Graph, "rewritten")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := out.Node("in_grad"); len(n.ControlInputs) != 1 || n.ControlInputs[0].Name != "filt_grad" {
-		t.Fatalf("in_grad's control inputs %v, want filt_grad", n.ControlInputs)
-	}
-	r, err := cost.Simulate(out, slowProfile(), cost.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p := r.Compute().PeakBytes; p > budget {
-		t.Errorf("rewritten peak %d over the budget %d", p, budget)
-	}
+	checkOrderingAlone(t, tupleGraph(true), "tuple", rewrite.OrderEdge{Node: "in_grad", After: "filt_grad"})
 }
