@@ -84,6 +84,10 @@ def test_cells_rejudge_the_old_run():
     assert "| `d` | m | lms | 2x / 2x / 2x | 1x / 1x / 1x | +8.0% | no plan at 2x (batch 180) |" in text
     assert "| auto | 3 | 3 | 0 | 0 | 0 |" in text
     assert "* **lms at 2x** was lucky (re-run)" in text
+    # Per model: against the re-judged old run auto's 3 cells are higher (2x against 1x) and
+    # lms's 3 lower; by the simulator alone auto's old 2x counts again (the same) and lms's
+    # cells stay lower.
+    assert "| m | 6 | 0 / 3 / 3 | 3 / 0 / 3 |" in text
 
 
 def test_report_renders_the_section_against_another_run(tmp_path):
