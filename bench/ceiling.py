@@ -664,8 +664,8 @@ cannot be faster than moving the excess both ways (at least +376% at 8x, section
 limit"), so +82% at 8x needs most of the excess recomputed, including convolutions, which tfswap's
 recomputation takes only from chains whose inputs stay on the device.
 
-`L2Loss` gates (`--gate-kind reduce`, c3ff82c; the table's `reduce` rows, simulated v100-16gb, planned with
-the binary of c3ff82c). With each float gate a 4-byte `L2Loss`, the VirtualCluster no longer counts a
+`L2Loss` gates (`--gate-kind reduce`, c3ff82c; simulated v100-16gb, planned with the binary of c3ff82c; the
+table's `reduce` rows, re-planned at d808eec, read the same but for 8x, the note on the 6x cliff below). With each float gate a 4-byte `L2Loss`, the VirtualCluster no longer counts a
 block-sized buffer per gate, and plans fit by all accountings up to 6x: 4x at +22.4% (+137.0% with `Identity`
 gates at 622c4dd; 14.02 / 14.95 / 14.95 GiB by tfswap's accounting / the nanosecond / the microsecond figure), 5x
 at +42.7% (no plan with `Identity` gates since 7861305; 14.02 / 14.52 / 14.52 GiB) and 6x at +339.1% (no plan
@@ -674,7 +674,7 @@ before, lowest 15.13 GiB; 14.30 / 14.11 / 14.94 GiB, 58.6 GiB to the host and 81
 +65 points more than the +273.7% of tfswap's accounting alone, whose plan still reads 22.41 GiB by the
 microsecond figure (tuple Identities and recomputed block outputs, the list above; the 6x rows no longer fail on
 a tuple Identity reading a swap-in). The gates cost time: an `L2Loss` reads its whole input on the device, so at
-2x, where the plan is the same, the step is +9.5% against +8.6% with `Identity` gates. 8x and 10x are unchanged:
+2x, where the plan is the same, the step is +9.5% against +8.6% with `Identity` gates. 8x and 10x were unchanged:
 no plan by all accountings, lowest 16.79 GiB by tfswap's own accounting (at 8x `stage2/block1`'s ReLU gradient,
 the shortcut's batch-norm gradient and a recomputed convolution, 4.43 GiB each), so above 6x the gates no longer
 bound the batch: tfswap's accounting of the backward pass does.
