@@ -479,13 +479,13 @@ and moving 4.43 GiB over PCIe 3.0 (12.8 GB/s) takes 0.37 s each way. The swap-ou
 block-sized tensor is allocated, and no pass yet holds the main branch back until it is (a stall that would fit).
 Running the two
 input gradients into one accumulator is the other way (not built). At 73a1048 (simulated v100-16gb) 8x fits by
-tfswap's accounting again, at +1369.6% (+1379.9% at 65bb28a; +1382.0% with `L2Loss` gates, the table above): `auto`'s peak repair on its lowest-memory plan reaches
+tfswap's accounting again, at +1369.6% (+1379.9% at 65bb28a; +1382.0% with `L2Loss` gates at c3ff82c, +1276.0% since the tuple-order pass, the table above): `auto`'s peak repair on its lowest-memory plan reaches
 13.47 GiB with 135 ops held until a swap-out reaches the host and 279 GiB to the host, 372 GiB back a step,
 31.4 s of the 52.8 s step stalled on swap-ins; the stall-accepting plan exists, its overhead is the host link's.
 10x's lowest peak fell from 19.56 to 16.79 GiB (`stage2/block3`'s batch-norm gradient and ReLU gradient,
 5.53 GiB each). 8x by all accountings was no verdict at 73a1048: `rewrite` failed with an internal error, a cycle through a
 swap-in's relay of a `tf.gradients` tuple Identity. Since d5a82c7 (peak repair judges descent in the plan's
-graph) it is a no-fit verdict; at 65bb28a (and with `L2Loss` gates, the table above) the lowest plan any strategy found under the three
+graph) it is a no-fit verdict; at 65bb28a (and with `L2Loss` gates at c3ff82c) the lowest plan any strategy found under the three
 accountings peaks at 17.90 GiB by tfswap's own, at `stage2/block1`'s main-branch batch-norm gradient: its
 output and the ReLU gradient it reads (4.43 GiB each) with two swapped-in copies of the block's size (8.85 GiB;
 the no-fit message), 4 x 4.43 + 0.19 = 17.90 GiB. The plans that reach lower by tfswap's accounting (the
@@ -664,8 +664,8 @@ cannot be faster than moving the excess both ways (at least +376% at 8x, section
 limit"), so +82% at 8x needs most of the excess recomputed, including convolutions, which tfswap's
 recomputation takes only from chains whose inputs stay on the device.
 
-`L2Loss` gates (`--gate-kind reduce`, c3ff82c; the table's `reduce` rows, simulated v100-16gb, planned with
-the binary of c3ff82c). With each float gate a 4-byte `L2Loss`, the VirtualCluster no longer counts a
+`L2Loss` gates (`--gate-kind reduce`, c3ff82c; simulated v100-16gb, planned with the binary of c3ff82c; the
+table's `reduce` rows, re-planned at d808eec, read the same but for 8x, the note on the 6x cliff below). With each float gate a 4-byte `L2Loss`, the VirtualCluster no longer counts a
 block-sized buffer per gate, and plans fit by all accountings up to 6x: 4x at +22.4% (+137.0% with `Identity`
 gates at 622c4dd; 14.02 / 14.95 / 14.95 GiB by tfswap's accounting / the nanosecond / the microsecond figure), 5x
 at +42.7% (no plan with `Identity` gates since 7861305; 14.02 / 14.52 / 14.52 GiB) and 6x at +339.1% (no plan
@@ -674,18 +674,48 @@ before, lowest 15.13 GiB; 14.30 / 14.11 / 14.94 GiB, 58.6 GiB to the host and 81
 +65 points more than the +273.7% of tfswap's accounting alone, whose plan still reads 22.41 GiB by the
 microsecond figure (tuple Identities and recomputed block outputs, the list above; the 6x rows no longer fail on
 a tuple Identity reading a swap-in). The gates cost time: an `L2Loss` reads its whole input on the device, so at
-2x, where the plan is the same, the step is +9.5% against +8.6% with `Identity` gates. 8x and 10x are unchanged:
+2x, where the plan is the same, the step is +9.5% against +8.6% with `Identity` gates. 8x and 10x were unchanged:
 no plan by all accountings, lowest 16.79 GiB by tfswap's own accounting (at 8x `stage2/block1`'s ReLU gradient,
 the shortcut's batch-norm gradient and a recomputed convolution, 4.43 GiB each), so above 6x the gates no longer
 bound the batch: tfswap's accounting of the backward pass does.
+
+The 6x cliff, counted (simulated v100-16gb, `--gate-kind reduce`, tfswap's accounting, probes of the planner at
+2add593 and d808eec, not committed). Call B a `stage2` block's activation (56x56x256 floats a sample: 3.32 GiB
+at 6x, 2.77 GiB at 5x), Q a quarter of it (the block's inner 64-channel tensors, 0.83 GiB at 6x) and W the
+variables and slots (0.19 GiB). Every lowest plan of the 6x rows by all accountings that misses the budget
+peaks at 15.13 GiB = 4B + 2Q + W, and so does every variant tried (every recomputation level, chains apart,
+`--recompute max`, hand-made ordering edges): four block-sized and two quarter-sized tensors live at one op.
+At 5x the same moments hold 12.65 GiB, 2.3 GiB under the budget; at 6x they are 0.16 GiB over. So 5x needs
+no swap that stalls, and 6x needs one at each such moment, which the link (0.28 s per 3.32 GiB at 12.8 GB/s)
+does not hide: hence +42.7% to +339.1%. The moments found, each removed in turn: (1) the forward pass at
+`stage2/block3` without recomputation (the window plan's 15.13 GiB, the 6x cliff note above); (2) with every
+recomputation target made by its own chain, `stage2/block1`'s gradient (the main branch's batch-norm gradient,
+the ReLU gradient, the shortcut's batch-norm gradient waiting for its filter gradient, the recomputed last
+convolution): the reorder pass's edge; (3) with that edge, `stage2/block3`'s gradient while the chain that
+remakes `stage2/block2/out` runs: `block3`'s ReLU gradient and `conv1` input gradient (B each) wait for the
+`AddN` of `block2`'s output gradient, which waits through the `tf.gradients` tuple for `conv1`'s filter
+gradient, which reads the block output being remade from a swapped-in `block1/out` and a recomputed
+convolution (B each). Grappler's dependency optimizer keeps that wait (bypassing the tuple `Identity`, it moves
+its control inputs to the `AddN`; `dependency_optimizer.cc`, TensorFlow 2.18), so bypassing the tuple
+Identities would lower only the VirtualCluster's count, not tfswap's; making the input gradient after the filter
+gradient removes the moment. That is the tuple-order pass (d808eec; docs/PLANNING.md): where the best plan does
+not fit or costs more than +50%, each tuple's largest member is ordered after the others and the graph
+planned again. (4) With those edges the lowest 6x plan of the chains-apart graph peaks at `stage2/block3`'s last
+batch-norm gradient: its three block-sized operands beside 4.98 GiB of swapped-in copies. The
+6x rows are unchanged by the pass (its plans are not faster there); it takes 8x by tfswap's accounting from
++1382.0% to +1276.0% (the table) and 8x by all accountings from a lowest peak of 16.79 GiB in the backward
+pass to 15.13 GiB in the forward pass (14.94 GiB of activations and no swapped-in copy, the largest `stage4`'s
+saved block outputs and last convolutions, 1.11 GiB each). The ladder's rewrites now take 1 to 8 s
+on this machine (the table; 14 to 115 s at c3ff82c), so the rungs are cheap to re-plan.
 
 The anchor. The adaptive-window paper (`../shared/papers/out-of-core-adaptive-window.txt`) measured 7.5x at
 55% of in-core speed on a V100 16 GB connected to the CPU by two NVLinks (50 GB/s each), swapping everything,
 with its own allocator, under no VirtualCluster accounting. On tfswap's closest profile, `v100-16gb-nvlink`
 (NVLink 2.0 to a POWER9 host, 40.6 GB/s each way), `bench/ceiling.py --device v100-16gb-nvlink` gives NVLINK.
 The target is missed on `v100-16gb`: by all accountings the largest batch is 6x B0 with `L2Loss` gates (+339.1%;
-with `Identity` gates 4x, +137.0%, and none from 5x on); none at 8x, lowest 16.79 GiB, bound by the residual
-blocks' gradients by tfswap's own accounting; by tfswap's, 8x B0 (+1382.0% at c3ff82c, +1379.9% at 65bb28a),
+with `Identity` gates 4x, +137.0%, and none from 5x on); none at 8x, lowest 15.13 GiB by tfswap's own accounting
+(16.79 GiB in the residual blocks' gradients before the tuple-order pass; now in the forward pass, `stage4`'s
+saved activations); by tfswap's, 8x B0 (+1276.0% at d808eec, +1382.0% at c3ff82c, +1379.9% at 65bb28a),
 bound in overhead by the host link (at least 63 GiB of the 8x excess would have to be
 recomputed to meet +82%; recomputing every candidate is 86 GiB at +21.6% but leaves the 15.68 GiB bound of
 `stage3/block1`'s input gradients) and, at about 9x, by `FusedBatchNormGradV3`."""

@@ -1,5 +1,7 @@
 package cost
 
+import "github.com/tfswap/tfswap/internal/minheap"
+
 // throttling is the running memory state of a throttled sweep (SwapStepSpec.Throttle): per
 // device the bytes of swapped tensors already freed and of swapped-in copies already held,
 // the tensors whose swap-outs are all issued but not yet on the host (drains) and the
@@ -16,9 +18,18 @@ type throttling struct {
 	outDone              []int64
 	drained, sub, ended  []bool
 	inAllocated, inFreed []bool // per swap-in
-	cand                 []timed
-	candHeap             timedHeap
+	// walk is hold's frontier in a device's drains heap (see hold).
+	walk minheap.Heap[heapPos]
 }
+
+// heapPos is an item of a timedHeap's array and its position there.
+type heapPos struct {
+	it  timed
+	pos int
+}
+
+// Less orders heap positions by their items.
+func (x heapPos) Less(o heapPos) bool { return x.it.Less(o.it) }
 
 func newThrottling(s *SwapStep) *throttling {
 	nd, nt, ni := s.nd, len(s.spec.Tensors), len(s.spec.Ins)
@@ -138,28 +149,39 @@ func (th *throttling) hold(op int32, t0 int64) int64 {
 	if load <= target {
 		return 0
 	}
-	// Only the oldest few candidates are usually needed, so they are put in a heap and
-	// taken off it in order rather than sorted whole.
-	th.cand = th.cand[:0]
-	for _, it := range th.drains[d].Items() {
-		tn := &spec.Tensors[it.id]
-		if tn.LastNear <= t0 && !th.ended[it.id] && tn.LastEnd > t0 && th.outDone[it.id] >= 0 {
-			th.cand = append(th.cand, it)
-		}
-	}
-	if len(th.cand) == 0 {
+	// The candidates are taken in the drains' order, oldest first, until enough bytes are
+	// freed. Only the oldest few are usually needed (a million-node graph's drains hold
+	// tens of thousands of tensors), so the drains heap is walked in order from its root: a
+	// second heap holds the frontier, the items whose parents have been taken, and taking an
+	// item adds its children. The drains are not changed.
+	items := th.drains[d].Items()
+	if len(items) == 0 {
 		return 0
 	}
-	th.candHeap.Init(th.cand)
+	th.walk.Init(th.walk.Items()[:0])
+	th.walk.Push(heapPos{items[0], 0})
 	var acc int64
 	last := int32(-1)
-	for th.candHeap.Len() > 0 {
-		t := th.candHeap.Pop().id
-		acc += spec.Tensors[t].Bytes
+	for th.walk.Len() > 0 {
+		p := th.walk.Pop()
+		for _, c := range [2]int{2*p.pos + 1, 2*p.pos + 2} {
+			if c < len(items) {
+				th.walk.Push(heapPos{items[c], c})
+			}
+		}
+		t := p.it.id
+		tn := &spec.Tensors[t]
+		if tn.LastNear > t0 || th.ended[t] || tn.LastEnd <= t0 || th.outDone[t] < 0 {
+			continue // not a candidate
+		}
+		acc += tn.Bytes
 		last = t
 		if load-acc <= target {
 			break
 		}
+	}
+	if last < 0 {
+		return 0
 	}
 	after := int32(-1)
 	for _, oi := range s.outsOf(int(last)) {

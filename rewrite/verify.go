@@ -15,8 +15,9 @@ import (
 // tensor the original input read; swap nodes are Identities of the tensor's dtype marked for
 // Grappler to keep, the swap-out on the host; and each swap-in has exactly one control input,
 // its trigger's gate, and (with GateHost) sits on the host; the trigger is reachable from the
-// swapped tensor's producer in the original graph (else nothing orders the swap-in after the
-// swap-out, and the copy may be sent back before it was needed), or waits for the swap-out
+// swapped tensor's producer in the original graph with the ordering edges of res.Orders
+// (else nothing orders the swap-in after the swap-out, and the copy may be sent back before
+// it was needed), or waits for the swap-out
 // (a control input on it: SwapInGroup.TriggerWaits), and neither it nor a reader of the
 // swap-in lies inside a branch of a v1 conditional; control inputs added to original nodes
 // name swap-outs (waits) or original nodes (the ordering edges of res.Orders); a recomputed
@@ -118,7 +119,10 @@ func verify(orig *graphdef.Graph, res *Result, gate Gate) error {
 			}
 		}
 	}
-	reach := &reachability{orig: orig}
+	reach := &reachability{orig: orig, orders: map[string][]string{}}
+	for _, e := range res.Orders {
+		reach.orders[e.After] = append(reach.orders[e.After], e.Node)
+	}
 	branches := &condBranches{orig: orig}
 	var dead []bool // valueDead(orig), once a relay needs it
 	for _, n := range out.Nodes[len(orig.Nodes):] {
@@ -390,10 +394,52 @@ func verifyGate(n *graphdef.Node) error {
 // (graphdef.Graph.Reachable: constant time for most pairs, with no per-producer state).
 type reachability struct {
 	orig *graphdef.Graph
+	// orders are the ordering edges planning added (Result.Orders), by the node that runs
+	// first: they order the rewritten graph's nodes as the original's edges do.
+	orders map[string][]string
+}
+
+// reachable reports whether to is reachable from from through the original graph's data and
+// control edges and the ordering edges.
+func (r *reachability) reachable(from, to *graphdef.Node) bool {
+	if r.orig.Reachable(from, to) {
+		return true
+	}
+	if len(r.orders) == 0 {
+		return false
+	}
+	seen := map[*graphdef.Node]bool{from: true}
+	stack := []*graphdef.Node{from}
+	push := func(n *graphdef.Node) {
+		if n != nil && !seen[n] {
+			seen[n] = true
+			stack = append(stack, n)
+		}
+	}
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if n == to {
+			return true
+		}
+		for _, uses := range n.Consumers {
+			for _, u := range uses {
+				push(u.Node)
+			}
+		}
+		for _, c := range n.ControlOutputs {
+			push(c)
+		}
+		for _, next := range r.orders[n.Name] {
+			push(r.orig.Node(next))
+		}
+	}
+	return false
 }
 
 // check fails when the trigger that gate reads is not reachable from the producer of the
-// tensor swap-in sw carries, through data and control edges of the original graph.
+// tensor swap-in sw carries, through data and control edges of the original graph and the
+// ordering edges planning added.
 func (r *reachability) check(sw, gate *graphdef.Node) error {
 	if len(gate.Inputs) != 1 {
 		return fmt.Errorf("gate %q of swap-in %q has %d data inputs", gate.Name, sw.Name, len(gate.Inputs))
@@ -407,7 +453,7 @@ func (r *reachability) check(sw, gate *graphdef.Node) error {
 	if producer == nil || trigger == nil {
 		return fmt.Errorf("swap-in %q: its producer %q or trigger %q is not a node of the original graph", sw.Name, out.Inputs[0].Node.Name, gate.Inputs[0].Node.Name)
 	}
-	reach := trigger != producer && r.orig.Reachable(producer, trigger)
+	reach := trigger != producer && r.reachable(producer, trigger)
 	if trigger != producer && !reach {
 		// A trigger off the producer's descent is ordered after the swap-out by waiting
 		// for it (SwapInGroup.TriggerWaits): it has a control input on this swap-out.

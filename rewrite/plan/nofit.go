@@ -46,8 +46,10 @@ type NoFitError struct {
 	// means every node of the graph. Simulated counts the nodes simulated.
 	Fetch     []string
 	Simulated int
-	// Orders are the ordering edges the reorder pass added to the graph of that plan.
-	Orders []rewrite.OrderEdge
+	// Orders are the ordering edges the reorder and tuple-order passes added to the graph of
+	// that plan; TupleOrders are those of the tuple-order pass among them.
+	Orders      []rewrite.OrderEdge
+	TupleOrders []rewrite.OrderEdge
 }
 
 // grapplerOver says whether only Grappler's figures keep the plan from fitting: tfswap's
@@ -86,12 +88,23 @@ func (e *NoFitError) Error() string {
 		fmt.Fprintf(&w, "no plan fits %s within %s (strategy %s): the smallest peak any plan reached is %s at %s into the step (unswapped: %s)\n",
 			e.Device, b(e.Budget), e.Strategy, b(e.Peak), cost.FormatDuration(e.PeakTime), b(e.Unswapped))
 	}
-	if len(e.Orders) > 0 {
-		var es []string
-		for _, o := range e.Orders {
+	tuple := map[rewrite.OrderEdge]bool{}
+	var ts []string
+	for _, o := range e.TupleOrders {
+		tuple[o] = true
+		ts = append(ts, o.Node+" after "+o.After)
+	}
+	var es []string
+	for _, o := range e.Orders {
+		if !tuple[o] {
 			es = append(es, o.Node+" after "+o.After)
 		}
-		fmt.Fprintf(&w, "  on the graph with %d ordering edges (control edges running a waiting reader before the op at a lowest peak): %s\n", len(e.Orders), strings.Join(es, ", "))
+	}
+	if len(es) > 0 {
+		fmt.Fprintf(&w, "  on the graph with %d ordering edges (control edges running a waiting reader before the op at a lowest peak): %s\n", len(es), strings.Join(es, ", "))
+	}
+	if len(ts) > 0 {
+		fmt.Fprintf(&w, "  on the graph with %d tuple ordering edges (the other members of a tf.gradients tuple before its largest): %s\n", len(ts), strings.Join(ts, ", "))
 	}
 	if len(e.Fetch) == 0 {
 		fmt.Fprintf(&w, "  simulated step: every node of the graph (%d nodes): no fetch was given, so initialisers and reads outside the training step count as part of it\n", e.Simulated)

@@ -47,6 +47,7 @@ var planPasses = []planPass{
 	{"recompute-single", "where Grappler's accounting kept a faster plan from fitting, recompute chains of one large output each", passRecomputeSingle},
 	{"recompute-apart", "auto, when nothing fits: recompute every tensor by its own chain, released just before its reads, and keep the better outcome", passRecomputeApart},
 	{"tighter", "auto: plan again for tighter budgets and keep a plan that fits and beats the best so far (monotone in the budget)", passTighter},
+	{"tuple-order", "auto, when nothing fits or the plan costs more than 50%: run each tf.gradients tuple's largest member after the others, and plan again", passTupleOrder},
 	{"reorder", "auto, when nothing fits: order a ready reader before the op at the lowest plan's peak where that frees a buffer, and plan again", passReorder},
 	{"nofit", "fail with what is live at the lowest peak when no plan fits", passNoFit},
 	{"grappler-report", "simulate the chosen plan by every accounting, those it was not judged by too", passGrapplerReport},
@@ -70,6 +71,8 @@ var passOrder = []passConstraint{
 	{"recompute-single", "recompute-apart", "chains apart are tried only when no plan fits, single chains' included"},
 	{"recompute-apart", "tighter", "a tighter plan is kept only when it beats the best plan so far, recomputed plans included"},
 	{"tighter", "reorder", "ordering edges are tried only when no plan fits, tighter budgets' plans included"},
+	{"tighter", "tuple-order", "tuple ordering edges are tried only when the best plan so far, tighter budgets' plans included, does not fit or is costly"},
+	{"tuple-order", "reorder", "the reorder pass adds its edges at the lowest peak of the plans on the graph with the tuple ordering edges too"},
 	{"reorder", "nofit", "a plan on the reordered graph may be the only one that fits"},
 	{"nofit", "grappler-report", "only a plan that fits is reported and written"},
 	{"nofit", "apply", "the surgery performs only a plan that fits"},
@@ -155,6 +158,11 @@ type planState struct {
 	// depth counts the reorder rounds that led to model.
 	orders []rewrite.OrderEdge
 	depth  int
+	// tupleOrdered is set on the state the tuple-order pass plans its graph with, so that
+	// planning it does not add the edges again; tupleOrders are the edges among orders that
+	// the tuple-order pass added.
+	tupleOrdered bool
+	tupleOrders  []rewrite.OrderEdge
 	// sims counts the simulations of every problem planned so far.
 	sims int
 	// effort is auto's effort rule's reading of the problem (the zero value for the other
@@ -469,7 +477,7 @@ func passNoFit(st *planState) error {
 	if ev := st.final.ev; ev == nil || !ev.Fits {
 		err := st.final.pr.noFit(st.planner.Name, ev)
 		if e, ok := err.(*NoFitError); ok {
-			e.Orders = st.orders
+			e.Orders, e.TupleOrders = st.orders, st.tupleOrders
 		}
 		return err
 	}

@@ -91,8 +91,7 @@ func orderingEdges(g, base *graphdef.Graph, res *cost.Result, dev int, peakT, sl
 	for _, n := range g.Nodes {
 		byName[n.Name] = n
 	}
-	seen := map[rewrite.OrderEdge]bool{}
-	var out []rewrite.OrderEdge
+	var out edgeSet
 	for _, l := range live {
 		if l.Kind != "activation" {
 			continue
@@ -175,20 +174,38 @@ func orderingEdges(g, base *graphdef.Graph, res *cost.Result, dev int, peakT, sl
 			continue
 		}
 		for _, r := range pending {
-			e := rewrite.OrderEdge{Node: p.Name, After: r.Name}
-			if !seen[e] {
-				seen[e] = true
-				out = append(out, e)
-			}
+			out.add(rewrite.OrderEdge{Node: p.Name, After: r.Name})
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Node != out[j].Node {
-			return out[i].Node < out[j].Node
+	return out.sorted()
+}
+
+// edgeSet collects ordering edges, each once, in the order first added.
+type edgeSet struct {
+	seen map[rewrite.OrderEdge]bool
+	list []rewrite.OrderEdge
+}
+
+// add adds e unless the set has it.
+func (s *edgeSet) add(e rewrite.OrderEdge) {
+	if s.seen == nil {
+		s.seen = map[rewrite.OrderEdge]bool{}
+	}
+	if !s.seen[e] {
+		s.seen[e] = true
+		s.list = append(s.list, e)
+	}
+}
+
+// sorted returns the set's edges sorted by node, then after.
+func (s *edgeSet) sorted() []rewrite.OrderEdge {
+	sort.Slice(s.list, func(i, j int) bool {
+		if s.list[i].Node != s.list[j].Node {
+			return s.list[i].Node < s.list[j].Node
 		}
-		return out[i].After < out[j].After
+		return s.list[i].After < s.list[j].After
 	})
-	return out
+	return s.list
 }
 
 // peakEdges simulates ev's plan on pr and returns the ordering edges at the peak of its
@@ -324,24 +341,10 @@ func passReorder(st *planState) error {
 	if added == 0 {
 		return nil
 	}
-	g2, err := graphdef.NewGraph(m2.Graph, st.model.Source)
-	if err != nil {
-		return fmt.Errorf("internal error: the reordered graph is invalid: %v", err)
+	sub := &planState{depth: st.depth + 1, orders: append(append([]rewrite.OrderEdge(nil), st.orders...), edges...), tupleOrders: st.tupleOrders}
+	if err := st.replan(sub, m2, "reordered graph"); err != nil {
+		return err
 	}
-	if err := g2.SortTopo(); err != nil {
-		return fmt.Errorf("internal error: the reordered graph has a cycle: %v", err)
-	}
-	sub := &planState{model: m2, g: g2, opts: st.opts, po: st.po, planner: st.planner, mode: st.mode,
-		depth: st.depth + 1, orders: append(append([]rewrite.OrderEdge(nil), st.orders...), edges...)}
-	for _, p := range passesToReplan() {
-		if p.name == "nofit" {
-			break
-		}
-		if err := p.fn(sub); err != nil {
-			return err
-		}
-	}
-	st.sims += sub.sims
 	if debugOrder {
 		if ev := sub.final.ev; ev != nil && ev.Fits {
 			fmt.Fprintf(os.Stderr, "order: round %d, %d edges: fits, step %+.1f%%\n", sub.depth, len(sub.orders), 100*ev.Overhead)
@@ -353,7 +356,7 @@ func passReorder(st *planState) error {
 		// Nothing fits there either: keep the reordered graph when its lowest peak is lower,
 		// for the no-fit message to report.
 		if l, l0 := sub.final.pr.lowest, st.final.pr.lowest; l != nil && l0 != nil && l.Excess < l0.Excess {
-			st.final, st.xpr, st.orders = sub.final, sub.xpr, sub.orders
+			st.final, st.xpr, st.orders, st.tupleOrders = sub.final, sub.xpr, sub.orders, sub.tupleOrders
 		}
 		return nil
 	}
@@ -368,8 +371,32 @@ func passReorder(st *planState) error {
 		}
 		f := *sub.final
 		f.ev = &e
-		st.final, st.xpr, st.orders = &f, sub.xpr, sub.orders
+		st.final, st.xpr, st.orders, st.tupleOrders = &f, sub.xpr, sub.orders, sub.tupleOrders
 	}
+	return nil
+}
+
+// replan plans m2, the input graph with ordering edges added, into sub (which carries the
+// depth and the edges), with st's options and planner: every planning pass up to nofit. what
+// names the graph in an internal error.
+func (st *planState) replan(sub *planState, m2 *graphdef.Model, what string) error {
+	g2, err := graphdef.NewGraph(m2.Graph, st.model.Source)
+	if err != nil {
+		return fmt.Errorf("internal error: the %s is invalid: %v", what, err)
+	}
+	if err := g2.SortTopo(); err != nil {
+		return fmt.Errorf("internal error: the %s has a cycle: %v", what, err)
+	}
+	sub.model, sub.g, sub.opts, sub.po, sub.planner, sub.mode = m2, g2, st.opts, st.po, st.planner, st.mode
+	for _, p := range passesToReplan() {
+		if p.name == "nofit" {
+			break
+		}
+		if err := p.fn(sub); err != nil {
+			return err
+		}
+	}
+	st.sims += sub.sims
 	return nil
 }
 

@@ -35,8 +35,17 @@ func branchesGraph() *gpb.GraphDef {
 // activations is met only by the ordering edge c_filter before b_main; the plan reports it,
 // the rewritten graph carries it, and simulating that graph confirms the lower peak.
 func TestReorderFreesWaitingBranch(t *testing.T) {
-	gd := branchesGraph()
-	g, err := graphdef.NewGraph(gd, "branches")
+	checkOrderingAlone(t, branchesGraph(), "branches", rewrite.OrderEdge{Node: "b_main", After: "c_filter"})
+}
+
+// checkOrderingAlone plans gd, a graph that holds three activations (512x1024 floats) at
+// once unswapped, with no tensor eligible for swapping or recomputation (MinTensorBytes above
+// every activation) and a budget of two and a half activations, and checks that the plan is
+// the ordering edge want alone: the plan reports it, the rewritten graph carries it, and
+// simulating that graph confirms the lower peak.
+func checkOrderingAlone(t *testing.T, gd *gpb.GraphDef, name string, want rewrite.OrderEdge) {
+	t.Helper()
+	g, err := graphdef.NewGraph(gd, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,14 +59,13 @@ func TestReorderFreesWaitingBranch(t *testing.T) {
 	}
 	budget := 5 * act / 2
 	m := graphdef.NewModel(gd)
-	m.Source = "branches"
+	m.Source = name
 	res, err := RewriteWithPlanner(m, rewrite.Options{MinTensorBytes: 4 * act}, PlanOptions{Profile: slowProfile(), Budget: budget, FitAccounting: "tfswap"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []rewrite.OrderEdge{{Node: "b_main", After: "c_filter"}}
-	if len(res.Orders) != 1 || res.Orders[0] != want[0] {
-		t.Fatalf("orders %v, want %v", res.Orders, want)
+	if len(res.Orders) != 1 || res.Orders[0] != want {
+		t.Fatalf("orders %v, want [%v]", res.Orders, want)
 	}
 	if !strings.HasSuffix(res.Eval.Strategy, "+order") || len(res.Swaps) != 0 {
 		t.Errorf("strategy %q with %d swaps, want an ordering alone", res.Eval.Strategy, len(res.Swaps))
@@ -66,9 +74,8 @@ func TestReorderFreesWaitingBranch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := out.Node("b_main")
-	if len(n.ControlInputs) != 1 || n.ControlInputs[0].Name != "c_filter" {
-		t.Fatalf("b_main's control inputs %v, want c_filter", n.ControlInputs)
+	if n := out.Node(want.Node); len(n.ControlInputs) != 1 || n.ControlInputs[0].Name != want.After {
+		t.Fatalf("%s's control inputs %v, want %s", want.Node, n.ControlInputs, want.After)
 	}
 	r, err := cost.Simulate(out, slowProfile(), cost.Options{})
 	if err != nil {
