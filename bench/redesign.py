@@ -390,7 +390,7 @@ def section(old, new, notes, out):
     out.append("")
 
     if notes:
-        out.append("### The points that got worse, and why\n")
+        out.append("### What explains the differences (checked point by point)\n")
         for n in notes:
             out.append("* **%s** %s (%s)" % (n["what"], n["why"], n["how"]))
         out.append("")
