@@ -649,6 +649,11 @@ func tupleReaders(n *graphdef.Node) []graphdef.Use {
 	return n.Consumers[0]
 }
 
+// TupleFanout reports whether n is a gradient tuple Identity with several readers
+// (tupleReaders) and not one (tupleReader): a backward-phase Identity whose input became a
+// swap candidate once such an Identity could read a swap-in through a relay (RelayRole).
+func TupleFanout(n *graphdef.Node) bool { return tupleReader(n) == nil && tupleReaders(n) != nil }
+
 // NeedsRelay reports whether the consumer n reads a swap-in through a relay on n's device
 // (RelayRole): a gradient tuple Identity with several readers (tupleReaders), one whose one
 // reader (tupleReader) Grappler's constant push-down may rotate (pushDownChild), or such a

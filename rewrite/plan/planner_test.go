@@ -196,6 +196,77 @@ func TestVDNNConvOffloadsConvolutionInputs(t *testing.T) {
 	}
 }
 
+// TestVDNNSkipsTupleFanoutInputs is the bench note's finding 4 (VGG-16 on titanx: +26.8% ->
+// +85.4% simulated overhead at the same peak, bisected to 467c9c8): a gradient of the
+// backward pass, gt, read first by a layer (bgrad, as BiasAddGrad reads ReluGrad's output)
+// and late by a gradient tuple Identity with two readers, is no layer's input feature map
+// reused in the backward pass, so vdnn-all does not offload it, although it may be swapped
+// (LMS swaps it, the tuple reading its swap-in through a relay) and vdnn-all offloads the
+// forward feature maps f1..f7.
+func TestVDNNSkipsTupleFanoutInputs(t *testing.T) {
+	b := newBuilder()
+	b.op("x", "Placeholder", "", big)
+	prev := "x"
+	for i := 1; i <= 8; i++ {
+		prev = b.op(fmt.Sprintf("f%d", i), "Relu", "", big, prev).Name
+	}
+	grad := b.op("loss_grad", "Relu", "", big, prev).Name
+	for i := 8; i >= 1; i-- {
+		grad = b.op(fmt.Sprintf("g%d", i), "ReluGrad", "", big, grad, fmt.Sprintf("f%d", i)).Name
+		if i == 6 {
+			grad = b.op("gt", "Relu", "", big, grad).Name
+			b.op("bgrad", "Relu", "", big, "gt")
+			b.op("group_deps", "NoOp", "", nil, "^gt", "^bgrad")
+			b.op("tuple", "Identity", "", big, "gt", "^group_deps")
+		}
+	}
+	b.op("ra", "AddV2", "", big, grad, "tuple")
+	b.op("rb", "AddV2", "", big, grad, "tuple")
+	b.op("train", "NoOp", "", nil, "^ra", "^rb", "^bgrad")
+	m := graphdef.NewModel(b.g)
+	g, err := graphdef.NewGraph(b.g, "tuple")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rewrite.TupleFanout(g.Node("tuple")) {
+		t.Fatal("tuple is no gradient tuple Identity with several readers")
+	}
+	swapped := func(p *Planned) map[string]bool {
+		got := map[string]bool{}
+		for _, s := range p.Swaps {
+			got[s.Tensor] = true
+		}
+		return got
+	}
+	lms, err := Rewrite(m, rewrite.Options{MinTensorBytes: -1, SwapoutThreshold: 4, SwapinAhead: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lmsSwapped := false
+	for _, s := range lms.Swaps {
+		lmsSwapped = lmsSwapped || s.Tensor == "gt:0"
+	}
+	if !lmsSwapped {
+		t.Fatalf("LMS did not swap gt:0 (swaps %v, skipped %v): the test needs it swappable", lms.Swaps, lms.Skipped)
+	}
+	p, err := RewriteWithPlanner(m, rewrite.Options{}, PlanOptions{Strategy: "vdnn-all", Budget: 1 << 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := swapped(p)
+	if got["gt:0"] {
+		t.Errorf("vdnn-all offloaded gt:0, the input of a gradient tuple Identity (swapped %v)", swappedNames(p))
+	}
+	for i := 1; i < 8; i++ {
+		if !got[fmt.Sprintf("f%d:0", i)] {
+			t.Errorf("vdnn-all did not offload f%d (swapped %v)", i, swappedNames(p))
+		}
+	}
+	if err := rewrite.Verify(g, p.Result, rewrite.GateHost); err != nil {
+		t.Error(err)
+	}
+}
+
 // TestNoFit: a budget below what must stay live fails with the diagnosis.
 func TestNoFit(t *testing.T) {
 	_, err := planModel(t, planChain(4, ""), "auto", 3<<20)

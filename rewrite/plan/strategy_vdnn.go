@@ -104,7 +104,7 @@ func (pr *Problem) vdnnChoices(conv bool) []*choice {
 				break
 			}
 		}
-		if !isX {
+		if !isX || tupleFanoutRead(b.accesses[k:]) {
 			continue
 		}
 		why := "input feature map of a layer, reused in the backward pass"
@@ -114,6 +114,20 @@ func (pr *Problem) vdnnChoices(conv bool) []*choice {
 		out = append(out, &choice{b: b, splits: []int{k}, why: why})
 	}
 	return out
+}
+
+// tupleFanoutRead reports whether one of the reads l, or of their alias ops' subtrees, is a
+// gradient tuple Identity with several readers (rewrite.TupleFanout). Its input is a gradient
+// of the backward pass, not a layer's input feature map reused there, so vDNN does not
+// offload it: a swap-in read there (through a relay) only adds host traffic, as on VGG-16
+// (bench note finding 4: 13.5 -> 22.6 GB each way on titanx at batch 221, the same peak).
+func tupleFanoutRead(l []*access) bool {
+	for _, x := range l {
+		if rewrite.TupleFanout(x.u.Node) || tupleFanoutRead(x.sub) {
+			return true
+		}
+	}
+	return false
 }
 
 func (p vdnnPlanner) Plan(pr *planRun) (*Evaluation, error) {
