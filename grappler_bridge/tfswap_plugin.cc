@@ -682,6 +682,9 @@ void OptimizeFunc(void*, const TF_Buffer* graph_buf, const TF_GrapplerItem* c_it
       pinned_json += (i ? ", " : "") + JsonString(pinned[i]);
     }
     pinned_json += "]";
+    // The gate kind asked for (Configure refused any other value before planning).
+    std::string gate_kind = Env("TFSWAP_GATE_KIND");
+    if (gate_kind.empty()) gate_kind = "identity";
     AppendLine(plan_log,
                "{\"graph\": " + JsonString(id) + ", \"nodes\": " +
                    std::to_string(graph.node_size()) + ", \"swap_nodes\": " +
@@ -693,6 +696,7 @@ void OptimizeFunc(void*, const TF_Buffer* graph_buf, const TF_GrapplerItem* c_it
                    ", \"shape_seconds\": " + Fmt(shaped - started) +
                    ", \"tfswap_seconds\": " + Fmt(ran - shaped) + ", \"offloaded\": " +
                    JsonString(offloaded) + ", \"offload_pinned\": " + pinned_json +
+                   ", \"gate_kind\": " + JsonString(gate_kind) +
                    ", \"report\": " + report +
                    "}");
   }

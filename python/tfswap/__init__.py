@@ -49,6 +49,13 @@ _OPTIONS = {
     "batch_size": "TFSWAP_BATCH_SIZE",
     "preserve": "TFSWAP_PRESERVE",
     "offload": "TFSWAP_OFFLOAD",
+    "gate_kind": "TFSWAP_GATE_KIND",
+}
+
+# The values enable() accepts for the options the plugin would otherwise refuse only when it
+# optimizes a graph (with a warning, leaving the graph unchanged).
+_CHOICES = {
+    "gate_kind": ("identity", "reduce"),
 }
 
 
@@ -132,7 +139,7 @@ def _detect_device():
 
 def enable(budget=None, strategy=None, device=None, recompute=None, min_bytes=None,
            compute_device=None, device_type=None, batch_size=None, timeout=None, log=None,
-           preserve=None, offload=None):
+           preserve=None, offload=None, gate_kind=None):
     """enable switches tfswap on for the graphs TensorFlow optimizes from now on.
 
     budget (e.g. "10GiB"), strategy ("auto", "lms", ...), device (a device profile such as
@@ -153,7 +160,10 @@ def enable(budget=None, strategy=None, device=None, recompute=None, min_bytes=No
     outside the function), so the plugin moves none; the reads of the variables created on
     the host (under tf.device("/CPU:0"), the optimizer's slots too) are copied to the compute
     device behind triggers, and variables created on a compute device stay there, with one
-    warning saying so. device_type is the device type the plugin
+    warning saying so. gate_kind ("identity", the default, or "reduce") is tfswap rewrite's
+    --gate-kind: the op each gate is, an Identity of the trigger's output or an L2Loss of it
+    (4 bytes, where the output is floating-point); any other value raises ValueError before
+    TensorFlow is touched. device_type is the device type the plugin
     registers for, "GPU" (default) or "CPU" (the two-device CPU emulation); it is fixed when
     the plugin is first loaded. Options left None are unset (tfswap's defaults). Call it
     before the first step of the model runs: graphs already optimized keep their plan.
@@ -161,7 +171,12 @@ def enable(budget=None, strategy=None, device=None, recompute=None, min_bytes=No
     global _loaded_type, _plan_log
     values = dict(budget=budget, strategy=strategy, device=device, recompute=recompute,
                   min_bytes=min_bytes, compute_device=compute_device, batch_size=batch_size,
-                  timeout=timeout, log=log, preserve=preserve, offload=offload)
+                  timeout=timeout, log=log, preserve=preserve, offload=offload,
+                  gate_kind=gate_kind)
+    for key, allowed in _CHOICES.items():
+        if values[key] is not None and values[key] not in allowed:
+            raise ValueError("tfswap: enable(%s=%r): %s must be one of %s" % (
+                key, values[key], key, ", ".join(repr(a) for a in allowed)))
     if isinstance(preserve, str):
         values["preserve"] = preserve
     elif preserve is not None:
@@ -210,8 +225,8 @@ def plan_summary():
     """plan_summary returns what tfswap planned in this process since enable(), one dict per
     optimized training graph: graph (the function's name), nodes, swap_nodes (how many the
     rewrite added), swapped, recomputed, peak and step (tfswap's summary lines), shape_seconds
-    and tfswap_seconds (the time added to graph optimization), and report (tfswap's JSON
-    report, or None)."""
+    and tfswap_seconds (the time added to graph optimization), gate_kind (the gate kind the
+    plan was asked for: "identity" or "reduce"), and report (tfswap's JSON report, or None)."""
     path = _plan_log or os.environ.get("TFSWAP_PLAN_LOG")
     if not path or not os.path.exists(path):
         return []

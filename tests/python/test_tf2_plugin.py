@@ -352,6 +352,8 @@ def worker(spec):
     for run in runs:
         # Each run may change the plugin's environment (the failure modes); the plugin reads
         # it at every optimization.
+        if "options" in run:
+            tfswap.enable(**run["options"])
         for k, v in run.get("env", {}).items():
             os.environ[k] = v
         if run.get("preserve_first_swapped"):
@@ -726,25 +728,53 @@ def test_gate_kind_reduce_and_bad_value(built):
     with one warning that names TFSWAP_GATE_KIND, the value and the values allowed."""
     runs = [{"name": "identity"},
             {"name": "reduce", "env": {"TFSWAP_GATE_KIND": "reduce"}},
+            {"name": "enable-reduce", "options": dict(SWAP, gate_kind="reduce")},
             {"name": "bad", "env": {"TFSWAP_GATE_KIND": "sum"}}]
     results, log = run_worker({"kind": "loop", "plugin": True, "runs": runs})
     sections = re.split(r"^tfswap-test: run (.*)$", log, flags=re.M)[1:]
     by_name = dict(zip(sections[0::2], sections[1::2]))
-    identity, reduce, bad = results
+    identity, reduce, enabled, bad = results
     base = baseline("loop")
-    for result in (identity, reduce):
+    for result in (identity, reduce, enabled):
         check_swapped(result, by_name[result["name"]])
         check_identical(result, base)
     assert identity["gate_ops"] and set(identity["gate_ops"]) == {"Identity"}, identity["gate_ops"]
-    # The loop's triggers all have a float output: every gate is an L2Loss.
-    assert reduce["gate_ops"] and set(reduce["gate_ops"]) == {"L2Loss"}, reduce["gate_ops"]
-    assert len(reduce["gate_ops"]) == len(identity["gate_ops"])
+    # The loop's triggers all have a float output: every gate is an L2Loss, whether the kind
+    # comes from the environment or from enable(gate_kind="reduce").
+    for result in (reduce, enabled):
+        assert result["gate_ops"] and set(result["gate_ops"]) == {"L2Loss"}, result["gate_ops"]
+        assert len(result["gate_ops"]) == len(identity["gate_ops"])
+    # plan_summary() says which gate kind each plan was asked for.
+    for result, kind in ((identity, "identity"), (reduce, "reduce"), (enabled, "reduce")):
+        assert result["plans"] and {p["gate_kind"] for p in result["plans"]} == {kind}, result["plans"]
     warnings = WARNING.findall(by_name["bad"])
     assert len(warnings) == 1, warnings
     assert "TFSWAP_GATE_KIND" in warnings[0] and "'sum'" in warnings[0], warnings[0]
     assert "identity" in warnings[0] and "reduce" in warnings[0] and "unchanged" in warnings[0]
     assert bad["swaps"] == [] and bad["gate_ops"] == []
     check_identical(bad, base)
+
+
+def test_enable_refuses_bad_gate_kind():
+    """enable(gate_kind=...) with a value the plugin would refuse raises ValueError naming the
+    option, the value and the values allowed, before TensorFlow is imported or the plugin's
+    environment is changed."""
+    code = (
+        "import os, sys; sys.path.insert(0, %r); import tfswap\n"
+        "os.environ.pop('TFSWAP_GATE_KIND', None)\n"
+        "try:\n"
+        "    tfswap.enable(device_type='CPU', gate_kind='sum')\n"
+        "except ValueError as e:\n"
+        "    print('refused:', e)\n"
+        "print('tensorflow' in sys.modules, os.environ.get('TFSWAP_GATE_KIND'),"
+        " os.environ.get('TFSWAP_ENABLED'))\n" % str(ROOT / "python"))
+    env = {k: v for k, v in os.environ.items() if k != "TFSWAP_ENABLED"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=60, check=True).stdout.splitlines()
+    assert out[0].startswith("refused: "), out
+    for part in ("gate_kind", "'sum'", "'identity'", "'reduce'"):
+        assert part in out[0], out[0]
+    assert out[1] == "False None None", out
 
 
 # --------------------------------------------------------------------------------------------
