@@ -777,6 +777,34 @@ def test_enable_refuses_bad_gate_kind():
     assert out[1] == "False None None", out
 
 
+def test_enable_options_reach_the_plugin(built):
+    """In one process: enable(device=, budget=, strategy=) reach the plan tfswap makes (its
+    report names the profile, the budget and the strategy asked for), log=0 leaves only
+    warnings (no plan line) and log=2 adds tfswap's own summary to the plan line."""
+    runs = [{"name": "quiet", "options": dict(SWAP, device="v100-16gb", budget="1GiB", log=0)},
+            {"name": "verbose", "options": dict(SWAP, log=2)}]
+    results, log = run_worker({"kind": "loop", "plugin": True, "runs": runs})
+    sections = re.split(r"^tfswap-test: run (.*)$", log, flags=re.M)[1:]
+    by_name = dict(zip(sections[0::2], sections[1::2]))
+    quiet, verbose = results
+    check_swapped(verbose, by_name["verbose"])
+    # check_swapped wants a plan line per plan, which log=0 leaves out.
+    assert any(s[2] == "swap_in" for s in quiet["swaps"]), quiet["swaps"]
+    assert WARNING.findall(by_name["quiet"]) == [], by_name["quiet"]
+    plans = [p["report"]["plan"] for p in quiet["plans"] if p["report"]]
+    assert plans, quiet["plans"]
+    for plan in plans:
+        assert (plan["device"], plan["device_source"], plan["budget"], plan["strategy"]) == \
+            ("v100-16gb", "flag", 1 << 30, "lms-fixed"), plan
+    # enable() again without device or budget unsets them: tfswap's defaults again.
+    for plan in [p["report"]["plan"] for p in verbose["plans"] if p["report"]]:
+        assert plan["device_source"] != "flag" and plan["budget"] != 1 << 30, plan
+    assert not re.search(r"^tfswap: graph ", by_name["quiet"], re.M), by_name["quiet"]
+    # log=2: tfswap's own summary follows the plan line.
+    assert re.search(r"^  tensors swapped: ", by_name["verbose"], re.M), by_name["verbose"]
+    assert "tensors swapped:" not in by_name["quiet"], by_name["quiet"]
+
+
 # --------------------------------------------------------------------------------------------
 # Preserve and the unknown batch
 
