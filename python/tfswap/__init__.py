@@ -56,6 +56,8 @@ _OPTIONS = {
 # optimizes a graph (with a warning, leaving the graph unchanged).
 _CHOICES = {
     "gate_kind": ("identity", "reduce"),
+    "recompute": ("auto", "off", "max"),
+    "offload": ("none", "all", "auto"),
 }
 
 
@@ -162,8 +164,8 @@ def enable(budget=None, strategy=None, device=None, recompute=None, min_bytes=No
     device behind triggers, and variables created on a compute device stay there, with one
     warning saying so. gate_kind ("identity", the default, or "reduce") is tfswap rewrite's
     --gate-kind: the op each gate is, an Identity of the trigger's output or an L2Loss of it
-    (4 bytes, where the output is floating-point); any other value raises ValueError before
-    TensorFlow is touched. device_type is the device type the plugin
+    (4 bytes, where the output is floating-point). A gate_kind, recompute or offload other
+    than those listed raises ValueError before TensorFlow is touched. device_type is the device type the plugin
     registers for, "GPU" (default) or "CPU" (the two-device CPU emulation); it is fixed when
     the plugin is first loaded. Options left None are unset (tfswap's defaults). Call it
     before the first step of the model runs: graphs already optimized keep their plan.

@@ -755,24 +755,29 @@ def test_gate_kind_reduce_and_bad_value(built):
     check_identical(bad, base)
 
 
-def test_enable_refuses_bad_gate_kind():
-    """enable(gate_kind=...) with a value the plugin would refuse raises ValueError naming the
-    option, the value and the values allowed, before TensorFlow is imported or the plugin's
-    environment is changed."""
+@pytest.mark.parametrize("option,env,allowed", [
+    ("gate_kind", "TFSWAP_GATE_KIND", ("identity", "reduce")),
+    ("recompute", "TFSWAP_RECOMPUTE", ("auto", "off", "max")),
+    ("offload", "TFSWAP_OFFLOAD", ("none", "all", "auto")),
+])
+def test_enable_refuses_bad_choice(option, env, allowed):
+    """enable() with a gate_kind, recompute or offload the plugin would refuse (leaving every
+    graph unchanged, with a warning) raises ValueError naming the option, the value and the
+    values allowed, before TensorFlow is imported or the plugin's environment is changed."""
     code = (
         "import os, sys; sys.path.insert(0, %r); import tfswap\n"
-        "os.environ.pop('TFSWAP_GATE_KIND', None)\n"
+        "os.environ.pop(%r, None)\n"
         "try:\n"
-        "    tfswap.enable(device_type='CPU', gate_kind='sum')\n"
+        "    tfswap.enable(device_type='CPU', %s='sum')\n"
         "except ValueError as e:\n"
         "    print('refused:', e)\n"
-        "print('tensorflow' in sys.modules, os.environ.get('TFSWAP_GATE_KIND'),"
-        " os.environ.get('TFSWAP_ENABLED'))\n" % str(ROOT / "python"))
-    env = {k: v for k, v in os.environ.items() if k != "TFSWAP_ENABLED"}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         timeout=60, check=True).stdout.splitlines()
+        "print('tensorflow' in sys.modules, os.environ.get(%r),"
+        " os.environ.get('TFSWAP_ENABLED'))\n" % (str(ROOT / "python"), env, option, env))
+    environ = {k: v for k, v in os.environ.items() if k != "TFSWAP_ENABLED"}
+    out = subprocess.run([sys.executable, "-c", code], env=environ, capture_output=True,
+                         text=True, timeout=60, check=True).stdout.splitlines()
     assert out[0].startswith("refused: "), out
-    for part in ("gate_kind", "'sum'", "'identity'", "'reduce'"):
+    for part in (option, "'sum'") + tuple(repr(a) for a in allowed):
         assert part in out[0], out[0]
     assert out[1] == "False None None", out
 
