@@ -165,7 +165,10 @@ def enable(budget=None, strategy=None, device=None, recompute=None, min_bytes=No
     warning saying so. gate_kind ("identity", the default, or "reduce") is tfswap rewrite's
     --gate-kind: the op each gate is, an Identity of the trigger's output or an L2Loss of it
     (4 bytes, where the output is floating-point). A gate_kind, recompute or offload other
-    than those listed raises ValueError before TensorFlow is touched. device_type is the device type the plugin
+    than those listed raises ValueError before TensorFlow is touched. timeout is the seconds
+    one rewrite may take (default 60; past it the graph runs unchanged, with a warning), and
+    log how much the plugin logs: 0 warnings only, 1 (default) one line per plan, 2 also
+    tfswap's whole summary. device_type is the device type the plugin
     registers for, "GPU" (default) or "CPU" (the two-device CPU emulation); it is fixed when
     the plugin is first loaded. Options left None are unset (tfswap's defaults). Call it
     before the first step of the model runs: graphs already optimized keep their plan.
