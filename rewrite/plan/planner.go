@@ -231,8 +231,9 @@ func (pr *planRun) planTighter(planner *Strategy, cur *Evaluation, recompute boo
 			}
 		}
 		// Every strategy runs again before auto's own search: one that did not do best at
-		// the budget asked for may at the tighter one (U-Net batch 63 on v100-16gb: +0.6%
-		// at 9.75 GiB with the two best alone, +0.0% with every strategy at 95% of it).
+		// the budget asked for may at the tighter one (U-Net batch 63 on v100-16gb, simulated
+		// with --fit-accounting all in the 2add593 benchmark run and at c41923b: +0.6% at
+		// 9.75 GiB with the two best alone, +0.0% with every strategy at 95% of it).
 		ev, err := planner.planOnly(pr2, nil)
 		sims += pr2.sims
 		if err != nil {

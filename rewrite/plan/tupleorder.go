@@ -84,14 +84,15 @@ func tupleOrderEdges(g *graphdef.Graph, a *rewrite.Analysis, bytes func(*graphde
 	return out.sorted()
 }
 
-// passTupleOrder: where auto's best plan does not fit or costs more than
-// tupleOrderOverhead, auto adds the tuple ordering edges (tupleOrderEdges) to the graph,
+// passTupleOrder orders tf.gradients tuples: where auto's best plan does not fit or costs
+// more than tupleOrderOverhead, it adds the tuple ordering edges (tupleOrderEdges) to the graph,
 // plans it again from the start (the reorder pass included, which adds its edges there when
 // nothing fits) and keeps the better outcome; the reorder pass's own rounds do not run it
-// again. On ResNet-50 at 8x B0 on v100-16gb (simulated, --gate-kind reduce) the plan by
-// tfswap's accounting goes from +1382.0% to +1276.0%, and by every accounting, where no plan
-// fits, the lowest peak from 16.79 to 15.13 GiB (out of the backward pass, whose block input
-// gradients no longer wait for their filter gradients, into the forward pass).
+// again. On ResNet-50 at 8x B0 on v100-16gb (simulated by bench/ceiling.py, --gate-kind
+// reduce, c3ff82c's plan against d808eec's) the plan by tfswap's accounting goes from
+// +1382.0% to +1276.0%, and by every accounting, where no plan fits, the lowest peak from
+// 16.79 to 15.13 GiB (out of the backward pass, whose block input gradients no longer wait
+// for their filter gradients, into the forward pass).
 func passTupleOrder(st *planState) error {
 	if st.planner != autoStrategy || st.tupleOrdered || st.depth > 0 || st.effort.bounded() || st.final == nil {
 		return nil
