@@ -186,14 +186,17 @@ def curve_rows(old, new, strategy="auto"):
 
 def targets(res):
     """targets returns the verdicts of report.py's Targets section for res, [(target, verdict,
-    evidence)], rendering its plot into a scratch directory."""
+    evidence)], rendering its plot into a scratch directory. A run whose records lack what the
+    section reads raises ValueError naming the run's commit and what is missing, rather than
+    rendering the comparison without its targets."""
     import tempfile
     with tempfile.TemporaryDirectory() as d:
         os.makedirs(os.path.join(d, "bench"))
         try:
             return report.section_targets(res, [], d)
-        except (KeyError, IndexError, TypeError):
-            return []
+        except (KeyError, IndexError, TypeError) as e:
+            raise ValueError("the Targets section of the run at commit %s cannot be rendered: "
+                             "%s: %s" % (res.meta["git"]["commit"][:7], type(e).__name__, e)) from e
 
 
 def fmt_mult(x):
@@ -360,8 +363,11 @@ def section(old, new, notes, out):
 
     # Targets.
     tv = [targets(old), targets(new)]
-    if tv[0] and tv[1]:
-        out.append("### The issue's targets\n")
+    out.append("### The issue's targets\n")
+    if not (tv[0] and tv[1]):
+        out.append("Missing: section \"Targets (issue 4)\" gave no verdicts for %s.\n" % " or ".join(
+            w for w, v in (("the old run", tv[0]), ("this run", tv[1])) if not v))
+    else:
         out.append("The verdicts of section \"Targets (issue 4)\" for each run (the evidence for "
                    "this run's is in that section):\n")
         out.append("| target | old run | this run |")
@@ -423,7 +429,11 @@ def main(argv=None):
             return 1
     old, new, notes = loaded
     out = []
-    section(old, new, notes, out)
+    try:
+        section(old, new, notes, out)
+    except ValueError as e:
+        print("redesign: %s" % e, file=sys.stderr)
+        return 1
     print("\n".join(out))
     return 0
 
