@@ -682,9 +682,19 @@ void OptimizeFunc(void*, const TF_Buffer* graph_buf, const TF_GrapplerItem* c_it
       pinned_json += (i ? ", " : "") + JsonString(pinned[i]);
     }
     pinned_json += "]";
-    // The gate kind asked for (Configure refused any other value before planning).
-    std::string gate_kind = Env("TFSWAP_GATE_KIND");
-    if (gate_kind.empty()) gate_kind = "identity";
+    // The gate kind tfswap was given: the last --gate-kind among its flags (TFSWAP_GATE_KIND's,
+    // then TFSWAP_FLAGS'; tfswap takes the last), identity without one.
+    std::string gate_kind = "identity";
+    for (size_t i = 0; i < cfg.flags.size(); i++) {
+      const std::string& f = cfg.flags[i];
+      for (const std::string name : {"--gate-kind", "-gate-kind"}) {
+        if (f.rfind(name + "=", 0) == 0) {
+          gate_kind = f.substr(name.size() + 1);
+        } else if (f == name && i + 1 < cfg.flags.size()) {
+          gate_kind = cfg.flags[i + 1];
+        }
+      }
+    }
     AppendLine(plan_log,
                "{\"graph\": " + JsonString(id) + ", \"nodes\": " +
                    std::to_string(graph.node_size()) + ", \"swap_nodes\": " +

@@ -230,8 +230,8 @@ def plan_summary():
     """plan_summary returns what tfswap planned in this process since enable(), one dict per
     optimized training graph: graph (the function's name), nodes, swap_nodes (how many the
     rewrite added), swapped, recomputed, peak and step (tfswap's summary lines), shape_seconds
-    and tfswap_seconds (the time added to graph optimization), gate_kind (the gate kind the
-    plan was asked for: "identity" or "reduce"), and report (tfswap's JSON report, or None)."""
+    and tfswap_seconds (the time added to graph optimization), gate_kind (the gate kind tfswap
+    was given, by enable(gate_kind=) or a --gate-kind in TFSWAP_FLAGS: "identity" or "reduce"), and report (tfswap's JSON report, or None)."""
     path = _plan_log or os.environ.get("TFSWAP_PLAN_LOG")
     if not path or not os.path.exists(path):
         return []

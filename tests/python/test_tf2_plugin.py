@@ -810,6 +810,34 @@ def test_enable_options_reach_the_plugin(built):
     assert "tensors swapped:" not in by_name["quiet"], by_name["quiet"]
 
 
+def test_dump_dir_and_flags(built, tmp_path):
+    """In one process: with TFSWAP_DUMP_DIR every graph handed to tfswap is written there as
+    ID.pb (one per plan, a graph tfswap reads with as many nodes as the plan record says);
+    TFSWAP_FLAGS' flags reach tfswap rewrite (--gate-kind=reduce: L2Loss gates, and the plan
+    records say so)."""
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    runs = [{"name": "dump", "env": {"TFSWAP_DUMP_DIR": str(dump)}},
+            {"name": "flags", "env": {"TFSWAP_DUMP_DIR": "", "TFSWAP_FLAGS": "--gate-kind=reduce"}}]
+    results, log = run_worker({"kind": "loop", "plugin": True, "runs": runs})
+    sections = re.split(r"^tfswap-test: run (.*)$", log, flags=re.M)[1:]
+    by_name = dict(zip(sections[0::2], sections[1::2]))
+    dumped, flagged = results
+    for result in results:
+        check_swapped(result, by_name[result["name"]])
+    # Only the first run dumped: one file per plan it made.
+    assert sorted(p.name for p in dump.iterdir()) == sorted(p["graph"] + ".pb" for p in dumped["plans"])
+    for plan in dumped["plans"]:
+        out = subprocess.run([str(ROOT / "bin" / "tfswap"), "inspect", str(dump / (plan["graph"] + ".pb"))],
+                             capture_output=True, text=True, timeout=60, check=True).stdout
+        assert re.search(r"^  nodes: %d," % plan["nodes"], out, re.M), out
+    assert set(dumped["gate_ops"]) == {"Identity"}, dumped["gate_ops"]
+    assert flagged["gate_ops"] and set(flagged["gate_ops"]) == {"L2Loss"}, flagged["gate_ops"]
+    # The plan records say the kind tfswap was given, by whichever setting.
+    assert {p["gate_kind"] for p in dumped["plans"]} == {"identity"}, dumped["plans"]
+    assert {p["gate_kind"] for p in flagged["plans"]} == {"reduce"}, flagged["plans"]
+
+
 # --------------------------------------------------------------------------------------------
 # Preserve and the unknown batch
 
