@@ -94,7 +94,11 @@ def check(path, profile, fetch=("train",)):
     """VirtualCluster figures of one graph (vcluster.check_graph), for the first GPU."""
     t0 = time.time()
     # The checker gives its GPU room enough to measure any peak (vcluster.CHECKER_MEMORY); the
-    # caller compares both peaks with the budget.
+    # caller compares both peaks with the budget. The nodes Grappler's dependency optimizer
+    # makes NoOps before a real step are NoOps first (vcluster.value_dead_as_noops): the
+    # VirtualCluster would otherwise run nodes whose value nothing reads, which TensorFlow does
+    # not (issue 14: the Transformer's plans, 13.43 GB as written against 11.52 GB so, titanx
+    # batch 50, in the 2add593 run's notes, docs/bench/redesign.json).
     # Only the fetches' fan-in is scheduled, so the rest of the graph (init, fetch_var, ...)
     # is cut away first: the same peak and trace, in half the time on the large graphs.
     tfm = tf()
@@ -107,7 +111,7 @@ def check(path, profile, fetch=("train",)):
         f.write(sub.SerializeToString())
         pruned = f.name
     try:
-        out = vcluster.check_graph(pruned, list(fetch), profile, 5)
+        out = vcluster.check_graph(pruned, list(fetch), profile, 5, value_dead_noop=True)
     finally:
         os.unlink(pruned)
     gpu = out["devices"].get("/device:GPU:0", {})
@@ -120,6 +124,7 @@ def check(path, profile, fetch=("train",)):
         "host_peak_bytes": cpu.get("peak_bytes", 0),
         "cost_estimate_s": out["cost_estimate_s"],
         "nodes": out["nodes"],
+        "value_dead_noops": len(out.get("value_dead_noops", [])),
         "live": gpu.get("live", [])[:3],
         "seconds": round(time.time() - t0, 3),
     }
@@ -144,7 +149,9 @@ def _fanin(gd, fetch):
 
 
 def check_cached(path, profile, cache_dir):
-    key = "%s_%s_%s.json" % (sha256_file(path)[:32], profile["name"], profile["memory_bytes"])
+    # "vd": the figures of the graph with its value-dead nodes made NoOps (check); the cache's
+    # figures of the graph as written have no suffix and are not reused.
+    key = "%s_%s_%s_vd.json" % (sha256_file(path)[:32], profile["name"], profile["memory_bytes"])
     cpath = os.path.join(cache_dir, "vc", key)
     if os.path.exists(cpath):
         with open(cpath) as f:

@@ -174,3 +174,32 @@ def test_rejects_a_profile_without_sms(tmp_path, profile_file):
     del p["sms"]
     with pytest.raises(SystemExit):
         vcluster.load_profile(profile_file(p))
+
+
+def test_value_dead_noop_runs_what_the_dependency_optimizer_leaves(tmp_path, profile_file):
+    # In neg_chain nothing reads b's value (train waits for it by a control edge), and then
+    # nothing reads a's: Grappler's dependency optimizer makes both NoOps before a real step,
+    # as tfswap's simulator assumes (cost.PrunedNodes). As written, the VirtualCluster holds
+    # x, a and b at once; with value_dead_noop only the fed x is left.
+    graph = tmp_path / "chain.pb"
+    neg_chain(graph)
+    prof = vcluster.load_profile(profile_file(V100))
+    written = vcluster.check_graph(str(graph), ["train"], prof, 10)
+    assert "value_dead_noops" not in written
+    assert written["devices"]["/device:GPU:0"]["peak_bytes"] == 3 * 4096
+    out = vcluster.check_graph(str(graph), ["train"], prof, 10, value_dead_noop=True)
+    assert out["value_dead_noops"] == ["a", "b"]
+    gpu = out["devices"]["/device:GPU:0"]
+    assert gpu["peak_bytes"] == gpu["peak_bytes_us"] == 4096
+    assert [t["tensor"] for t in gpu["live"]] == ["x:0"]
+
+
+def test_value_dead_noop_keeps_nodes_whose_value_is_read(tmp_path, profile_file):
+    # The fixtures' training steps read every value they compute: nothing is made a NoOp, and
+    # the figures are those of the graph as written.
+    prof = vcluster.load_profile(profile_file(V100))
+    path = str(ROOT / "testmodels" / "fixtures" / "mlp.pb")
+    written = vcluster.check_graph(path, ["train"], prof, 5)
+    out = vcluster.check_graph(path, ["train"], prof, 5, value_dead_noop=True)
+    assert out["value_dead_noops"] == []
+    assert out["devices"]["/device:GPU:0"]["peak_bytes"] == written["devices"]["/device:GPU:0"]["peak_bytes"]

@@ -246,13 +246,90 @@ def load_metagraph(path, fetch):
     return gd, mg
 
 
-def check_graph(path, fetch, profile, top, budget=None, trace=False):
+def value_dead_as_noops(gd, mg):
+    """Returns gd and mg with the nodes Grappler's dependency optimizer turns into NoOps made
+    NoOps, and the names of those nodes.
+
+    Before a real step TensorFlow's meta-optimizer runs the dependency optimizer (on by default
+    in RewriterConfig), which turns a node whose value nothing the fetches need reads into a
+    NoOp that waits for its inputs (DependencyOptimizer::SafeToConvertToNoOp). The
+    VirtualCluster schedules the graph as written, so it would run such a node and count its
+    outputs. This applies the optimizer's own decision, run alone as tools/vcluster/dependency.py
+    runs it, and nothing else of it: the Identities it bypasses and the NoOps it removes stay,
+    so the graph keeps every other buffer the VirtualCluster counts."""
+    from tensorflow.core.protobuf import config_pb2, meta_graph_pb2, rewriter_config_pb2
+    from tensorflow.python.grappler import tf_optimizer
+
+    cfg = config_pb2.ConfigProto()
+    rw = cfg.graph_options.rewrite_options
+    rw.optimizers[:] = ["dependency"]
+    rw.min_graph_nodes = -1
+    rw.meta_optimizer_iterations = rewriter_config_pb2.RewriterConfig.ONE
+    after = {n.name: n.op for n in tf_optimizer.OptimizeGraph(cfg, mg).node}
+    out = type(gd)()
+    out.CopyFrom(gd)
+    # A NoOp the optimizer made may then be removed too (a NoOp with one input or one output
+    # is bypassed), so a node gone that is not an Identity may have gone that way; the
+    # Identities it bypasses forward their input at run time and stay as written. A node gone
+    # because the fetches do not need it (the item's pruning) may still be read by another
+    # such node: only nodes whose value no node left as it is reads become NoOps.
+    by_name = {n.name: n for n in out.node}
+    fanin, stack = set(), list(mg.collection_def["train_op"].node_list.value)
+    while stack:
+        name = stack.pop()
+        if name in fanin or name not in by_name:
+            continue
+        fanin.add(name)
+        stack.extend(i.lstrip("^").split(":")[0] for i in by_name[name].input)
+    cand = {n.name for n in out.node
+            if n.name in fanin and n.op not in ("NoOp", "Identity", "IdentityN")
+            and after.get(n.name, "gone") in ("NoOp", "gone")}
+    readers = {}
+    for n in out.node:
+        for i in n.input:
+            if not i.startswith("^"):
+                readers.setdefault(i.split(":")[0], set()).add(n.name)
+    changed = True
+    while changed:
+        changed = False
+        for name in sorted(cand):
+            if readers.get(name, set()) - cand:
+                cand.discard(name)
+                changed = True
+    made = []
+    for n in out.node:
+        if n.name not in cand:
+            continue
+        made.append(n.name)
+        ins = []
+        for i in n.input:
+            c = "^" + i.lstrip("^").split(":")[0]
+            if c not in ins:
+                ins.append(c)
+        n.op = "NoOp"
+        n.attr.clear()
+        del n.input[:]
+        n.input.extend(ins)
+    out_mg = meta_graph_pb2.MetaGraphDef()
+    out_mg.CopyFrom(mg)
+    out_mg.graph_def.CopyFrom(out)
+    return out, out_mg, made
+
+
+def check_graph(path, fetch, profile, top, budget=None, trace=False, value_dead_noop=False):
+    """VirtualCluster figures of the graph at path for the fetches: per device the peak by the
+    nanosecond and the microsecond reading of the VirtualScheduler's trace and what is live at
+    each. With value_dead_noop the nodes Grappler's dependency optimizer makes NoOps are NoOps
+    first (value_dead_as_noops), as they are when TensorFlow runs the step."""
     import tensorflow as tf
     from tensorflow.core.protobuf import device_properties_pb2 as dp
     from tensorflow.python.grappler import cluster as gcluster
     from tensorflow.python.grappler import item as gitem
 
     gd, mg = load_metagraph(path, fetch)
+    made_noops = []
+    if value_dead_noop:
+        gd, mg, made_noops = value_dead_as_noops(gd, mg)
     it = gitem.Item(mg)
     devices = [dp.NamedDevice(name=GPU_NAME % i, properties=gpu_properties(profile, CHECKER_MEMORY))
                for i in gpu_indices(gd)]
@@ -266,6 +343,8 @@ def check_graph(path, fetch, profile, top, budget=None, trace=False):
     tensors = live_tensors(gd, step_stats)
     out = {"path": path, "fetch": list(fetch), "nodes": len(gd.node),
            "cost_estimate_s": run_time, "devices": {}}
+    if value_dead_noop:
+        out["value_dead_noops"] = sorted(made_noops)
     for dev, (peak_tf, _) in sorted(peaks_us.items()):
         peak_tf = max(int(peak_tf), 0)
         ts = tensors.get(dev, [])
@@ -346,13 +425,18 @@ def main(argv=None):
                     help="with --json, add every op's device, start and end (ns) and its "
                          "outputs' shapes as Grappler inferred them")
     ap.add_argument("--json", action="store_true", help="print JSON")
+    ap.add_argument("--value-dead-noop", action="store_true",
+                    help="first make NoOps of the nodes Grappler's dependency optimizer makes "
+                         "NoOps before a real step (what tfswap's simulator assumes); default: "
+                         "the graph as written")
     ap.add_argument("graphs", nargs="+")
     args = ap.parse_args(argv)
     profile = load_profile(args.device_file)
     fetch = args.fetch or ["train"]
     import tensorflow as tf
     result = {"tensorflow_version": tf.__version__, "profile": profile["name"],
-              "graphs": [check_graph(g, fetch, profile, args.top, args.budget, args.trace)
+              "graphs": [check_graph(g, fetch, profile, args.top, args.budget, args.trace,
+                                         args.value_dead_noop)
                          for g in args.graphs]}
     if args.json:
         json.dump(result, sys.stdout, indent=2)
