@@ -1,6 +1,8 @@
 package plan
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/tfswap/tfswap/graphdef"
@@ -34,36 +36,97 @@ func tupleGraph(small bool) *gpb.GraphDef {
 	return b.g
 }
 
+// tupleEdgesOf returns tupleOrderEdges of gd, with a node's bytes its largest output shape's
+// size in float32.
+func tupleEdgesOf(t *testing.T, gd *gpb.GraphDef) []rewrite.OrderEdge {
+	t.Helper()
+	g, err := graphdef.NewGraph(gd, "tuple")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.SortTopo(); err != nil {
+		t.Fatal(err)
+	}
+	a := rewrite.Analyze(g, rewrite.Options{})
+	bytes := func(n *graphdef.Node) int64 {
+		var most int64
+		for _, s := range n.OutputShapes {
+			b := int64(4)
+			for _, d := range s {
+				b *= d
+			}
+			most = max(most, b)
+		}
+		return most
+	}
+	return tupleOrderEdges(g, a, bytes)
+}
+
 // TestTupleOrderEdges: tupleOrderEdges orders the tuple's largest member after the other,
 // and adds nothing where no member is larger than the others.
 func TestTupleOrderEdges(t *testing.T) {
 	for _, small := range []bool{true, false} {
-		g, err := graphdef.NewGraph(tupleGraph(small), "tuple")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := g.SortTopo(); err != nil {
-			t.Fatal(err)
-		}
-		a := rewrite.Analyze(g, rewrite.Options{})
-		bytes := func(n *graphdef.Node) int64 {
-			var most int64
-			for _, s := range n.OutputShapes {
-				b := int64(4)
-				for _, d := range s {
-					b *= d
-				}
-				most = max(most, b)
-			}
-			return most
-		}
-		got := tupleOrderEdges(g, a, bytes)
+		got := tupleEdgesOf(t, tupleGraph(small))
 		var want []rewrite.OrderEdge
 		if small {
 			want = []rewrite.OrderEdge{{Node: "in_grad", After: "filt_grad"}}
 		}
 		if len(got) != len(want) || len(want) == 1 && got[0] != want[0] {
 			t.Errorf("small %v: edges %v, want %v", small, got, want)
+		}
+	}
+}
+
+// tupleVariant is tupleGraph(true) with filt_grad's inputs and device, and in_grad's inputs,
+// given (filt_grad before in_grad in node order when in_grad has more than one input); tuples is the number of group_deps NoOps (each with its own Identity of in_grad)
+// that wait for both members.
+func tupleVariant(filtInputs []string, filtDevice string, inInputs []string, tuples int) *gpb.GraphDef {
+	b := newBuilder()
+	b.op("inp", "Placeholder", "", big)
+	b.op("x", "Softmax", "", big, "inp")
+	b.op("d", "Softmax", "", big, "x")
+	if len(inInputs) > 1 {
+		// filt_grad comes first, so that the graph's reachability labels (one depth-first
+		// search in node order) decide that it reaches in_grad: where they do not,
+		// tupleOrderEdges adds the edge again.
+		b.op("filt_grad", "Mul", filtDevice, []int64{4}, filtInputs...)
+		b.op("in_grad", "Softmax", "", big, inInputs...)
+	} else {
+		b.op("in_grad", "Softmax", "", big, inInputs...)
+		b.op("filt_grad", "Mul", filtDevice, []int64{4}, filtInputs...)
+	}
+	train := []string{}
+	for i := range tuples {
+		grp := fmt.Sprintf("group_deps_%d", i)
+		b.op(grp, "NoOp", "", nil, "^in_grad", "^filt_grad")
+		b.op(fmt.Sprintf("cd_%d", i), "Identity", "", big, "in_grad", "^"+grp)
+		b.op(fmt.Sprintf("e_%d", i), "Softmax", "", big, fmt.Sprintf("cd_%d", i))
+		train = append(train, fmt.Sprintf("^e_%d", i))
+	}
+	b.op("train", "NoOp", "", nil, train...)
+	return b.g
+}
+
+// TestTupleOrderEdgesSkips: tupleOrderEdges adds no edge where the smaller member descends
+// from the largest (the edge would make a cycle), runs on another device, or is already
+// ordered before the largest; and adds an edge once when two tuples wait for the same
+// members (edgeSet's de-duplication).
+func TestTupleOrderEdgesSkips(t *testing.T) {
+	want := rewrite.OrderEdge{Node: "in_grad", After: "filt_grad"}
+	for _, c := range []struct {
+		name   string
+		gd     *gpb.GraphDef
+		orders []rewrite.OrderEdge
+	}{
+		{"control", tupleVariant([]string{"d", "x"}, "", []string{"d"}, 1), []rewrite.OrderEdge{want}},
+		{"filt_grad reads in_grad", tupleVariant([]string{"in_grad", "x"}, "", []string{"d"}, 1), nil},
+		{"filt_grad on another device", tupleVariant([]string{"d", "x"}, "/device:CPU:1", []string{"d"}, 1), nil},
+		{"in_grad already after filt_grad", tupleVariant([]string{"d", "x"}, "", []string{"d", "^filt_grad"}, 1), nil},
+		{"two tuples", tupleVariant([]string{"d", "x"}, "", []string{"d"}, 2), []rewrite.OrderEdge{want}},
+	} {
+		got := tupleEdgesOf(t, c.gd)
+		if !slices.Equal(got, c.orders) {
+			t.Errorf("%s: edges %v, want %v", c.name, got, c.orders)
 		}
 	}
 }
