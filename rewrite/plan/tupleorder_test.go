@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/tfswap/tfswap/graphdef"
@@ -136,4 +137,27 @@ func TestTupleOrderEdgesSkips(t *testing.T) {
 // ordering edge (checkOrderingAlone).
 func TestTupleOrderFitsWaitingGradient(t *testing.T) {
 	checkOrderingAlone(t, tupleGraph(true), "tuple", rewrite.OrderEdge{Node: "in_grad", After: "filt_grad"})
+}
+
+// TestTupleOrderGateBelowOverhead: auto does not plan again with the tuple ordering edges
+// where its plan fits at an overhead of at most tupleOrderOverhead. On tupleGraph at two
+// and a half activations, swaps fit at a few percent (slowProfile), and with no swaps and
+// more than three activations the graph fits as it is; the ordering, which would fit both
+// at no overhead, is not tried.
+func TestTupleOrderGateBelowOverhead(t *testing.T) {
+	act := int64(512 * 1024 * 4)
+	for _, budget := range []int64{5 * act / 2, 7 * act / 2} {
+		m := graphdef.NewModel(tupleGraph(true))
+		m.Source = "tuple"
+		res, err := RewriteWithPlanner(m, rewrite.Options{}, PlanOptions{Profile: slowProfile(), Budget: budget, FitAccounting: "tfswap"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Eval.Fits || res.Eval.Overhead > tupleOrderOverhead {
+			t.Fatalf("budget %d: %s fits %v at %+.1f%%: the case no longer fits below the gate", budget, res.Eval.Strategy, res.Eval.Fits, 100*res.Eval.Overhead)
+		}
+		if len(res.Orders) != 0 || strings.HasSuffix(res.Eval.Strategy, "+order") {
+			t.Errorf("budget %d: %s with orders %v, want none below the gate", budget, res.Eval.Strategy, res.Orders)
+		}
+	}
 }
