@@ -116,14 +116,17 @@ func (pr *Problem) vdnnChoices(conv bool) []*choice {
 	return out
 }
 
-// tupleFanoutRead reports whether one of the reads l, or of their alias ops' subtrees, is a
-// gradient tuple Identity with several readers (rewrite.TupleFanout). Its input is a gradient
-// of the backward pass, not a layer's input feature map reused there, so vDNN does not
-// offload it: a swap-in read there (through a relay) only adds host traffic, as on VGG-16
-// (bench note finding 4: 13.5 -> 22.6 GB each way on titanx at batch 221, the same peak).
+// tupleFanoutRead reports whether one of the reads l is a gradient tuple Identity with
+// several readers (rewrite.TupleFanout). Its input is a gradient of the backward pass, not a
+// layer's input feature map reused there, so vDNN does not offload it: a swap-in read there
+// (through a relay) only adds host traffic, as on VGG-16 (bench note finding 4: 13.5 -> 22.6
+// GB each way on titanx at batch 221, the same peak). l is a tail of a buffer's accesses,
+// which list the reads of its alias ops' outputs too, sorted by start (indexBuffers): a read
+// of an alias op's output on the buffer's device starts no earlier than the alias op's own
+// read, so where the alias op's read is in l, such a tuple Identity reading its output is too.
 func tupleFanoutRead(l []*access) bool {
 	for _, x := range l {
-		if rewrite.TupleFanout(x.u.Node) || tupleFanoutRead(x.sub) {
+		if rewrite.TupleFanout(x.u.Node) {
 			return true
 		}
 	}
