@@ -75,7 +75,7 @@ func tupleOrderEdges(g *graphdef.Graph, a *rewrite.Analysis, bytes func(*graphde
 			if r, known := big.Reaches(o); !known || r {
 				continue // o descends from big (a cycle), or reachability is not decided cheaply
 			}
-			if r, known := o.Reaches(big); known && r {
+			if g.Reachable(o, big) {
 				continue // already ordered before big
 			}
 			out.add(rewrite.OrderEdge{Node: big.Name, After: o.Name})

@@ -79,23 +79,15 @@ func TestTupleOrderEdges(t *testing.T) {
 }
 
 // tupleVariant is tupleGraph(true) with filt_grad's inputs and device, and in_grad's inputs,
-// given (filt_grad before in_grad in node order when in_grad has more than one input); tuples is the number of group_deps NoOps (each with its own Identity of in_grad)
+// given; tuples is the number of group_deps NoOps (each with its own Identity of in_grad)
 // that wait for both members.
 func tupleVariant(filtInputs []string, filtDevice string, inInputs []string, tuples int) *gpb.GraphDef {
 	b := newBuilder()
 	b.op("inp", "Placeholder", "", big)
 	b.op("x", "Softmax", "", big, "inp")
 	b.op("d", "Softmax", "", big, "x")
-	if len(inInputs) > 1 {
-		// filt_grad comes first, so that the graph's reachability labels (one depth-first
-		// search in node order) decide that it reaches in_grad: where they do not,
-		// tupleOrderEdges adds the edge again.
-		b.op("filt_grad", "Mul", filtDevice, []int64{4}, filtInputs...)
-		b.op("in_grad", "Softmax", "", big, inInputs...)
-	} else {
-		b.op("in_grad", "Softmax", "", big, inInputs...)
-		b.op("filt_grad", "Mul", filtDevice, []int64{4}, filtInputs...)
-	}
+	b.op("in_grad", "Softmax", "", big, inInputs...)
+	b.op("filt_grad", "Mul", filtDevice, []int64{4}, filtInputs...)
 	train := []string{}
 	for i := range tuples {
 		grp := fmt.Sprintf("group_deps_%d", i)
@@ -110,8 +102,9 @@ func tupleVariant(filtInputs []string, filtDevice string, inInputs []string, tup
 
 // TestTupleOrderEdgesSkips: tupleOrderEdges adds no edge where the smaller member descends
 // from the largest (the edge would make a cycle), runs on another device, or is already
-// ordered before the largest; and adds an edge once when two tuples wait for the same
-// members (edgeSet's de-duplication).
+// ordered before the largest (in_grad's control input from filt_grad, which the graph's
+// reachability labels, one depth-first search in node order, leave undecided); and adds an
+// edge once when two tuples wait for the same members (edgeSet's de-duplication).
 func TestTupleOrderEdgesSkips(t *testing.T) {
 	want := rewrite.OrderEdge{Node: "in_grad", After: "filt_grad"}
 	for _, c := range []struct {
