@@ -279,6 +279,11 @@ func dumpEvaluation(w io.Writer, ev *Evaluation, recomputes, sims int) {
 
 // passAnalyze builds the problem: the analysis of the graph and the unswapped step.
 func passAnalyze(st *planState) error {
+	if st.po.memo == nil && ShareSimulations {
+		// The problems of this planning (re-plans included, which copy st.po) share their
+		// simulations.
+		st.po.memo = newSimMemo()
+	}
 	st.a = rewrite.Analyze(st.g, st.opts)
 	pr, err := newProblem(st.model, st.a, st.po)
 	if err != nil {
