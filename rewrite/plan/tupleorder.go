@@ -97,7 +97,7 @@ func passTupleOrder(st *planState) error {
 	if st.planner != autoStrategy || st.tupleOrdered || st.depth > 0 || st.effort.bounded() || st.final == nil {
 		return nil
 	}
-	if ev := st.final.ev; ev != nil && ev.Fits && ev.Overhead <= tupleOrderOverhead {
+	if ev := st.final.ev; ev != nil && ev.Fits && !costly(ev) {
 		return nil
 	}
 	pr := st.pr.Problem
