@@ -22,20 +22,27 @@ import (
 type simMemo struct {
 	results    map[simMemoKey]*cost.Result
 	recomputed map[rcGraphKey]*rcGraph
+	// lmsPeaks are the fast model's predicted peaks of LMS plans (lmsCache.peaks), by the
+	// problem's inputs (problemKey): they do not depend on the budget, and the problems of
+	// one analysis (the tighter budgets', a graph with recomputations planned at several)
+	// ask for the same. The rest of an lmsCache, much larger, is dropped with its search.
+	lmsPeaks map[simMemoKey]map[[3]int][]int64
 	// hits, when not nil, records every simulation and recomputed graph the memo answered
 	// (tests check each against a fresh one).
 	hits *[]memoHit
 }
 
-// memoHit is an answer of a simMemo: the simulation res of plan by pr with opts, or the
-// recomputed graph rg of sel by pr.
+// memoHit is an answer of a simMemo: the simulation res of plan by pr with opts, the
+// recomputed graph rg of sel by pr, or the LMS peaks lmsPeaks another problem predicted,
+// handed to pr.
 type memoHit struct {
-	pr   *Problem
-	plan *rewrite.Plan
-	opts cost.Options
-	res  *cost.Result
-	sel  []*rewrite.PlannedRecompute
-	rg   *rcGraph
+	pr       *Problem
+	plan     *rewrite.Plan
+	opts     cost.Options
+	res      *cost.Result
+	sel      []*rewrite.PlannedRecompute
+	rg       *rcGraph
+	lmsPeaks map[[3]int][]int64
 }
 
 // simMemoKey names one simulation in a simMemo: the analysis whose graph the plan changes,
@@ -64,7 +71,7 @@ type simMemoOpts struct {
 }
 
 func newSimMemo() *simMemo {
-	return &simMemo{results: map[simMemoKey]*cost.Result{}, recomputed: map[rcGraphKey]*rcGraph{}}
+	return &simMemo{results: map[simMemoKey]*cost.Result{}, recomputed: map[rcGraphKey]*rcGraph{}, lmsPeaks: map[simMemoKey]map[[3]int][]int64{}}
 }
 
 // simMemoPlanKey is planKey of plan placed by pr (Problem.placed), with the accumulators it
@@ -248,4 +255,12 @@ func rcSelectionKey(sel []*rewrite.PlannedRecompute) string {
 		b.WriteByte(';')
 	}
 	return b.String()
+}
+
+// problemKey names pr's inputs other than its budgets in pr's memo: its analysis, profile,
+// simulation options and the accumulators its plans place on the host (the key of its
+// unswapped step's simulation). Problems of one planning with the same key have the same
+// unswapped step, buffers and fast model.
+func (pr *Problem) problemKey() simMemoKey {
+	return simMemoKey{a: pr.Analysis, profile: pr.Profile, plan: pr.simMemoPlanKey(&rewrite.Plan{}), opts: pr.memoOpts(pr.simOpts)}
 }

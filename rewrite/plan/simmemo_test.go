@@ -80,18 +80,19 @@ func TestSimMemoKeepsPlans(t *testing.T) {
 }
 
 // TestSimMemoAnswersAsFresh: every simulation the planning's memo (simMemo) answers instead
-// of simulating is what simulating the asking problem's plan would give, and every graph with
+// of simulating is what simulating the asking problem's plan would give, every graph with
 // recomputations it answers is what rewrite.ApplyRecomputes would make of the asking
-// problem's graph: auto plans the fixtures and a synthetic residual graph (the training step)
+// problem's graph, and every LMS peak it hands a problem is what that problem's fast model
+// predicts: auto plans the fixtures and a synthetic residual graph (the training step)
 // at 60% and 50% of the unswapped peak on v100-16gb with the memo recording its answers, and
-// each is checked against a fresh simulation or recomputation. It fails unless answers of
-// both kinds were checked, some of them for another problem than the one that stored them.
+// each is checked against a fresh simulation, recomputation or LMS peak prediction. It fails
+// unless answers of every kind were checked.
 func TestSimMemoAnswersAsFresh(t *testing.T) {
 	if testing.Short() {
 		t.Skip("plans five graphs at two budgets and simulates every shared simulation again")
 	}
 	graphs, v100 := fixturesAndSynth400(t)
-	sims, graphsChecked := 0, 0
+	sims, graphsChecked, lmsChecked := 0, 0, 0
 	for _, gr := range graphs {
 		sim := cost.Options{Fetch: []string{"train"}}
 		base, err := RewriteWithPlanner(gr.m, rewrite.Options{}, PlanOptions{Profile: v100, Budget: 1 << 50, Sim: sim})
@@ -109,6 +110,20 @@ func TestSimMemoAnswersAsFresh(t *testing.T) {
 				t.Fatalf("%s at %d%%: %v", gr.name, pct, err)
 			}
 			for _, h := range hits {
+				if h.lmsPeaks != nil {
+					// Predicted again by the asking problem, without the memo.
+					h.pr.Opts.memo, h.pr.lms = nil, nil
+					for key, peaks := range h.lmsPeaks {
+						r := h.pr.fast.predict(h.pr.lmsPlan(key[0], key[1], key[2]))
+						for i := range peaks {
+							if p, _ := r.peak(i); r.base[i] != nil && p != peaks[i] {
+								t.Errorf("%s at %d%%: the memo's LMS peak %d of device %d for %v differs from a fresh prediction, %d", gr.name, pct, peaks[i], i, key, p)
+							}
+						}
+						lmsChecked++
+					}
+					continue
+				}
 				if h.rg != nil {
 					m2, descs, err := rewrite.ApplyRecomputes(h.pr.Model, h.pr.Analysis, h.sel)
 					if err != nil {
@@ -139,7 +154,7 @@ func TestSimMemoAnswersAsFresh(t *testing.T) {
 			}
 		}
 	}
-	if sims == 0 || graphsChecked == 0 {
-		t.Fatalf("nothing checked: %d simulations and %d recomputed graphs answered by the memo", sims, graphsChecked)
+	if sims == 0 || graphsChecked == 0 || lmsChecked == 0 {
+		t.Fatalf("nothing checked: %d simulations, %d recomputed graphs and %d LMS peaks answered by the memo", sims, graphsChecked, lmsChecked)
 	}
 }
