@@ -33,15 +33,16 @@ type simMemo struct {
 }
 
 // memoHit is an answer of a simMemo: the simulation res of plan by pr with opts, the
-// recomputed graph rg of sel by pr, or the LMS peaks lmsPeaks another problem predicted,
-// handed to pr.
+// recomputed graph of sel by pr (model and descs), or the LMS peaks lmsPeaks another problem
+// predicted, handed to pr.
 type memoHit struct {
 	pr       *Problem
 	plan     *rewrite.Plan
 	opts     cost.Options
 	res      *cost.Result
 	sel      []*rewrite.PlannedRecompute
-	rg       *rcGraph
+	model    *graphdef.Model
+	descs    []rewrite.Recompute
 	lmsPeaks map[[3]int][]int64
 }
 
@@ -164,8 +165,15 @@ func (pr *planRun) recomputedGraph(sel []*rewrite.PlannedRecompute) (*rcGraph, e
 	if m := pr.Opts.memo; m != nil {
 		k = rcGraphKey{a: pr.Analysis, profile: pr.Profile, opts: pr.memoOpts(pr.simOpts), sel: rcSelectionKey(sel)}
 		if rg := m.recomputed[k]; rg != nil {
+			if rg.model == nil {
+				// Released after its screening (release): made again, alike.
+				var err error
+				if rg.model, rg.descs, err = rewrite.ApplyRecomputes(pr.Model, pr.Analysis, sel); err != nil {
+					return nil, err
+				}
+			}
 			if m.hits != nil {
-				*m.hits = append(*m.hits, memoHit{pr: pr.Problem, sel: sel, rg: rg})
+				*m.hits = append(*m.hits, memoHit{pr: pr.Problem, sel: sel, model: rg.model, descs: rg.descs})
 			}
 			return rg, nil
 		}
@@ -195,6 +203,16 @@ func (rg *rcGraph) unswapped(pr *planRun) (*cost.Result, error) {
 	res.Shapes = res.Shapes.Summary()
 	rg.res = res
 	return res, nil
+}
+
+// release lets go of rg's model when no problem plans its graph (it has no analysis): a
+// level screened and not chosen keeps only its unswapped simulation, and recomputedGraph
+// makes the model again if a later screening chooses it. A large graph's planning does not
+// hold a copy of the graph for every level screened.
+func (rg *rcGraph) release() {
+	if rg != nil && rg.a == nil {
+		rg.model, rg.descs = nil, nil
+	}
 }
 
 // analysis returns the analysis of rg's graph, made on first use with the options of pr's.

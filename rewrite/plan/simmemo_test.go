@@ -95,12 +95,12 @@ func TestSimMemoAnswersAsFresh(t *testing.T) {
 					}
 					lmsChecked++
 				}
-			case h.rg != nil:
+			case h.model != nil:
 				m2, descs, err := rewrite.ApplyRecomputes(h.pr.Model, h.pr.Analysis, h.sel)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if !proto.Equal(m2.Graph, h.rg.model.Graph) || !reflect.DeepEqual(descs, h.rg.descs) {
+				if !proto.Equal(m2.Graph, h.model.Graph) || !reflect.DeepEqual(descs, h.descs) {
 					t.Errorf("%s at %d%%: the memo's graph with %d recomputations differs from ApplyRecomputes'", c.name, c.pct, len(h.sel))
 				}
 				graphsChecked++
