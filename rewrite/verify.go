@@ -119,10 +119,7 @@ func verify(orig *graphdef.Graph, res *Result, gate Gate) error {
 			}
 		}
 	}
-	reach := &reachability{orig: orig, orders: map[string][]string{}}
-	for _, e := range res.Orders {
-		reach.orders[e.After] = append(reach.orders[e.After], e.Node)
-	}
+	reach := newReachability(orig, res.Orders)
 	branches := &condBranches{orig: orig}
 	var dead []bool // valueDead(orig), once a relay needs it
 	for _, n := range out.Nodes[len(orig.Nodes):] {
@@ -391,50 +388,128 @@ func verifyGate(n *graphdef.Node) error {
 }
 
 // reachability answers whether a trigger descends from a producer in the original graph
-// (graphdef.Graph.Reachable: constant time for most pairs, with no per-producer state).
+// with the ordering edges planning added (Result.Orders). graphdef.Graph.Reachable decides
+// the original graph's own edges, in constant time for most pairs; the edges it does not
+// follow, the ordering edges and (once there are ordering edges) the while loops' back edges,
+// are jumps, searched between with Reachable. Each question costs one Reachable per jump
+// and per jump reached, rather than a search of the graph per swap-in.
 type reachability struct {
 	orig *graphdef.Graph
-	// orders are the ordering edges planning added (Result.Orders), by the node that runs
-	// first: they order the rewritten graph's nodes as the original's edges do.
-	orders map[string][]string
+	// jumps are the edges Reachable does not follow, by the node they leave: the ordering
+	// edges (by the node that runs first) and, when there are any, the edges out of while
+	// loops' NextIteration nodes, as a search of the graph with the ordering edges follows
+	// them. None without ordering edges.
+	jumps []jump
+	// next holds, for each jump once needed, the jumps whose node a target of it reaches.
+	next [][]int32
+	// seen marks the jumps reached in the current question, by its stamp.
+	seen  []uint32
+	stamp uint32
+}
+
+// jump is an edge, or the edges out of one node, that graphdef.Graph.Reachable does not
+// follow.
+type jump struct {
+	from   *graphdef.Node
+	to     []*graphdef.Node
+	nextOK bool // next[i] is computed
+}
+
+// newReachability returns the reachability of orig with the ordering edges orders.
+func newReachability(orig *graphdef.Graph, orders []OrderEdge) *reachability {
+	r := &reachability{orig: orig}
+	if len(orders) == 0 {
+		return r
+	}
+	at := map[*graphdef.Node]int{}
+	for _, e := range orders {
+		from, to := orig.Node(e.After), orig.Node(e.Node)
+		if from == nil || to == nil {
+			continue
+		}
+		i, ok := at[from]
+		if !ok {
+			i = len(r.jumps)
+			at[from] = i
+			r.jumps = append(r.jumps, jump{from: from})
+		}
+		r.jumps[i].to = append(r.jumps[i].to, to)
+	}
+	for _, n := range orig.Nodes {
+		if n.Op != "NextIteration" && n.Op != "RefNextIteration" {
+			continue
+		}
+		j := jump{from: n}
+		for _, uses := range n.Consumers {
+			for _, u := range uses {
+				j.to = append(j.to, u.Node)
+			}
+		}
+		j.to = append(j.to, n.ControlOutputs...)
+		if len(j.to) > 0 {
+			r.jumps = append(r.jumps, j)
+		}
+	}
+	r.next = make([][]int32, len(r.jumps))
+	r.seen = make([]uint32, len(r.jumps))
+	return r
 }
 
 // reachable reports whether to is reachable from from through the original graph's data and
-// control edges and the ordering edges.
+// control edges and the ordering edges (with the loops' back edges when there are ordering
+// edges: a path is Reachable's paths joined by jumps).
 func (r *reachability) reachable(from, to *graphdef.Node) bool {
 	if r.orig.Reachable(from, to) {
 		return true
 	}
-	if len(r.orders) == 0 {
+	if len(r.jumps) == 0 {
 		return false
 	}
-	seen := map[*graphdef.Node]bool{from: true}
-	stack := []*graphdef.Node{from}
-	push := func(n *graphdef.Node) {
-		if n != nil && !seen[n] {
-			seen[n] = true
-			stack = append(stack, n)
+	if r.stamp++; r.stamp == 0 {
+		clear(r.seen)
+		r.stamp = 1
+	}
+	var stack []int32
+	for i := range r.jumps {
+		if r.orig.Reachable(from, r.jumps[i].from) {
+			r.seen[i] = r.stamp
+			stack = append(stack, int32(i))
 		}
 	}
 	for len(stack) > 0 {
-		n := stack[len(stack)-1]
+		i := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		if n == to {
-			return true
-		}
-		for _, uses := range n.Consumers {
-			for _, u := range uses {
-				push(u.Node)
+		for _, t := range r.jumps[i].to {
+			if r.orig.Reachable(t, to) {
+				return true
 			}
 		}
-		for _, c := range n.ControlOutputs {
-			push(c)
-		}
-		for _, next := range r.orders[n.Name] {
-			push(r.orig.Node(next))
+		for _, k := range r.nextJumps(i) {
+			if r.seen[k] != r.stamp {
+				r.seen[k] = r.stamp
+				stack = append(stack, k)
+			}
 		}
 	}
 	return false
+}
+
+// nextJumps returns the jumps whose node a target of jump i reaches through the original
+// graph's edges, worked out once.
+func (r *reachability) nextJumps(i int32) []int32 {
+	j := &r.jumps[i]
+	if !j.nextOK {
+		j.nextOK = true
+		for k := range r.jumps {
+			for _, t := range j.to {
+				if r.orig.Reachable(t, r.jumps[k].from) {
+					r.next[i] = append(r.next[i], int32(k))
+					break
+				}
+			}
+		}
+	}
+	return r.next[i]
 }
 
 // check fails when the trigger that gate reads is not reachable from the producer of the

@@ -45,7 +45,7 @@ var planPasses = []planPass{
 	{"accumulators", "where the plan does not fit and while loops have accumulators the rewrite can place on the host, plan again with them there and keep the better outcome", passAccumulators},
 	{"recompute", "plan again on the graph with recomputations and keep the better outcome (auto, or --recompute max)", passRecompute},
 	{"recompute-single", "where Grappler's accounting kept a faster plan from fitting, recompute chains of one large output each", passRecomputeSingle},
-	{"recompute-apart", "auto, when nothing fits: recompute every tensor by its own chain, released just before its reads, and keep the better outcome", passRecomputeApart},
+	{"recompute-apart", "auto, when nothing fits, the plan stalls on the host link or costs more than 50%: recompute every tensor by its own chain, released just before its reads, and keep the better outcome", passRecomputeApart},
 	{"tighter", "auto: plan again for tighter budgets and keep a plan that fits and beats the best so far (monotone in the budget)", passTighter},
 	{"tuple-order", "auto, when nothing fits or the plan costs more than 50%: run each tf.gradients tuple's largest member after the others, and plan again", passTupleOrder},
 	{"reorder", "auto, when nothing fits: order a ready reader before the op at the lowest plan's peak where that frees a buffer, and plan again", passReorder},
@@ -279,6 +279,11 @@ func dumpEvaluation(w io.Writer, ev *Evaluation, recomputes, sims int) {
 
 // passAnalyze builds the problem: the analysis of the graph and the unswapped step.
 func passAnalyze(st *planState) error {
+	if st.po.memo == nil && ShareSimulations {
+		// The problems of this planning (re-plans included, which copy st.po) share their
+		// simulations.
+		st.po.memo = newSimMemo()
+	}
 	st.a = rewrite.Analyze(st.g, st.opts)
 	pr, err := newProblem(st.model, st.a, st.po)
 	if err != nil {
@@ -404,9 +409,9 @@ func passRecomputeSingle(st *planState) error {
 	return nil
 }
 
-// passRecomputeApart: where no plan fits, recomputed ones included, or the best is slower
+// passRecomputeApart: where no plan fits, recomputed ones included, the best is slower
 // than moving the whole excess over the host link would be (linkBoundStep of the unswapped
-// step: the plans left stall on the link), auto plans recomputations again with every target
+// step: the plans left stall on the link), or the best costs more than +50% (costly), auto plans recomputations again with every target
 // made by its own chain, released by its own trigger just before its first later read
 // (rcPlanner.apart), and keeps the better outcome. By default a chain that runs early serves
 // the later reads of the other targets it makes too, which keeps those copies on the device
@@ -414,9 +419,13 @@ func passRecomputeSingle(st *planState) error {
 // candidate recomputed) the chain of a block's output, released for the next block's
 // gradients, keeps the block's recomputed convolution and batch-norm outputs (4.43 GiB each)
 // live across them, until the block's own gradient reads them. At 5x B0 by all accountings
-// (simulated) the plan with chains apart is +41.3% where the best before was +383.1%.
+// (simulated) the plan with chains apart is +41.3% where the best before was +383.1%. On
+// ResNet-50 at 6x B0 by tfswap's accounting the tuple-order pass's graph has a plan with
+// served chains at +317.8% that is not link-bound; with chains apart there its window plan
+// fits at +72.0% (the served copy of a block's recomputed conv3 output no longer waits
+// beside the next block's input gradient).
 func passRecomputeApart(st *planState) error {
-	if !RecomputeApart || !st.recomputing || st.mode != "auto" || !linkBound(st.final.ev, st.pr.Problem) {
+	if !RecomputeApart || !st.recomputing || st.mode != "auto" || !(linkBound(st.final.ev, st.pr.Problem) || costly(st.final.ev)) {
 		return nil
 	}
 	rs, err := st.pr.planRecomputedToBeat(st.planner, st.mode, st.ev, st.final.ev, false, true)
@@ -434,6 +443,12 @@ func passRecomputeApart(st *planState) error {
 		}
 	}
 	return nil
+}
+
+// costly reports whether ev fits with an overhead above tupleOrderOverhead, the overhead
+// above which rewrite warns that a plan is costly.
+func costly(ev *Evaluation) bool {
+	return ev != nil && ev.Fits && ev.Overhead > tupleOrderOverhead
 }
 
 // RecomputeApart says whether auto plans recomputations with chains apart where its plans

@@ -165,6 +165,11 @@ var TighterBudgets = []int64{950, 900}
 // (95%), +12.6% at 3.23 GiB, all with recomputations.
 var TighterRecompute = true
 
+// ShareSimulations says whether the problems of one planning share their simulations of
+// the same graphs (simMemo) instead of each building and simulating them again. Tests turn it
+// off to compare.
+var ShareSimulations = true
+
 // LinkBoundSkip says whether auto skips a planning whose plans cannot beat the best plan so
 // far by their link bounds (linkBoundStep), instead of running it to find out: a tighter
 // budget (planTighter: swapBound, and the screened level's bound when recomputing) and the
@@ -375,6 +380,9 @@ type rcLevel struct {
 	model *graphdef.Model
 	descs []rewrite.Recompute
 	est   int64
+	// graph is the graph with the level's recomputations, shared by the problems of one
+	// planning that select the same recomputations (rcGraph).
+	graph *rcGraph
 }
 
 // screenRecomputes is planRecomputed's screening of the levels of recomputation: it returns
@@ -395,6 +403,7 @@ func (pr *planRun) screenRecomputes(mode string, single, apart bool) (*rcLevel, 
 		levels = recomputeLevels(excess)
 	}
 	var best *rcLevel
+	var screened []*rcLevel
 	seen := map[int]bool{}
 	for _, want := range levels {
 		k := rp.level(want)
@@ -406,13 +415,13 @@ func (pr *planRun) screenRecomputes(mode string, single, apart bool) (*rcLevel, 
 		if len(sel) == 0 {
 			continue
 		}
-		m2, descs, err := rewrite.ApplyRecomputes(pr.Model, pr.Analysis, sel)
+		rg, err := pr.recomputedGraph(sel)
 		if err != nil {
 			return nil, err
 		}
-		lv := &rcLevel{sel: sel, model: m2, descs: descs}
+		lv := &rcLevel{sel: sel, model: rg.model, descs: rg.descs, graph: rg}
 		if mode == "auto" {
-			res, err := pr.simulateModel(m2)
+			res, err := rg.unswapped(pr)
 			if err != nil {
 				return nil, err
 			}
@@ -427,6 +436,12 @@ func (pr *planRun) screenRecomputes(mode string, single, apart bool) (*rcLevel, 
 		if best == nil || lv.est < best.est {
 			best = lv
 		}
+		screened = append(screened, lv)
+	}
+	for _, lv := range screened {
+		if lv != best {
+			lv.graph.release()
+		}
 	}
 	return best, nil
 }
@@ -436,14 +451,10 @@ func (pr *planRun) planRecomputeLevel(planner *Strategy, mode string, ev0 *Evalu
 	if mode == "auto" && ev0 != nil && ev0.Fits && best.est >= ev0.StepTime {
 		return nil, nil
 	}
-	g2, err := graphdef.NewGraph(best.model.Graph, pr.Model.Source)
+	a2, err := best.graph.analysis(pr)
 	if err != nil {
-		return nil, fmt.Errorf("internal error: the recomputed graph is invalid: %v", err)
+		return nil, err
 	}
-	a2 := rewrite.Analyze(g2, pr.Analysis.Opts)
-	// The recomputed graph's first nodes are the original's, mostly with the same NodeDefs:
-	// its simulations share the original's set-up cache.
-	a2.Setup = pr.Analysis.Setup
 	p2, err := pr.newDerived(best.model, a2, recomputeGrapplerMargin, nil)
 	if err != nil {
 		return nil, err

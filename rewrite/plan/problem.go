@@ -80,6 +80,11 @@ type PlanOptions struct {
 	// (DefaultSearchCandidates says which and why; Planned.Effort reports it). 0 means
 	// DefaultSearchCandidates; negative turns the rule off.
 	SearchCandidates int
+
+	// memo holds the simulations the problems of one planning share (simMemo): the planning's
+	// first pass (passAnalyze) sets it, and the problems the planning makes copy it with the
+	// options. Nil shares none.
+	memo *simMemo
 }
 
 // FitAccountings are the names PlanOptions.FitAccounting accepts, alone or (the first three)
@@ -590,11 +595,7 @@ func (pr *planRun) Evaluate(plan *rewrite.Plan) (*Evaluation, error) {
 // planKey). It returns the outcome and the plan's graph, for callers that judge the same graph
 // by another accounting.
 func (pr *planRun) evaluateNew(plan *rewrite.Plan, key string) (*Evaluation, *graphdef.Graph, error) {
-	g, err := pr.graphFor(plan)
-	if err != nil {
-		return nil, nil, err
-	}
-	ev, _, err := pr.simulate(plan, g, false)
+	ev, _, g, err := pr.simulateGraph(plan, nil, false)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -632,17 +633,41 @@ func (pr *planRun) note(ev *Evaluation) {
 	}
 }
 
+// simulate simulates plan, whose graph is g, and judges it by pr's budgets and accountings.
 func (pr *planRun) simulate(plan *rewrite.Plan, g *graphdef.Graph, timeline bool) (*Evaluation, *timing, error) {
+	ev, tm, _, err := pr.simulateGraph(plan, g, timeline)
+	return ev, tm, err
+}
+
+// graphOf returns g, or plan's graph (graphFor) when g is nil.
+func (pr *planRun) graphOf(plan *rewrite.Plan, g *graphdef.Graph) (*graphdef.Graph, error) {
+	if g != nil {
+		return g, nil
+	}
+	return pr.graphFor(plan)
+}
+
+// simulateGraph is simulate where g may be nil: plan's graph is then built only if the
+// planning's memo (simMemo) does not hold the simulations needed. It returns the graph too,
+// or nil when it was not built.
+func (pr *planRun) simulateGraph(plan *rewrite.Plan, g *graphdef.Graph, timeline bool) (*Evaluation, *timing, *graphdef.Graph, error) {
 	opts := pr.simOpts
 	opts.Timeline = timeline
 	if timeline {
 		opts.TopLive = 0
 	}
-	res, err := cost.Simulate(g, pr.Profile, opts)
-	if err != nil {
-		return nil, nil, err
+	res, mk, memo := pr.memoLookup(plan, opts, false)
+	if res == nil {
+		var err error
+		if g, err = pr.graphOf(plan, g); err != nil {
+			return nil, nil, nil, err
+		}
+		if res, err = cost.Simulate(g, pr.Profile, opts); err != nil {
+			return nil, nil, nil, err
+		}
+		pr.sims++
+		pr.Opts.memo.store(mk, memo, res)
 	}
-	pr.sims++
 	ev := &Evaluation{Plan: pr.placed(plan), Result: res, StepTime: res.StepTime, Fits: true, Strategy: pr.strategy}
 	if len(plan.Swaps) == 0 {
 		ev.Strategy = "none"
@@ -660,7 +685,7 @@ func (pr *planRun) simulate(plan *rewrite.Plan, g *graphdef.Graph, timeline bool
 			// device: a plan never adds a compute device, and the planners index devices
 			// by their place in the unswapped step.
 			if bd := pr.Base.Result.Devices; i >= len(bd) || bd[i].Name != d.Name || !bd[i].GPU {
-				return nil, nil, fmt.Errorf("internal error: the planned graph runs compute device %s, which the unswapped step does not run at index %d", pr.deviceName(d.Name), i)
+				return nil, nil, nil, fmt.Errorf("internal error: the planned graph runs compute device %s, which the unswapped step does not run at index %d", pr.deviceName(d.Name), i)
 			}
 		}
 		b := pr.budgetOf(d.Name)
@@ -680,8 +705,9 @@ func (pr *planRun) simulate(plan *rewrite.Plan, g *graphdef.Graph, timeline bool
 		if !pr.fit.tfswap {
 			ev.Excess = -1 << 62
 		}
-		if err := pr.checkGrappler(ev, g); err != nil {
-			return nil, nil, err
+		var err error
+		if g, err = pr.checkGrapplerGraph(ev, g); err != nil {
+			return nil, nil, nil, err
 		}
 	}
 	ev.Transferred = res.D2H.Bytes + res.H2D.Bytes
@@ -695,7 +721,7 @@ func (pr *planRun) simulate(plan *rewrite.Plan, g *graphdef.Graph, timeline bool
 	// The evaluation outlives the derived graph (planners cache it): its shapes keep only
 	// what reports show, not the graph.
 	res.Shapes = res.Shapes.Summary()
-	return ev, tm, nil
+	return ev, tm, g, nil
 }
 
 // checkGrappler simulates g, the graph of ev's plan, by Grappler's accounting and records
@@ -706,11 +732,18 @@ func (pr *planRun) simulate(plan *rewrite.Plan, g *graphdef.Graph, timeline bool
 // and (the microsecond figure) count together tensors freed and allocated within the same
 // microsecond.
 func (pr *planRun) checkGrappler(ev *Evaluation, g *graphdef.Graph) error {
-	res, err := pr.simulateGrappler(g)
+	_, err := pr.checkGrapplerGraph(ev, g)
+	return err
+}
+
+// checkGrapplerGraph is checkGrappler where g may be nil: the graph of ev's plan is then
+// built only if the planning's memo does not hold its simulation. It returns the graph, or
+// nil when it was not built.
+func (pr *planRun) checkGrapplerGraph(ev *Evaluation, g *graphdef.Graph) (*graphdef.Graph, error) {
+	res, g, err := pr.grapplerResult(ev.Plan, g)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	pr.gsims++
 	for i := range ev.Devices {
 		d := &ev.Devices[i]
 		if gd := res.Device(d.simName); gd != nil {
@@ -724,16 +757,45 @@ func (pr *planRun) checkGrappler(ev *Evaluation, g *graphdef.Graph) error {
 			ev.Fits = false
 		}
 	}
-	return nil
+	return g, nil
 }
 
-// simulateGrappler simulates g by Grappler's accounting.
-func (pr *planRun) simulateGrappler(g *graphdef.Graph) (*cost.Result, error) {
+// grapplerResult returns the simulation by Grappler's accounting of plan, whose graph is g
+// (nil to build it if the planning's memo does not hold the simulation), and the graph when
+// it was given or built.
+func (pr *planRun) grapplerResult(plan *rewrite.Plan, g *graphdef.Graph) (*cost.Result, *graphdef.Graph, error) {
+	opts := pr.grapplerOpts()
+	res, mk, memo := pr.memoLookup(plan, opts, true)
+	if res != nil {
+		return res, g, nil
+	}
+	g, err := pr.graphOf(plan, g)
+	if err != nil {
+		return nil, nil, err
+	}
+	res, err = pr.simulateGrappler(g)
+	if err != nil {
+		return nil, nil, err
+	}
+	pr.gsims++
+	// Its devices' peaks are all that is read of it: the shapes are not kept.
+	res.Shapes = res.Shapes.Summary()
+	pr.Opts.memo.store(mk, memo, res)
+	return res, g, nil
+}
+
+// grapplerOpts are pr's simulation options for Grappler's accounting.
+func (pr *Problem) grapplerOpts() cost.Options {
 	opts := pr.simOpts
 	opts.Timeline = false
 	opts.TopLive = -1
 	opts.Conventions = cost.GrapplerConventions()
-	res, err := cost.Simulate(g, pr.Profile, opts)
+	return opts
+}
+
+// simulateGrappler simulates g by Grappler's accounting.
+func (pr *planRun) simulateGrappler(g *graphdef.Graph) (*cost.Result, error) {
+	res, err := cost.Simulate(g, pr.Profile, pr.grapplerOpts())
 	if err != nil {
 		return nil, fmt.Errorf("simulating by Grappler's accounting: %v", err)
 	}
@@ -747,11 +809,7 @@ func (pr *planRun) reportGrappler(ev *Evaluation) error {
 	if !pr.grappler || len(ev.Devices) == 0 || ev.Devices[0].GrapplerPeakUS > 0 {
 		return nil
 	}
-	g, err := pr.graphFor(ev.Plan)
-	if err != nil {
-		return err
-	}
-	res, err := pr.simulateGrappler(g)
+	res, _, err := pr.grapplerResult(ev.Plan, nil)
 	if err != nil {
 		return err
 	}

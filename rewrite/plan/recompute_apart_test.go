@@ -89,3 +89,35 @@ func TestAutoRecomputesApart(t *testing.T) {
 			budget, off.Eval.Strategy, off.Eval.StepTime, off.Eval.Devices[0].Peak, res.Eval.StepTime)
 	}
 }
+
+// TestAutoRecomputesApartWhenCostly: at 8 MiB the chain's best plan without chains apart
+// fits but costs more than +50% (window+recompute, +107.1%, simulated for the slow-link
+// profile), and it is not bound by the host link, so before passRecomputeApart ran also for
+// costly plans it was kept. With chains apart recomputation alone fits at +42.9%. It fails
+// when the pass runs only where nothing fits or the plan is link-bound.
+func TestAutoRecomputesApartWhenCostly(t *testing.T) {
+	const budget = 8 << 20
+	RecomputeApart = false
+	off, err := planWith(t, planChain(8, ""), slowLinkProfile(), "auto", "", budget)
+	RecomputeApart = true
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !off.Eval.Fits || off.Eval.Overhead <= tupleOrderOverhead {
+		t.Fatalf("without chains apart: fits %v at %+.1f%% (%s); the test needs a plan that fits and costs more than %+.0f%%",
+			off.Eval.Fits, 100*off.Eval.Overhead, off.Eval.Strategy, 100*tupleOrderOverhead)
+	}
+	res, err := planWith(t, planChain(8, ""), slowLinkProfile(), "auto", "", budget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Eval.Fits || res.Eval.Overhead > tupleOrderOverhead || len(res.Recomputes) == 0 {
+		t.Fatalf("auto at %d bytes: %s, fits %v, %+.1f%%, %d recomputations; want chains apart within %+.0f%% (without them %s, %+.1f%%)",
+			budget, res.Eval.Strategy, res.Eval.Fits, 100*res.Eval.Overhead, len(res.Recomputes), 100*tupleOrderOverhead, off.Eval.Strategy, 100*off.Eval.Overhead)
+	}
+	for _, rc := range res.Recomputes {
+		if len(rc.Also) > 0 {
+			t.Errorf("the chain of %s serves %d other targets; want chains apart", rc.Tensor, len(rc.Also))
+		}
+	}
+}

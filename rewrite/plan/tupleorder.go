@@ -97,7 +97,7 @@ func passTupleOrder(st *planState) error {
 	if st.planner != autoStrategy || st.tupleOrdered || st.depth > 0 || st.effort.bounded() || st.final == nil {
 		return nil
 	}
-	if ev := st.final.ev; ev != nil && ev.Fits && ev.Overhead <= tupleOrderOverhead {
+	if ev := st.final.ev; ev != nil && ev.Fits && !costly(ev) {
 		return nil
 	}
 	pr := st.pr.Problem
@@ -147,7 +147,7 @@ func passTupleOrder(st *planState) error {
 			if l != nil && l0 != nil && l.Excess < l0.Excess {
 				st.final, st.xpr, st.orders, st.tupleOrders = sub.final, sub.xpr, sub.orders, sub.tupleOrders
 				// The reorder pass adds its edges to this graph.
-				st.model, st.g = m2, sub.g
+				st.model, st.g, st.a = m2, sub.g, sub.a
 			}
 		}
 		return nil
@@ -164,6 +164,8 @@ func passTupleOrder(st *planState) error {
 		f := *sub.final
 		f.ev = &e
 		st.final, st.xpr, st.orders, st.tupleOrders = &f, sub.xpr, sub.orders, sub.tupleOrders
+		// The passes after this one see the graph the kept plan was made on, with its edges.
+		st.model, st.g, st.a = m2, sub.g, sub.a
 	}
 	return nil
 }

@@ -154,3 +154,48 @@ func TestTupleOrderGateBelowOverhead(t *testing.T) {
 		}
 	}
 }
+
+// TestTupleOrderHandsOnOrderedGraph: where passTupleOrder keeps the plan of the graph with
+// the tuple ordering edges (TestTupleOrderFitsWaitingGradient's case: only the edge fits),
+// the state it hands to the later passes describes that graph: each of the plan's ordering
+// edges is a control input in st.model and st.g, and st.a analyses st.g. The pass kept the
+// input graph there while only the branch where nothing fits took the ordered one.
+func TestTupleOrderHandsOnOrderedGraph(t *testing.T) {
+	act := int64(512 * 1024 * 4)
+	m := graphdef.NewModel(tupleGraph(true))
+	m.Source = "tuple"
+	po := PlanOptions{Profile: slowProfile(), Budget: 5 * act / 2, FitAccounting: "tfswap"}
+	opts, g, err := rewrite.PrepareGraph(m, nil, rewrite.Options{MinTensorBytes: 4 * act})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.GateSmallestOutput = true
+	st := &planState{model: m, g: g, opts: opts, po: po, planner: autoStrategy, mode: "auto"}
+	for _, p := range planPasses {
+		if err := p.fn(st); err != nil {
+			t.Fatal(err)
+		}
+		if p.name == "tuple-order" {
+			break
+		}
+	}
+	want := rewrite.OrderEdge{Node: "in_grad", After: "filt_grad"}
+	if ev := st.final.ev; ev == nil || !ev.Fits || !slices.Equal(st.orders, []rewrite.OrderEdge{want}) {
+		t.Fatalf("after tuple-order: plan %v with orders %v, want a plan that fits with [%v]", ev, st.orders, want)
+	}
+	for _, e := range st.orders {
+		if n := st.g.Node(e.Node); n == nil || !slices.ContainsFunc(n.ControlInputs, func(c *graphdef.Node) bool { return c.Name == e.After }) {
+			t.Errorf("st.g: %s has no control input from %s", e.Node, e.After)
+		}
+		found := false
+		for _, nd := range st.model.Graph.GetNode() {
+			found = found || nd.GetName() == e.Node && slices.Contains(nd.GetInput(), "^"+e.After)
+		}
+		if !found {
+			t.Errorf("st.model: %s has no control input ^%s", e.Node, e.After)
+		}
+	}
+	if st.a.Graph != st.g {
+		t.Error("st.a does not analyse st.g")
+	}
+}
