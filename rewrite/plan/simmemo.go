@@ -18,7 +18,8 @@ import (
 // simulated by one problem need not be built and simulated again by another of the same
 // analysis. The problems share it through their PlanOptions (PlanOptions.memo), as they share
 // the options themselves; ResNet-50 batch 740 on v100-16gb (`tfswap rewrite --strategy auto
-// --budget 16078864384`) simulated 18% of its graphs more than once without it.
+// --budget 16078864384`, at 2e3e8ce) simulated 195 of its 852 graphs more than once without
+// it (a content hash of every graph simulated).
 type simMemo struct {
 	results    map[simMemoKey]*cost.Result
 	recomputed map[rcGraphKey]*rcGraph
@@ -71,6 +72,7 @@ type simMemoOpts struct {
 	relabel       bool
 }
 
+// newSimMemo returns an empty simMemo.
 func newSimMemo() *simMemo {
 	return &simMemo{results: map[simMemoKey]*cost.Result{}, recomputed: map[rcGraphKey]*rcGraph{}, lmsPeaks: map[simMemoKey]map[[3]int][]int64{}}
 }
