@@ -991,6 +991,11 @@ func (s *sim) nameRanks() {
 			}
 		}
 	}
+	if len(sends) > 0 {
+		// One entry per transfer in each: made at their size rather than grown.
+		s.recvTie = make(map[xkey]int32, len(sends))
+		s.sendTie = make(map[xkey]int32, len(sends))
+	}
 	for r, i := range s.byName(all) {
 		if x := all[i]; x.node >= 0 {
 			s.tie[x.node] = int32(r)

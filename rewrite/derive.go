@@ -130,6 +130,9 @@ func Build(a *Analysis, plan *Plan) (*Built, error) {
 	}
 	var redirects []redirect
 	b := &Built{a: a, plan: plan, n0: n0}
+	if len(swaps) > 0 {
+		b.swaps = make([]Swap, 0, len(swaps)) // nil, as before, for none
+	}
 	sh := newAddedShare()
 	gates := map[*graphdef.Node]*graphdef.Node{} // trigger -> its gate node
 	extraCtlOut := map[int][]*graphdef.Node{}    // original node -> added control outputs
@@ -272,13 +275,16 @@ func Build(a *Analysis, plan *Plan) (*Built, error) {
 	if err != nil {
 		return nil, err
 	}
-	swapOut := map[graphdef.Tensor]*graphdef.Node{}
+	swapOut := make(map[graphdef.Tensor]*graphdef.Node, len(swaps))
 	for _, n := range nodes[n0:] {
 		if isRole(n, "swap_out") {
 			swapOut[graphdef.Tensor{Node: g.Nodes[n.Inputs[0].Node.Index], Port: n.Inputs[0].Port}] = n
 		}
 	}
 	extraIn := make([][]*graphdef.Node, n0) // original node -> added control inputs (waits)
+	if len(waits) > 0 {
+		b.waits = make([]WaitInfo, 0, len(waits)) // nil, as before, for none
+	}
 	for _, w := range waits {
 		so := swapOut[w.After]
 		extraIn[w.Node.Index] = append(extraIn[w.Node.Index], so)
