@@ -844,8 +844,10 @@ func grapplerTensor(s *Shapes, n *graphdef.Node, port int) gTensor {
 	if port < len(n.OutputTypes) {
 		t.dt = n.OutputTypes[port]
 	}
-	if v, ok := constIntVector(n); ok && port == 0 {
-		t.value, t.hasV = v, true
+	if port == 0 {
+		if v, ok := constIntVector(n); ok {
+			t.value, t.hasV = v, true
+		}
 	}
 	return t
 }
@@ -854,13 +856,15 @@ func grapplerTensor(s *Shapes, n *graphdef.Node, port int) gTensor {
 // n with shapes s on the GPU of profile p (gpu) or on its host; unmodelled says whether n is
 // an op whose Grappler rule this package does not reproduce (timed as an unknown op).
 func GrapplerOpTime(n *graphdef.Node, s *Shapes, p *Profile, gpu bool) (ns int64, unmodelled bool) {
-	o := &gOp{op: n.Op, n: n}
-	for _, t := range n.Inputs {
-		o.in = append(o.in, grapplerTensor(s, t.Node, t.Port))
+	// The inputs and outputs share one array, allocated at its size.
+	ts := make([]gTensor, len(n.Inputs)+len(n.OutputTypes))
+	for i, t := range n.Inputs {
+		ts[i] = grapplerTensor(s, t.Node, t.Port)
 	}
 	for port := range n.OutputTypes {
-		o.out = append(o.out, grapplerTensor(s, n, port))
+		ts[len(n.Inputs)+port] = grapplerTensor(s, n, port)
 	}
+	o := &gOp{op: n.Op, n: n, in: ts[:len(n.Inputs):len(n.Inputs)], out: ts[len(n.Inputs):]}
 	d := grapplerCPU(p)
 	if gpu {
 		d = grapplerGPU(p)

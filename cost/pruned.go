@@ -1,6 +1,7 @@
 package cost
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/tfswap/tfswap/graphdef"
@@ -101,16 +102,26 @@ func prunedNodes(g *graphdef.Graph, incl []bool, fetch []string, convertible fun
 	if len(fetch) == 0 {
 		return nil
 	}
-	fetched := map[string]bool{}
+	// The fetched nodes' names: usually a few, compared in turn rather than by hashing every
+	// node's name; a map when there are many.
+	names := make([]string, 0, len(fetch))
 	for _, f := range fetch {
 		name, _, _ := strings.Cut(strings.TrimPrefix(f, "^"), ":")
-		fetched[name] = true
+		names = append(names, name)
+	}
+	fetched := func(name string) bool { return slices.Contains(names, name) }
+	if len(names) > 8 {
+		set := make(map[string]bool, len(names))
+		for _, name := range names {
+			set[name] = true
+		}
+		fetched = func(name string) bool { return set[name] }
 	}
 	dead := make([]bool, len(g.Nodes))
 	any := false
 	for i := len(g.Topo) - 1; i >= 0; i-- {
 		n := g.Topo[i]
-		if !incl[n.Index] || fetched[n.Name] || !convertible(n) {
+		if !incl[n.Index] || fetched(n.Name) || !convertible(n) {
 			continue
 		}
 		all := true

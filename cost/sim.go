@@ -479,6 +479,7 @@ type sim struct {
 	devs     []*simDevice
 	engs     []*copyEngine
 	xfers    []*xfer
+	xslab    []xfer // where new transfers are made: a few allocations instead of one each
 	xmap     map[xkey]int32
 	renames  map[int32][]rename
 	chans    []*channel
@@ -967,13 +968,14 @@ func (s *sim) nameRanks() {
 				return
 			}
 			seen = append(seen, k.dev)
-			src := p.Name + "_" + strconv.Itoa(port)
-			if port < 0 {
-				src = p.Name + "_minus1"
+			// Each name is made by one concatenation (p.Name, then the port's suffix).
+			sfx := "_minus1"
+			if port >= 0 {
+				sfx = portSuffix(port)
 			}
 			from, to := vsName(s.dev[p.Index]), vsName(s.dev[c.Index])
-			all = append(all, named{name: "Recv_" + src + "_on_" + to, node: -1, key: k})
-			sends = append(sends, named{name: "Send_" + src + "_from_" + from + "_to_" + to, node: -1, key: k})
+			all = append(all, named{name: "Recv_" + p.Name + sfx + "_on_" + to, node: -1, key: k})
+			sends = append(sends, named{name: "Send_" + p.Name + sfx + "_from_" + from + "_to_" + to, node: -1, key: k})
 		}
 		for _, n := range g.Nodes {
 			if !s.incl[n.Index] || isBackEdgeSource(n) {
@@ -999,6 +1001,24 @@ func (s *sim) nameRanks() {
 	for r, i := range byName(sends) {
 		s.sendTie[sends[i].key] = int32(r)
 	}
+}
+
+// portSuffixes are portSuffix's answers for the first ports.
+var portSuffixes = func() []string {
+	out := make([]string, 16)
+	for i := range out {
+		out[i] = "_" + strconv.Itoa(i)
+	}
+	return out
+}()
+
+// portSuffix returns "_" and port in decimal (port >= 0), without allocating for the first
+// ports.
+func portSuffix(port int) string {
+	if port < len(portSuffixes) {
+		return portSuffixes[port]
+	}
+	return "_" + strconv.Itoa(port)
 }
 
 // byName returns byName(all), all beginning with g's nodes: with a SetupCache whose original
@@ -1571,7 +1591,12 @@ func (s *sim) transfer(node, port int, dst int32, t int64) int32 {
 	}
 	n := s.g.Nodes[node]
 	src := s.dev[node]
-	x := &xfer{node: int32(node), port: int32(port), src: src, dst: dst, engine: -1, channel: -1, srcBuf: -1, dstBuf: -1, enq: t}
+	if len(s.xslab) == cap(s.xslab) {
+		// A new slab, as large as the transfers so far (16 to 8192): its elements never move.
+		s.xslab = make([]xfer, 0, min(max(len(s.xfers), 16), 8192))
+	}
+	s.xslab = append(s.xslab, xfer{node: int32(node), port: int32(port), src: src, dst: dst, engine: -1, channel: -1, srcBuf: -1, dstBuf: -1, enq: t})
+	x := &s.xslab[len(s.xslab)-1]
 	if port >= 0 {
 		x.srcBuf = s.outB[s.outOf[node]+int32(port)]
 		if x.srcBuf >= 0 {

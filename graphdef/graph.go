@@ -404,12 +404,16 @@ func (g *Graph) SortTopo() error {
 			}
 		}
 	}
+	// The ready nodes are taken least index first. Those at or after the scan's cursor are
+	// marked ahead and found by moving the cursor; only those readied behind it (a node
+	// whose input comes later in GraphDef order, such as a planner's added node) go to the
+	// heap, whose nodes are therefore all before the cursor and taken first.
 	var ready minheap.Heap[minheap.Int]
+	ahead := make([]bool, n)
 	for i := range g.Nodes {
-		if indeg[i] == 0 {
-			ready.Push(minheap.Int(i))
-		}
+		ahead[i] = indeg[i] == 0
 	}
+	cursor := 0
 	g.Topo = make([]*Node, 0, n)
 	ri := &reachIndex{g: g}
 	for _, nd := range g.Nodes {
@@ -421,11 +425,28 @@ func (g *Graph) SortTopo() error {
 		}
 		indeg[to.Index]--
 		if indeg[to.Index] == 0 {
-			ready.Push(minheap.Int(to.Index))
+			if to.Index >= cursor {
+				ahead[to.Index] = true
+			} else {
+				ready.Push(minheap.Int(to.Index))
+			}
 		}
 	}
-	for ready.Len() > 0 {
-		nd := g.Nodes[ready.Pop()]
+	for {
+		var next int
+		if ready.Len() > 0 {
+			next = int(ready.Pop())
+		} else {
+			for cursor < n && !ahead[cursor] {
+				cursor++
+			}
+			if cursor == n {
+				break
+			}
+			next = cursor
+			cursor++
+		}
+		nd := g.Nodes[next]
 		nd.TopoIndex = len(g.Topo)
 		g.Topo = append(g.Topo, nd)
 		if isLoopBackEdge(nd.Op) {

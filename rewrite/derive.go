@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sort"
@@ -10,6 +11,9 @@ import (
 	gpb "github.com/wamuir/graft/tensorflow/core/framework/graph_go_proto"
 	npb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
 )
+
+// byIndex orders nodes by index, for slices.SortStableFunc.
+func byIndex(a, b *graphdef.Node) int { return cmp.Compare(a.Index, b.Index) }
 
 // orderWaits returns the plan's waits in the order Apply adds their control inputs (by the
 // waiting node's index, then the swapped tensor's topological position and port), without
@@ -274,7 +278,7 @@ func Build(a *Analysis, plan *Plan) (*Built, error) {
 			swapOut[graphdef.Tensor{Node: g.Nodes[n.Inputs[0].Node.Index], Port: n.Inputs[0].Port}] = n
 		}
 	}
-	extraIn := map[int][]*graphdef.Node{}
+	extraIn := make([][]*graphdef.Node, n0) // original node -> added control inputs (waits)
 	for _, w := range waits {
 		so := swapOut[w.After]
 		extraIn[w.Node.Index] = append(extraIn[w.Node.Index], so)
@@ -283,7 +287,7 @@ func Build(a *Analysis, plan *Plan) (*Built, error) {
 	// Which original nodes change inputs, and which producers lose consumers.
 	// The redirects sorted by node (stable: of two for the same input, the later wins), and
 	// first[i] the first of node i's: one array for the whole graph, no map per node.
-	sort.SliceStable(redirects, func(x, y int) bool { return redirects[x].node < redirects[y].node })
+	slices.SortStableFunc(redirects, func(x, y redirect) int { return cmp.Compare(x.node, y.node) })
 	first := make([]int32, n0+1)
 	for _, r := range redirects {
 		first[r.node+1]++
@@ -312,16 +316,15 @@ func Build(a *Analysis, plan *Plan) (*Built, error) {
 	var nIn, nCtlIn, nCtlOut, nPorts, nUses int
 	for i, orig := range g.Nodes {
 		nIn += len(orig.Inputs)
-		if len(orig.ControlInputs) > 0 || len(extraIn[i]) > 0 {
-			nCtlIn += len(orig.ControlInputs) + len(extraIn[i])
-		}
-		if len(orig.ControlOutputs) > 0 || len(extraCtlOut[i]) > 0 {
-			nCtlOut += len(orig.ControlOutputs) + len(extraCtlOut[i])
-		}
+		nCtlIn += len(orig.ControlInputs) + len(extraIn[i])
+		nCtlOut += len(orig.ControlOutputs)
 		nPorts += len(orig.Consumers)
 		for _, uses := range orig.Consumers {
 			nUses += len(uses)
 		}
+	}
+	for _, l := range extraCtlOut {
+		nCtlOut += len(l)
 	}
 	inSlab := make([]graphdef.Tensor, nIn)
 	ctlInSlab := make([]*graphdef.Node, nCtlIn)
@@ -342,27 +345,32 @@ func Build(a *Analysis, plan *Plan) (*Built, error) {
 			ins[j] = graphdef.Tensor{Node: remap(t.Node), Port: t.Port}
 		}
 		c.Inputs = ins
-		if len(orig.ControlInputs) > 0 || len(extraIn[i]) > 0 {
-			k := len(orig.ControlInputs) + len(extraIn[i])
+		ei := extraIn[i]
+		var eo []*graphdef.Node
+		if len(extraCtlOut) > 0 {
+			eo = extraCtlOut[i]
+		}
+		if len(orig.ControlInputs) > 0 || len(ei) > 0 {
+			k := len(orig.ControlInputs) + len(ei)
 			ctl := ctlInSlab[:len(orig.ControlInputs):k]
 			ctlInSlab = ctlInSlab[k:]
 			for j, p := range orig.ControlInputs {
 				ctl[j] = remap(p)
 			}
-			for _, so := range extraIn[i] {
+			for _, so := range ei {
 				ctl = append(ctl, so)
 				so.ControlOutputs = append(so.ControlOutputs, c)
 			}
 			c.ControlInputs = ctl
 		}
-		if len(orig.ControlOutputs) > 0 || len(extraCtlOut[i]) > 0 {
-			k := len(orig.ControlOutputs) + len(extraCtlOut[i])
+		if len(orig.ControlOutputs) > 0 || len(eo) > 0 {
+			k := len(orig.ControlOutputs) + len(eo)
 			ctl := ctlOutSlab[:0:k]
 			ctlOutSlab = ctlOutSlab[k:]
 			for _, p := range orig.ControlOutputs {
 				ctl = append(ctl, remap(p))
 			}
-			c.ControlOutputs = append(ctl, extraCtlOut[i]...)
+			c.ControlOutputs = append(ctl, eo...)
 		}
 		if orig.Consumers != nil {
 			cons := portSlab[:len(orig.Consumers):len(orig.Consumers)]
@@ -397,18 +405,16 @@ func Build(a *Analysis, plan *Plan) (*Built, error) {
 	}
 	// The consumers of a swap-in were appended in node order already; sort to be sure.
 	for _, n := range nodes[n0:] {
-		sort.SliceStable(n.ControlOutputs, func(a, b int) bool { return n.ControlOutputs[a].Index < n.ControlOutputs[b].Index })
-		uses := n.Consumers[0]
-		sort.SliceStable(uses, func(a, b int) bool {
-			if uses[a].Node.Index != uses[b].Node.Index {
-				return uses[a].Node.Index < uses[b].Node.Index
+		slices.SortStableFunc(n.ControlOutputs, byIndex)
+		slices.SortStableFunc(n.Consumers[0], func(a, b graphdef.Use) int {
+			if c := cmp.Compare(a.Node.Index, b.Node.Index); c != 0 {
+				return c
 			}
-			return uses[a].Input < uses[b].Input
+			return cmp.Compare(a.Input, b.Input)
 		})
 	}
 	for i := range extraCtlOut {
-		c := nodes[i]
-		sort.SliceStable(c.ControlOutputs, func(a, b int) bool { return c.ControlOutputs[a].Index < c.ControlOutputs[b].Index })
+		slices.SortStableFunc(nodes[i].ControlOutputs, byIndex)
 	}
 	newDefs := make([]*npb.NodeDef, 0, len(nodes)-n0)
 	for _, n := range nodes[n0:] {

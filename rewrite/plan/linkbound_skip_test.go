@@ -1,11 +1,7 @@
 package plan
 
 import (
-	"errors"
-	"github.com/tfswap/tfswap/rewrite"
 	"testing"
-
-	"github.com/tfswap/tfswap/cost"
 )
 
 // TestLinkBoundSkipKeepsPlans: skipping the plannings (tighter budgets, recomputed retries)
@@ -19,44 +15,28 @@ func TestLinkBoundSkipKeepsPlans(t *testing.T) {
 	if testing.Short() {
 		t.Skip("plans five graphs at three budgets twice")
 	}
-	graphs, v100 := fixturesAndSynth400(t)
 	defer func(saved bool) { LinkBoundSkip = saved }(LinkBoundSkip)
 	saved := false
-	for _, gr := range graphs {
-		sim := cost.Options{Fetch: []string{"train"}}
-		base, err := RewriteWithPlanner(gr.m, rewrite.Options{}, PlanOptions{Profile: v100, Budget: 1 << 50, Sim: sim})
-		if err != nil {
-			t.Fatal(err)
+	for _, c := range plannedAtShares(t, 80, 60, 50) {
+		LinkBoundSkip = true
+		on, errOn := c.plan(t, nil)
+		LinkBoundSkip = false
+		off, errOff := c.plan(t, nil)
+		if (errOn != nil) != (errOff != nil) {
+			t.Fatalf("%s at %d%%: with the link bound %v, without it %v", c.name, c.pct, errOn, errOff)
 		}
-		peak := base.Base.Devices[0].Peak
-		for _, pct := range []int64{80, 60, 50} {
-			plan := func(skip bool) (*Planned, error) {
-				LinkBoundSkip = skip
-				res, err := RewriteWithPlanner(gr.m, rewrite.Options{}, PlanOptions{Profile: v100, Budget: peak * pct / 100, Sim: sim})
-				var nf *NoFitError
-				if err != nil && !errors.As(err, &nf) {
-					t.Fatalf("%s at %d%%: %v", gr.name, pct, err)
-				}
-				return res, err
-			}
-			on, errOn := plan(true)
-			off, errOff := plan(false)
-			if (errOn != nil) != (errOff != nil) {
-				t.Fatalf("%s at %d%%: with the link bound %v, without it %v", gr.name, pct, errOn, errOff)
-			}
-			if errOn != nil {
-				continue
-			}
-			if kOn, kOff := planKey(on.Eval.Plan), planKey(off.Eval.Plan); kOn != kOff || on.Eval.Strategy != off.Eval.Strategy || on.Eval.StepTime != off.Eval.StepTime ||
-				len(on.Recomputes) != len(off.Recomputes) {
-				t.Errorf("%s at %d%%: plan with the link bound (%s, step %d, %d recomputations) differs from the plan without it (%s, step %d, %d)",
-					gr.name, pct, on.Eval.Strategy, on.Eval.StepTime, len(on.Recomputes), off.Eval.Strategy, off.Eval.StepTime, len(off.Recomputes))
-			}
-			if on.Simulations > off.Simulations {
-				t.Errorf("%s at %d%%: %d simulations with the link bound, %d without", gr.name, pct, on.Simulations, off.Simulations)
-			}
-			saved = saved || on.Simulations < off.Simulations
+		if errOn != nil {
+			continue
 		}
+		if kOn, kOff := planKey(on.Eval.Plan), planKey(off.Eval.Plan); kOn != kOff || on.Eval.Strategy != off.Eval.Strategy || on.Eval.StepTime != off.Eval.StepTime ||
+			len(on.Recomputes) != len(off.Recomputes) {
+			t.Errorf("%s at %d%%: plan with the link bound (%s, step %d, %d recomputations) differs from the plan without it (%s, step %d, %d)",
+				c.name, c.pct, on.Eval.Strategy, on.Eval.StepTime, len(on.Recomputes), off.Eval.Strategy, off.Eval.StepTime, len(off.Recomputes))
+		}
+		if on.Simulations > off.Simulations {
+			t.Errorf("%s at %d%%: %d simulations with the link bound, %d without", c.name, c.pct, on.Simulations, off.Simulations)
+		}
+		saved = saved || on.Simulations < off.Simulations
 	}
 	if !saved {
 		t.Fatal("the link bound skipped no tighter budget: nothing checked")

@@ -403,6 +403,7 @@ func (pr *planRun) screenRecomputes(mode string, single, apart bool) (*rcLevel, 
 		levels = recomputeLevels(excess)
 	}
 	var best *rcLevel
+	var screened []*rcLevel
 	seen := map[int]bool{}
 	for _, want := range levels {
 		k := rp.level(want)
@@ -434,6 +435,12 @@ func (pr *planRun) screenRecomputes(mode string, single, apart bool) (*rcLevel, 
 		}
 		if best == nil || lv.est < best.est {
 			best = lv
+		}
+		screened = append(screened, lv)
+	}
+	for _, lv := range screened {
+		if lv != best {
+			lv.graph.release()
 		}
 	}
 	return best, nil

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"errors"
 	"fmt"
 	"github.com/tfswap/tfswap/rewrite"
 	"testing"
@@ -101,4 +102,48 @@ func fixturesAndSynth400(t *testing.T) ([]namedModel, *cost.Profile) {
 		t.Fatal(err)
 	}
 	return graphs, v100
+}
+
+// budgetCase is one planning of plannedAtShares: a graph of fixturesAndSynth400 and its
+// options at a share of its unswapped peak.
+type budgetCase struct {
+	name string
+	m    *graphdef.Model
+	pct  int64
+	po   PlanOptions
+}
+
+// plannedAtShares returns a planning of each graph of fixturesAndSynth400 (the training step,
+// fetch "train", on v100-16gb) at each of pcts percent of its unswapped peak.
+func plannedAtShares(t *testing.T, pcts ...int64) []budgetCase {
+	t.Helper()
+	graphs, v100 := fixturesAndSynth400(t)
+	var out []budgetCase
+	for _, gr := range graphs {
+		sim := cost.Options{Fetch: []string{"train"}}
+		base, err := RewriteWithPlanner(gr.m, rewrite.Options{}, PlanOptions{Profile: v100, Budget: 1 << 50, Sim: sim})
+		if err != nil {
+			t.Fatal(err)
+		}
+		peak := base.Base.Devices[0].Peak
+		for _, pct := range pcts {
+			out = append(out, budgetCase{gr.name, gr.m, pct, PlanOptions{Profile: v100, Budget: peak * pct / 100, Sim: sim}})
+		}
+	}
+	return out
+}
+
+// plan plans c with po (c.po when po is nil): a plan, or the NoFitError that nothing fits;
+// any other error fails the test.
+func (c budgetCase) plan(t *testing.T, po *PlanOptions) (*Planned, error) {
+	t.Helper()
+	if po == nil {
+		po = &c.po
+	}
+	res, err := RewriteWithPlanner(c.m, rewrite.Options{}, *po)
+	var nf *NoFitError
+	if err != nil && !errors.As(err, &nf) {
+		t.Fatalf("%s at %d%%: %v", c.name, c.pct, err)
+	}
+	return res, err
 }

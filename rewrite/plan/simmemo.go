@@ -18,24 +18,33 @@ import (
 // simulated by one problem need not be built and simulated again by another of the same
 // analysis. The problems share it through their PlanOptions (PlanOptions.memo), as they share
 // the options themselves; ResNet-50 batch 740 on v100-16gb (`tfswap rewrite --strategy auto
-// --budget 16078864384`) simulated 18% of its graphs more than once without it.
+// --budget 16078864384`, at 2e3e8ce) simulated 195 of its 852 graphs more than once without
+// it (a content hash of every graph simulated).
 type simMemo struct {
 	results    map[simMemoKey]*cost.Result
 	recomputed map[rcGraphKey]*rcGraph
+	// lmsPeaks are the fast model's predicted peaks of LMS plans (lmsCache.peaks), by the
+	// problem's inputs (problemKey): they do not depend on the budget, and the problems of
+	// one analysis (the tighter budgets', a graph with recomputations planned at several)
+	// ask for the same. The rest of an lmsCache, much larger, is dropped with its search.
+	lmsPeaks map[simMemoKey]map[[3]int][]int64
 	// hits, when not nil, records every simulation and recomputed graph the memo answered
 	// (tests check each against a fresh one).
 	hits *[]memoHit
 }
 
-// memoHit is an answer of a simMemo: the simulation res of plan by pr with opts, or the
-// recomputed graph rg of sel by pr.
+// memoHit is an answer of a simMemo: the simulation res of plan by pr with opts, the
+// recomputed graph of sel by pr (model and descs), or the LMS peaks lmsPeaks another problem
+// predicted, handed to pr.
 type memoHit struct {
-	pr   *Problem
-	plan *rewrite.Plan
-	opts cost.Options
-	res  *cost.Result
-	sel  []*rewrite.PlannedRecompute
-	rg   *rcGraph
+	pr       *Problem
+	plan     *rewrite.Plan
+	opts     cost.Options
+	res      *cost.Result
+	sel      []*rewrite.PlannedRecompute
+	model    *graphdef.Model
+	descs    []rewrite.Recompute
+	lmsPeaks map[[3]int][]int64
 }
 
 // simMemoKey names one simulation in a simMemo: the analysis whose graph the plan changes,
@@ -63,8 +72,9 @@ type simMemoOpts struct {
 	relabel       bool
 }
 
+// newSimMemo returns an empty simMemo.
 func newSimMemo() *simMemo {
-	return &simMemo{results: map[simMemoKey]*cost.Result{}, recomputed: map[rcGraphKey]*rcGraph{}}
+	return &simMemo{results: map[simMemoKey]*cost.Result{}, recomputed: map[rcGraphKey]*rcGraph{}, lmsPeaks: map[simMemoKey]map[[3]int][]int64{}}
 }
 
 // simMemoPlanKey is planKey of plan placed by pr (Problem.placed), with the accumulators it
@@ -157,8 +167,15 @@ func (pr *planRun) recomputedGraph(sel []*rewrite.PlannedRecompute) (*rcGraph, e
 	if m := pr.Opts.memo; m != nil {
 		k = rcGraphKey{a: pr.Analysis, profile: pr.Profile, opts: pr.memoOpts(pr.simOpts), sel: rcSelectionKey(sel)}
 		if rg := m.recomputed[k]; rg != nil {
+			if rg.model == nil {
+				// Released after its screening (release): made again, alike.
+				var err error
+				if rg.model, rg.descs, err = rewrite.ApplyRecomputes(pr.Model, pr.Analysis, sel); err != nil {
+					return nil, err
+				}
+			}
 			if m.hits != nil {
-				*m.hits = append(*m.hits, memoHit{pr: pr.Problem, sel: sel, rg: rg})
+				*m.hits = append(*m.hits, memoHit{pr: pr.Problem, sel: sel, model: rg.model, descs: rg.descs})
 			}
 			return rg, nil
 		}
@@ -188,6 +205,16 @@ func (rg *rcGraph) unswapped(pr *planRun) (*cost.Result, error) {
 	res.Shapes = res.Shapes.Summary()
 	rg.res = res
 	return res, nil
+}
+
+// release lets go of rg's model when no problem plans its graph (it has no analysis): a
+// level screened and not chosen keeps only its unswapped simulation, and recomputedGraph
+// makes the model again if a later screening chooses it. A large graph's planning does not
+// hold a copy of the graph for every level screened.
+func (rg *rcGraph) release() {
+	if rg != nil && rg.a == nil {
+		rg.model, rg.descs = nil, nil
+	}
 }
 
 // analysis returns the analysis of rg's graph, made on first use with the options of pr's.
@@ -248,4 +275,12 @@ func rcSelectionKey(sel []*rewrite.PlannedRecompute) string {
 		b.WriteByte(';')
 	}
 	return b.String()
+}
+
+// problemKey names pr's inputs other than its budgets in pr's memo: its analysis, profile,
+// simulation options and the accumulators its plans place on the host (the key of its
+// unswapped step's simulation). Problems of one planning with the same key have the same
+// unswapped step, buffers and fast model.
+func (pr *Problem) problemKey() simMemoKey {
+	return simMemoKey{a: pr.Analysis, profile: pr.Profile, plan: pr.simMemoPlanKey(&rewrite.Plan{}), opts: pr.memoOpts(pr.simOpts)}
 }

@@ -72,6 +72,17 @@ func (pr *Problem) lmsInit() {
 	}
 	a := pr.Analysis
 	pr.lms = &lmsCache{triggers: map[string]*graphdef.Node{}}
+	if m := pr.Opts.memo; m != nil {
+		// The predicted peaks are shared with the planning's other problems of the same
+		// inputs (simMemo.lmsPeaks).
+		k := pr.problemKey()
+		if m.lmsPeaks[k] == nil {
+			m.lmsPeaks[k] = map[[3]int][]int64{}
+		} else if m.hits != nil {
+			*m.hits = append(*m.hits, memoHit{pr: pr, lmsPeaks: m.lmsPeaks[k]})
+		}
+		pr.lms.peaks = m.lmsPeaks[k]
+	}
 	cands, _ := a.Candidates()
 	for _, c := range cands {
 		var uses []graphdef.Use
