@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/tfswap/tfswap/graphdef"
+	"github.com/tfswap/tfswap/internal/testgraph"
 	gpb "github.com/wamuir/graft/tensorflow/core/framework/graph_go_proto"
 	npb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
 )
@@ -33,19 +34,8 @@ node { name: "e" op: "Mul" input: "d" input: "a" device: "/device:GPU:0" ` + sha
 // after the swap-out, and Verify accepts it against the input graph; without the edge in
 // Result.Orders, Verify rejects the added control input.
 func TestVerifyTriggerReachedByOrderingEdge(t *testing.T) {
-	parse := func(ordered bool) (*graphdef.Model, *graphdef.Graph) {
-		m, err := graphdef.Parse([]byte(ordersGraph(ordered)), graphdef.FormatPBTXT, "orders")
-		if err != nil {
-			t.Fatal(err)
-		}
-		g, err := graphdef.NewGraph(m.Graph, "orders")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m, g
-	}
-	_, orig := parse(false)
-	m2, g2 := parse(true)
+	_, orig := testgraph.Parse(t, ordersGraph(false), "orders")
+	m2, g2 := testgraph.Parse(t, ordersGraph(true), "orders")
 	opts, g2, err := Prepare(m2, Options{MinTensorBytes: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -190,10 +180,11 @@ func TestVerifyReachabilityMatchesSearch(t *testing.T) {
 
 // chainOrdersGraph is a synthetic training chain of k steps for Verify's reachability: a
 // forward chain a1..ak from x, a side chain sk..s1 from x that no a descends from, and a
-// backward chain bk..b1 where b_i reads b_(i+1) and a_i. With ordered, s_i (i < k) also waits
-// for b_(i+1) (the ordering edge "s_i after b_(i+1)"); else s1 waits for x alone. Without edges, the graph
-// has none of these control inputs: the original graph the planner's edges were added to.
-// With lost > 0, the ordering edges of s_lost..s_(k-1) are left out.
+// backward chain bk..b1 where b_i reads b_(i+1) and a_i. With ordered, s_i (i < k) also
+// waits for b_(i+1) (the ordering edge "s_i after b_(i+1)"); else s1 waits for x alone.
+// Without edges, the graph has none of these control inputs: the original graph the
+// planner's edges were added to. With lost > 0, the ordering edges of s_lost..s_(k-1) are
+// left out.
 func chainOrdersGraph(k int, ordered, edges bool, lost int) string {
 	shape := `attr { key: "T" value { type: DT_FLOAT } } attr { key: "_output_shapes" value { list { shape { dim { size: 64 } dim { size: 256 } } } } }`
 	var b strings.Builder
@@ -223,24 +214,13 @@ func chainOrdersGraph(k int, ordered, edges bool, lost int) string {
 
 // chainOrdersResult rewrites chainOrdersGraph(k): a1..a(k-1) swapped out, each read back by
 // b_i and triggered by s_i, which follows a_i only through the ordering edge
-// "s_i after b_(i+1)" (ordered) or waits for the swap-out (SwapInGroup.TriggerWaits, with the one ordering edge
-// "s1 after x", so that Result.Orders is not empty). With lost > 0, the ordering edges or the
+// "s_i after b_(i+1)" (ordered) or waits for the swap-out (SwapInGroup.TriggerWaits, with
+// the one ordering edge "s1 after x", so that Result.Orders is not empty). With lost > 0, the ordering edges or the
 // waits of s_lost..s_(k-1) are left out, and the swap-ins of a_lost..a_(k-1) are not ordered
 // after their swap-outs. It returns the original graph and the rewrite.
 func chainOrdersResult(tb testing.TB, k int, ordered bool, lost int) (*graphdef.Graph, *Result, Gate) {
-	parse := func(src string) (*graphdef.Model, *graphdef.Graph) {
-		m, err := graphdef.Parse([]byte(src), graphdef.FormatPBTXT, "chain")
-		if err != nil {
-			tb.Fatal(err)
-		}
-		g, err := graphdef.NewGraph(m.Graph, "chain")
-		if err != nil {
-			tb.Fatal(err)
-		}
-		return m, g
-	}
-	_, orig := parse(chainOrdersGraph(k, ordered, false, 0))
-	m2, g2 := parse(chainOrdersGraph(k, ordered, true, lost))
+	_, orig := testgraph.Parse(tb, chainOrdersGraph(k, ordered, false, 0), "chain")
+	m2, g2 := testgraph.Parse(tb, chainOrdersGraph(k, ordered, true, lost), "chain")
 	opts, g2, err := Prepare(m2, Options{MinTensorBytes: -1})
 	if err != nil {
 		tb.Fatal(err)

@@ -6,19 +6,13 @@ import (
 	"testing"
 
 	"github.com/tfswap/tfswap/graphdef"
+	"github.com/tfswap/tfswap/internal/testgraph"
 )
 
 // parsedGraph parses text as a GraphDef in text format named name and indexes it.
 func parsedGraph(t *testing.T, text, name string) *graphdef.Graph {
 	t.Helper()
-	m, err := graphdef.Parse([]byte(text), graphdef.FormatPBTXT, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := graphdef.NewGraph(m.Graph, name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, g := testgraph.Parse(t, text, name)
 	return g
 }
 

@@ -22,3 +22,18 @@ func Load(t testing.TB, path string) (*graphdef.Model, *graphdef.Graph) {
 	}
 	return m, g
 }
+
+// Parse parses text as a GraphDef in text format named name and indexes it, failing the
+// test on any error. It returns the model and its graph view.
+func Parse(t testing.TB, text, name string) (*graphdef.Model, *graphdef.Graph) {
+	t.Helper()
+	m, err := graphdef.Parse([]byte(text), graphdef.FormatPBTXT, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := graphdef.NewGraph(m.Graph, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, g
+}

@@ -41,8 +41,9 @@ type pendingGroup struct {
 // triggerRule chooses the triggers of a set of pending swap-ins.
 type triggerRule func(pr *Problem, groups []*pendingGroup) error
 
-// episodes returns the pending swap-ins of a choice, one per tensor read in each episode,
-// or ok=false when a read that would have to be redirected cannot be.
+// episodes returns the pending swap-ins of a choice, one per tensor read in each episode
+// but those that would serve only gates (gatesOnly), or ok=false when a read that would
+// have to be redirected cannot be.
 func (pr *Problem) episodes(c *choice) (out []*pendingGroup, ok bool) {
 	b := c.b
 	for e, k := range c.splits {
@@ -71,11 +72,32 @@ func (pr *Problem) episodes(c *choice) (out []*pendingGroup, ok bool) {
 			}
 		}
 		for _, g := range groups {
+			if gatesOnly(g.uses) {
+				continue // the gates keep reading the original
+			}
 			rewrite.SortUses(g.uses)
+			out = append(out, g)
 		}
-		out = append(out, groups...)
 	}
 	return out, true
+}
+
+// gatesOnly reports whether every use is a read by a gate the graph has (an offload's,
+// rewrite.OffloadGroups). The graph surgery leaves such a read on the original tensor (a gate
+// reading a swap-in would wait for a swap-in it may itself release), so a swap-in whose uses
+// are all gates would be read by no node, which rewrite.Verify rejects; episodes leaves it
+// out, as assemble leaves out a swap-in without a trigger (its reads keep the original). An
+// Identity gate's read is never redirected (it has control outputs: ConsumerEligible refuses
+// it), but an L2Loss gate's (--gate-kind reduce) is. Such a swap-in finds no trigger on the
+// gate's ancestry (the gate reads its trigger alone), but one of a sibling branch
+// (siblingTrigger) may run between the producer and a gate that waits on a busy device.
+func gatesOnly(uses []graphdef.Use) bool {
+	for _, u := range uses {
+		if string(u.Node.Def.GetAttr()[rewrite.RoleAttr].GetS()) != "gate" {
+			return false
+		}
+	}
+	return len(uses) > 0
 }
 
 // buildPlan turns choices into a plan, choosing triggers with rule. Choices that cannot be
