@@ -22,7 +22,10 @@ as `rewrite` judges by default, and at B0+1 it does not), generates ResNet-50
 (`--fit-accounting tfswap`) and by every accounting (`all`, the default, which adds the
 VirtualCluster's figures). It prints a Markdown table: per batch and accounting, whether a plan
 fits, its peaks, simulated overhead, bytes over the host link and the rewrite's wall time; when
-nothing fits, the lowest peak any plan reached (from the no-fit message). Where a plan fits by
+nothing fits, the lowest peak any plan reached (from the no-fit message) and, by every
+accounting, the least excess over the budget among the plans judged by it (Grappler's figures
+are computed only for plans that fit tfswap's accounting, so its least excess is of other plans
+than the lowest peak's). Where a plan fits by
 tfswap's accounting but not by the VirtualCluster's, it lists the buffers live at the
 VirtualCluster's peaks (`tfswap simulate --grappler` of the plan's rewrite).
 
@@ -280,6 +283,31 @@ def live_entry(line):
     return " ".join([f[0], size] + f[3:4])
 
 
+def lowest_by_accounting(stderr):
+    """The no-fit message's per-accounting line as {accounting: [excess GiB, plans]}, the
+    excess negative where a plan fits by that accounting and None where no plan was judged by
+    it; {} when the message has no such line (tfswap's accounting alone)."""
+    m = re.search(r"lowest excess over the budget by each accounting[^\n]*?required\): ([^\n]*)", stderr)
+    if not m:
+        return {}
+    scale = {"B": 2**-30, "KiB": 2**-20, "MiB": 2**-10, "GiB": 1.0, "TiB": 1024.0}
+    out = {}
+    for part in m.group(1).split("; "):
+        e = re.match(r"([a-z-]+): ([0-9.]+) ([KMGT]?i?B) (over|under) \((\d+) plans?\)", part)
+        if e:
+            gib = float(e.group(2)) * scale[e.group(3)]
+            out[e.group(1)] = [round(gib if e.group(4) == "over" else -gib, 4), int(e.group(5))]
+        elif part.endswith(": no plan judged by it"):
+            out[part.split(":")[0]] = None
+    return out
+
+
+def excess_text(by, sep=", "):
+    """The per-accounting excess of a row (lowest_excess_gib), e.g. "tfswap -0.49, VC ns +7.20"."""
+    names = {"tfswap": "tfswap", "grappler-ns": "VC ns", "grappler-us": "VC us"}
+    return sep.join("%s %s" % (names.get(a, a), "%+.2f" % v[0] if v else "not judged") for a, v in by.items())
+
+
 def rewrite(tfswap, src, acc):
     with tempfile.TemporaryDirectory() as tmp:
         rep = os.path.join(tmp, "r.json")
@@ -313,6 +341,12 @@ def rewrite(tfswap, src, acc):
                            lowest_at=g.group(4))
             else:
                 rec["lowest_peak_gib"] = None
+            # How far each accounting alone is from fitting: the smallest excess over the budget by
+            # its figure among the plans judged by it (Grappler's are judged only where tfswap's
+            # fits), which may be other plans than the lowest one above.
+            by = lowest_by_accounting(p.stderr)
+            if by:
+                rec["lowest_excess_gib"] = by
             m = re.search(r"largest activations live then:\n((?:    .*\n?){1,3})", p.stderr)
             # "name size" (GiB, as the rows of earlier runs have it) and, when the message gives
             # it, the op.
@@ -793,8 +827,10 @@ def markdown(data):
                 ": the planned graph has a cycle" if "has a cycle" in r["error"] else "", r["seconds"]))
         else:
             low = r.get("lowest_peak_gib")
-            out.append("| %d (%gx) | %s | %s | no plan | lowest reached %s | - | - | - | %.1f |" % (
-                r["batch"], r["multiple"], r["accounting"], gates, "%.2f" % low if low else "?", r["seconds"]))
+            by = r.get("lowest_excess_gib")
+            out.append("| %d (%gx) | %s | %s | no plan | lowest reached %s | - | %s | - | %.1f |" % (
+                r["batch"], r["multiple"], r["accounting"], gates, "%.2f" % low if low else "?",
+                "least excess GiB: " + excess_text(by) if by else "-", r["seconds"]))
     out.append("")
     for acc in ACCOUNTINGS:
         ok = [r for r in rows if r["accounting"] == acc and r.get("exit") == 0 and r["fits"]]
@@ -841,9 +877,14 @@ def markdown(data):
             for x in r["live"]:
                 f = x.split()
                 live.append("`%s` (%s%s)" % (f[0], f[1], ", " + f[2] if len(f) > 2 else ""))
-            out.append("* %d (%gx), `%s`: %s%s: %s." % (
+            by = r.get("lowest_excess_gib")
+            out.append("* %d (%gx), `%s`: %s%s: %s%s." % (
                 r["batch"], r["multiple"], r["accounting"], what,
-                " at %s" % r["lowest_at"] if r.get("lowest_at") else "", ", ".join(live)))
+                " at %s" % r["lowest_at"] if r.get("lowest_at") else "", ", ".join(live),
+                "; by each accounting alone, the least excess over the budget among the plans judged by it: %s" % (
+                    ", ".join("%s %s" % (a, "%+.2f GiB (%d plans)" % (v[0], v[1]) if v else "not judged (no plan "
+                                         "fits tfswap's accounting, and only those are)") for a, v in by.items()))
+                if by else ""))
     diag = [r for r in rows if r.get("grappler_live")]
     if diag:
         out.append("")
