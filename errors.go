@@ -189,9 +189,12 @@ type NoFitError struct {
 // from fitting: the smallest excess over the budget by its figure among Plans plans judged
 // by it, negative where one of them fits by it; with Plans 0 no plan was judged by it.
 type AccountingExcess struct {
+	// Accounting is the accounting's name, as --fit-accounting spells it.
 	Accounting string
-	Excess     int64
-	Plans      int
+	// Excess is the least excess over the budget by its figure, in bytes.
+	Excess int64
+	// Plans is how many plans were judged by it.
+	Plans int
 }
 
 // LiveTensor is a buffer live on a device at its peak.

@@ -61,9 +61,12 @@ type NoFitError struct {
 // budget by its figure among Plans plans judged by it (negative: one of them fits by it).
 // With no plan judged by it, Plans is 0 and Excess means nothing.
 type AccountingExcess struct {
+	// Accounting is "tfswap", "grappler-ns" or "grappler-us".
 	Accounting string
-	Excess     int64
-	Plans      int
+	// Excess is the least excess over the budget by its figure, in bytes.
+	Excess int64
+	// Plans is how many plans were judged by it.
+	Plans int
 }
 
 // lowestLine says how far each accounting is from fitting (NoFitError.Lowest), or nothing
