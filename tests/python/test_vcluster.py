@@ -203,3 +203,30 @@ def test_value_dead_noop_keeps_nodes_whose_value_is_read(tmp_path, profile_file)
     out = vcluster.check_graph(path, ["train"], prof, 5, value_dead_noop=True)
     assert out["value_dead_noops"] == []
     assert out["devices"]["/device:GPU:0"]["peak_bytes"] == written["devices"]["/device:GPU:0"]["peak_bytes"]
+
+
+def test_default_passes_remove_tuple_identities(tmp_path, profile_file):
+    # tf.tuple's Identities (as tf.gradients makes them) count as buffers of their own in the
+    # VirtualCluster as written; TensorFlow's default Grappler passes remove them before a
+    # real step, and the checker then counts the graph without them.
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [1024], name="x")
+        a = tf.nn.relu(x, name="a")
+        b = tf.math.sigmoid(x, name="b")
+        ta, tb = tf.tuple([a, b], name="t")
+        c = tf.multiply(ta, tb, name="c")
+        with tf.control_dependencies([c]):
+            tf.no_op(name="train")
+    graph = tmp_path / "tuple.pb"
+    graph.write_bytes(g.as_graph_def(add_shapes=True).SerializeToString())
+    prof = vcluster.load_profile(profile_file(V100))
+    written = vcluster.check_graph(str(graph), ["train"], prof, 10)
+    assert "default_passes" not in written
+    live = [t["tensor"] for t in written["devices"]["/device:GPU:0"]["live"]]
+    assert any(t.startswith("t/control_dependency") for t in live), live
+    out = vcluster.check_graph(str(graph), ["train"], prof, 10, default_passes=True)
+    assert out["default_passes"]["identities_removed"] == ["t/control_dependency", "t/control_dependency_1"]
+    gpu = out["devices"]["/device:GPU:0"]
+    assert not any("control_dependency" in t["tensor"] for t in gpu["live"])
+    assert gpu["peak_bytes"] < written["devices"]["/device:GPU:0"]["peak_bytes"]

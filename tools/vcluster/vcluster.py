@@ -316,11 +316,36 @@ def value_dead_as_noops(gd, mg):
     return out, out_mg, made
 
 
-def check_graph(path, fetch, profile, top, budget=None, trace=False, value_dead_noop=False):
+def after_default_passes(gd, mg, devices):
+    """Returns gd and mg as TensorFlow's default Grappler passes leave them before a real step
+    (tf_optimizer.OptimizeGraph with the default ConfigProto, on a cluster of the checker's
+    devices), and the names of the Identity nodes they removed (the dependency optimizer
+    bypasses Identities such as tf.gradients' tuple Identities)."""
+    from tensorflow.core.protobuf import config_pb2, meta_graph_pb2
+    from tensorflow.python.grappler import cluster as gcluster
+    from tensorflow.python.grappler import tf_optimizer
+
+    c = gcluster.Cluster(devices=devices)
+    try:
+        opt = tf_optimizer.OptimizeGraph(config_pb2.ConfigProto(), mg, cluster=c)
+    finally:
+        c.Shutdown()
+    kept = {n.name for n in opt.node}
+    removed = sorted(n.name for n in gd.node if n.op == "Identity" and n.name not in kept)
+    out_mg = meta_graph_pb2.MetaGraphDef()
+    out_mg.CopyFrom(mg)
+    out_mg.graph_def.CopyFrom(opt)
+    return opt, out_mg, removed
+
+
+def check_graph(path, fetch, profile, top, budget=None, trace=False, value_dead_noop=False,
+                default_passes=False):
     """VirtualCluster figures of the graph at path for the fetches: per device the peak by the
     nanosecond and the microsecond reading of the VirtualScheduler's trace and what is live at
     each. With value_dead_noop the nodes Grappler's dependency optimizer makes NoOps are NoOps
-    first (value_dead_as_noops), as they are when TensorFlow runs the step."""
+    first (value_dead_as_noops), as they are when TensorFlow runs the step. With
+    default_passes the graph checked is the one TensorFlow's default Grappler passes make of it
+    (after_default_passes), the Identities they removed listed."""
     import tensorflow as tf
     from tensorflow.core.protobuf import device_properties_pb2 as dp
     from tensorflow.python.grappler import cluster as gcluster
@@ -330,10 +355,13 @@ def check_graph(path, fetch, profile, top, budget=None, trace=False, value_dead_
     made_noops = []
     if value_dead_noop:
         gd, mg, made_noops = value_dead_as_noops(gd, mg)
-    it = gitem.Item(mg)
     devices = [dp.NamedDevice(name=GPU_NAME % i, properties=gpu_properties(profile, CHECKER_MEMORY))
                for i in gpu_indices(gd)]
     devices.append(dp.NamedDevice(name=CPU_NAME, properties=cpu_properties(profile)))
+    nodes_written, removed = len(gd.node), None
+    if default_passes:
+        gd, mg, removed = after_default_passes(gd, mg, devices)
+    it = gitem.Item(mg)
     c = gcluster.Cluster(devices=devices, disable_timeline=False)
     try:
         peaks_us = c.DeterminePeakMemoryUsage(it)
@@ -345,6 +373,8 @@ def check_graph(path, fetch, profile, top, budget=None, trace=False, value_dead_
            "cost_estimate_s": run_time, "devices": {}}
     if value_dead_noop:
         out["value_dead_noops"] = sorted(made_noops)
+    if removed is not None:
+        out["default_passes"] = {"nodes_written": nodes_written, "identities_removed": removed}
     for dev, (peak_tf, _) in sorted(peaks_us.items()):
         peak_tf = max(int(peak_tf), 0)
         ts = tensors.get(dev, [])
@@ -429,6 +459,9 @@ def main(argv=None):
                     help="first make NoOps of the nodes Grappler's dependency optimizer makes "
                          "NoOps before a real step (what tfswap's simulator assumes); default: "
                          "the graph as written")
+    ap.add_argument("--default-passes", action="store_true",
+                    help="check the graph TensorFlow's default Grappler passes make of it before a "
+                         "real step (OptimizeGraph, default ConfigProto), not the graph as written")
     ap.add_argument("graphs", nargs="+")
     args = ap.parse_args(argv)
     profile = load_profile(args.device_file)
@@ -436,7 +469,7 @@ def main(argv=None):
     import tensorflow as tf
     result = {"tensorflow_version": tf.__version__, "profile": profile["name"],
               "graphs": [check_graph(g, fetch, profile, args.top, args.budget, args.trace,
-                                         args.value_dead_noop)
+                                         args.value_dead_noop, args.default_passes)
                          for g in args.graphs]}
     if args.json:
         json.dump(result, sys.stdout, indent=2)
@@ -446,6 +479,10 @@ def main(argv=None):
     over = False
     for g in result["graphs"]:
         print("%s: cost estimate %.3f ms" % (g["path"], g["cost_estimate_s"] * 1e3))
+        if "default_passes" in g:
+            print("  after TensorFlow's default Grappler passes: %d of %d nodes, %d Identities removed"
+                  % (g["nodes"], g["default_passes"]["nodes_written"],
+                     len(g["default_passes"]["identities_removed"])))
         for dev, d in g["devices"].items():
             print("  %-16s peak %s (%d bytes, ns trace, %d tensors live); DeterminePeakMemoryUsage "
                   "%s (%d bytes, us trace, %d tensors)"
