@@ -165,6 +165,10 @@ type NoFitError struct {
 	// Accountings are those the plans had to fit by ("tfswap", "grappler-ns",
 	// "grappler-us"; Options.FitAccounting).
 	Accountings []string
+	// Lowest says, for each of Accountings, how far it alone is from fitting: the smallest
+	// excess over the budget by its figure among the plans judged by it (Grappler's figures
+	// are computed only for plans that fit tfswap's accounting when both are required).
+	Lowest []AccountingExcess
 	// Weights, Slots (optimizer slots), Constants, Workspace (kernel workspace), Activations
 	// and Copies (swapped-in or recomputed copies) are the bytes live at the peak, by kind.
 	Weights, Slots, Constants, Workspace, Activations, Copies int64
@@ -179,6 +183,18 @@ type NoFitError struct {
 	SimulatedNodes int
 
 	msg string
+}
+
+// AccountingExcess is how far one accounting ("tfswap", "grappler-ns", "grappler-us") is
+// from fitting: the smallest excess over the budget by its figure among Plans plans judged
+// by it, negative where one of them fits by it; with Plans 0 no plan was judged by it.
+type AccountingExcess struct {
+	// Accounting is the accounting's name, as --fit-accounting spells it.
+	Accounting string
+	// Excess is the least excess over the budget by its figure, in bytes.
+	Excess int64
+	// Plans is how many plans were judged by it.
+	Plans int
 }
 
 // LiveTensor is a buffer live on a device at its peak.
@@ -202,6 +218,9 @@ func newNoFitError(e *plan.NoFitError) *NoFitError {
 		GrapplerPeakUS: e.GrapplerPeakUS, Accountings: clone(e.Accountings), PeakTime: time.Duration(e.PeakTime), Unswapped: e.Unswapped,
 		Weights: e.Weights, Slots: e.Slots, Constants: e.Constants, Workspace: e.Workspace, Activations: e.Activations, Copies: e.Copies,
 		Advice: clone(e.Advice), Fetch: clone(e.Fetch), SimulatedNodes: e.Simulated, msg: e.Error()}
+	for _, l := range e.Lowest {
+		out.Lowest = append(out.Lowest, AccountingExcess{Accounting: l.Accounting, Excess: l.Excess, Plans: l.Plans})
+	}
 	for _, l := range e.Largest {
 		out.Largest = append(out.Largest, LiveTensor{Name: l.Name, Op: l.Op, Kind: l.Kind, Bytes: l.Bytes, Since: time.Duration(l.Since)})
 	}

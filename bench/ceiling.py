@@ -22,7 +22,10 @@ as `rewrite` judges by default, and at B0+1 it does not), generates ResNet-50
 (`--fit-accounting tfswap`) and by every accounting (`all`, the default, which adds the
 VirtualCluster's figures). It prints a Markdown table: per batch and accounting, whether a plan
 fits, its peaks, simulated overhead, bytes over the host link and the rewrite's wall time; when
-nothing fits, the lowest peak any plan reached (from the no-fit message). Where a plan fits by
+nothing fits, the lowest peak any plan reached (from the no-fit message) and, by every
+accounting, the least excess over the budget among the plans judged by it (Grappler's figures
+are computed only for plans that fit tfswap's accounting, so its least excess is of other plans
+than the lowest peak's). Where a plan fits by
 tfswap's accounting but not by the VirtualCluster's, it lists the buffers live at the
 VirtualCluster's peaks (`tfswap simulate --grappler` of the plan's rewrite).
 
@@ -280,6 +283,31 @@ def live_entry(line):
     return " ".join([f[0], size] + f[3:4])
 
 
+def lowest_by_accounting(stderr):
+    """The no-fit message's per-accounting line as {accounting: [excess GiB, plans]}, the
+    excess negative where a plan fits by that accounting and None where no plan was judged by
+    it; {} when the message has no such line (tfswap's accounting alone)."""
+    m = re.search(r"lowest excess over the budget by each accounting[^\n]*?required\): ([^\n]*)", stderr)
+    if not m:
+        return {}
+    scale = {"B": 2**-30, "KiB": 2**-20, "MiB": 2**-10, "GiB": 1.0, "TiB": 1024.0}
+    out = {}
+    for part in m.group(1).split("; "):
+        e = re.match(r"([a-z-]+): ([0-9.]+) ([KMGT]?i?B) (over|under) \((\d+) plans?\)", part)
+        if e:
+            gib = float(e.group(2)) * scale[e.group(3)]
+            out[e.group(1)] = [round(gib if e.group(4) == "over" else -gib, 4), int(e.group(5))]
+        elif part.endswith(": no plan judged by it"):
+            out[part.split(":")[0]] = None
+    return out
+
+
+def excess_text(by, sep=", "):
+    """The per-accounting excess of a row (lowest_excess_gib), e.g. "tfswap -0.49, VC ns +7.20"."""
+    names = {"tfswap": "tfswap", "grappler-ns": "VC ns", "grappler-us": "VC us"}
+    return sep.join("%s %s" % (names.get(a, a), "%+.2f" % v[0] if v else "not judged") for a, v in by.items())
+
+
 def rewrite(tfswap, src, acc):
     with tempfile.TemporaryDirectory() as tmp:
         rep = os.path.join(tmp, "r.json")
@@ -313,6 +341,12 @@ def rewrite(tfswap, src, acc):
                            lowest_at=g.group(4))
             else:
                 rec["lowest_peak_gib"] = None
+            # How far each accounting alone is from fitting: the smallest excess over the budget by
+            # its figure among the plans judged by it (Grappler's are judged only where tfswap's
+            # fits), which may be other plans than the lowest one above.
+            by = lowest_by_accounting(p.stderr)
+            if by:
+                rec["lowest_excess_gib"] = by
             m = re.search(r"largest activations live then:\n((?:    .*\n?){1,3})", p.stderr)
             # "name size" (GiB, as the rows of earlier runs have it) and, when the message gives
             # it, the op.
@@ -732,13 +766,41 @@ committed), at least 7.2 GiB over the budget. The 15.13 GiB the table gives for 
 lowest peak by tfswap's accounting of a plan that misses it, whose Grappler figures are never computed; by the
 VirtualCluster's accounting 8x is several GiB further off.
 
+Each accounting's least excess (ea67228; simulated v100-16gb, `--gate-kind reduce`, the 6x, 8x and 10x rows
+re-planned at ea67228, rewrite times at load 8.5 to 9.5 on the two shared cores). The no-fit message now
+also gives, per accounting required, the least excess over the budget among the plans judged by it (the table's
+"least excess" and the notes above). At 8x by all accountings: tfswap's -1.51 GiB (28 plans, a plan fits it at
+13.47 GiB), the nanosecond figure's -1.69 GiB (a plan fits it at 13.28 GiB) and the microsecond figure's
++7.16 GiB (22.13 GiB), Grappler's figures of 3 plans (those that fit tfswap's accounting): no plan evaluated fits every accounting, and the microsecond figure, 7.16 GiB over, is
+the one furthest off. At 10x no plan fits tfswap's accounting (+1.81 GiB), so Grappler's figures are judged
+for none.
+
+Do the tuple Identities reach the real step? (2026-11-29; TensorFlow 2.18 in the venv, on the 6x +72.0% rewrite
+by tfswap's accounting at 0766a0d, fetch `train`.) `tf_optimizer.OptimizeGraph` with the default
+`ConfigProto` (the default RewriterConfig a session runs before a step), given the VirtualCluster's v100-16gb
+devices (16 GiB) as its cluster or the local one, removes all 301 `tf.gradients` tuple Identities
+(`.../tuple/control_dependency*`; 478 Identities before, 16 after: tfswap's swap copies) and keeps all 350 of
+tfswap's nodes (swaps, recomputations and `L2Loss` gates); the dependency optimizer alone removes them too. So
+the two extra 3.32 GiB buffers the VirtualCluster counts at `stage2/block3`'s last batch-norm gradient are not
+in the graph TensorFlow runs. The VirtualCluster (`tools/vcluster/vcluster.py`) on the optimized graph
+still reads 17,823,140,888 bytes (16.60 GiB) by the nanosecond figure, 286,844 bytes below the graph as written
+(17,823,427,732), and the same by the microsecond figure (18,714,556,572 as written, 17.43 GiB: the 1 ns
+Identities' microsecond is gone). The peak moves to `stage2/block3/conv1`'s input gradient at 3.60 s, with
+five 3.32 GiB buffers again: the `AddN` of block3's input gradient, its two addends (`conv1`'s
+`Conv2DBackpropInput`, `block3/out`'s `ReluGrad`), `block2/out`'s `ReluGrad` and the recomputed
+`stage2/block2/out` (the `ReluGrad`'s inputs). The VirtualCluster never forwards a buffer (docs/SIMULATOR.md);
+whether TensorFlow's kernels forward these in a real step was not measured here. So removing the Identities lowers the microsecond figure by 0.83 GiB but
+leaves the nanosecond one; by the VirtualCluster's accounting the 6x plan stays 1.63 GiB over the budget
+after the default passes. The bench's judge is unchanged (it judges the graph as written).
+
 The anchor. The adaptive-window paper (`../shared/papers/out-of-core-adaptive-window.txt`) measured 7.5x at
 55% of in-core speed on a V100 16 GB connected to the CPU by two NVLinks (50 GB/s each), swapping everything,
 with its own allocator, under no VirtualCluster accounting. On tfswap's closest profile, `v100-16gb-nvlink`
 (NVLink 2.0 to a POWER9 host, 40.6 GB/s each way), `bench/ceiling.py --device v100-16gb-nvlink` gives NVLINK.
 The target is missed on `v100-16gb`: by tfswap's accounting 6x B0 now fits at +72.0% (since 3a1765b, above), but
 by all accountings the largest batch is 6x B0 with `L2Loss` gates (+339.1%;
-with `Identity` gates 4x, +137.0%, and none from 5x on); none at 8x, lowest 15.13 GiB by tfswap's own accounting
+with `Identity` gates 4x, +137.0%, and none from 5x on); none at 8x, lowest 15.13 GiB by tfswap's own accounting (each accounting's least excess: tfswap's -1.51, the
+nanosecond figure's -1.69 and the microsecond figure's +7.16 GiB)
 (16.79 GiB in the residual blocks' gradients before the tuple-order pass; now in the forward pass, `stage4`'s
 saved activations); by tfswap's, 8x B0 (+1276.0% at d808eec, +1382.0% at c3ff82c, +1379.9% at 65bb28a),
 bound in overhead by the host link (at least 63 GiB of the 8x excess would have to be
@@ -793,8 +855,10 @@ def markdown(data):
                 ": the planned graph has a cycle" if "has a cycle" in r["error"] else "", r["seconds"]))
         else:
             low = r.get("lowest_peak_gib")
-            out.append("| %d (%gx) | %s | %s | no plan | lowest reached %s | - | - | - | %.1f |" % (
-                r["batch"], r["multiple"], r["accounting"], gates, "%.2f" % low if low else "?", r["seconds"]))
+            by = r.get("lowest_excess_gib")
+            out.append("| %d (%gx) | %s | %s | no plan | lowest reached %s | - | %s | - | %.1f |" % (
+                r["batch"], r["multiple"], r["accounting"], gates, "%.2f" % low if low else "?",
+                "least excess GiB: " + excess_text(by) if by else "-", r["seconds"]))
     out.append("")
     for acc in ACCOUNTINGS:
         ok = [r for r in rows if r["accounting"] == acc and r.get("exit") == 0 and r["fits"]]
@@ -841,9 +905,14 @@ def markdown(data):
             for x in r["live"]:
                 f = x.split()
                 live.append("`%s` (%s%s)" % (f[0], f[1], ", " + f[2] if len(f) > 2 else ""))
-            out.append("* %d (%gx), `%s`: %s%s: %s." % (
+            by = r.get("lowest_excess_gib")
+            out.append("* %d (%gx), `%s`: %s%s: %s%s." % (
                 r["batch"], r["multiple"], r["accounting"], what,
-                " at %s" % r["lowest_at"] if r.get("lowest_at") else "", ", ".join(live)))
+                " at %s" % r["lowest_at"] if r.get("lowest_at") else "", ", ".join(live),
+                "; by each accounting alone, the least excess over the budget among the plans judged by it: %s" % (
+                    ", ".join("%s %s" % (a, "%+.2f GiB (%d plans)" % (v[0], v[1]) if v else "not judged (no plan "
+                                         "fits tfswap's accounting, and only those are)") for a, v in by.items()))
+                if by else ""))
     diag = [r for r in rows if r.get("grappler_live")]
     if diag:
         out.append("")

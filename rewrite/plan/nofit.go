@@ -28,7 +28,12 @@ type NoFitError struct {
 	// fails only by the VirtualCluster's rules.
 	GrapplerPeak, GrapplerPeakUS int64
 	// Accountings are those the plan had to fit by (ParseFitAccounting).
-	Accountings               []string
+	Accountings []string
+	// Lowest is, for each of Accountings, the smallest excess over the budget by its figure
+	// among the plans evaluated that were judged by it: how far that accounting alone is
+	// from fitting, which may be another plan than the one Peak is of. Grappler's figures
+	// are computed only for plans that fit tfswap's accounting when that is required too.
+	Lowest                    []AccountingExcess
 	PeakTime                  int64
 	Weights, Slots, Constants int64
 	Workspace, Activations    int64
@@ -50,6 +55,46 @@ type NoFitError struct {
 	// that plan; TupleOrders are those of the tuple-order pass among them.
 	Orders      []rewrite.OrderEdge
 	TupleOrders []rewrite.OrderEdge
+}
+
+// AccountingExcess is how far one accounting is from fitting: the smallest excess over the
+// budget by its figure among Plans plans judged by it (negative: one of them fits by it).
+// With no plan judged by it, Plans is 0 and Excess means nothing.
+type AccountingExcess struct {
+	// Accounting is "tfswap", "grappler-ns" or "grappler-us".
+	Accounting string
+	// Excess is the least excess over the budget by its figure, in bytes.
+	Excess int64
+	// Plans is how many plans were judged by it.
+	Plans int
+}
+
+// lowestLine says how far each accounting is from fitting (NoFitError.Lowest), or nothing
+// when tfswap's alone is required (the first line says it then).
+func (e *NoFitError) lowestLine() string {
+	if len(e.Lowest) < 2 {
+		return ""
+	}
+	var parts []string
+	for _, l := range e.Lowest {
+		switch {
+		case l.Plans == 0:
+			parts = append(parts, fmt.Sprintf("%s: no plan judged by it", l.Accounting))
+		case l.Excess > 0:
+			parts = append(parts, fmt.Sprintf("%s: %s over (%s)", l.Accounting, units.FormatBytes(l.Excess), plans(l.Plans)))
+		default:
+			parts = append(parts, fmt.Sprintf("%s: %s under (%s)", l.Accounting, units.FormatBytes(-l.Excess), plans(l.Plans)))
+		}
+	}
+	return fmt.Sprintf("  lowest excess over the budget by each accounting among the plans judged by it (Grappler's figures are computed only for plans that fit tfswap's accounting, when both are required): %s\n", strings.Join(parts, "; "))
+}
+
+// plans is "n plans", or "1 plan".
+func plans(n int) string {
+	if n == 1 {
+		return "1 plan"
+	}
+	return fmt.Sprintf("%d plans", n)
 }
 
 // grapplerOver says whether only Grappler's figures keep the plan from fitting: tfswap's
@@ -88,6 +133,7 @@ func (e *NoFitError) Error() string {
 		fmt.Fprintf(&w, "no plan fits %s within %s (strategy %s): the smallest peak any plan reached is %s at %s into the step (unswapped: %s)\n",
 			e.Device, b(e.Budget), e.Strategy, b(e.Peak), cost.FormatDuration(e.PeakTime), b(e.Unswapped))
 	}
+	w.WriteString(e.lowestLine())
 	tuple := map[rewrite.OrderEdge]bool{}
 	var ts []string
 	for _, o := range e.TupleOrders {
@@ -179,6 +225,11 @@ func (pr *planRun) noFit(strategy string, ev *Evaluation) error {
 	e := &NoFitError{Strategy: strategy, Device: dp.Name, Budget: dp.Budget, Peak: dp.Peak, GrapplerPeak: dp.GrapplerPeak,
 		GrapplerPeakUS: dp.GrapplerPeakUS, Accountings: pr.fit.names(), PeakTime: dp.PeakTime,
 		Fetch: pr.simOpts.Fetch, Simulated: pr.Base.Result.Simulated}
+	for i, acc := range []string{"tfswap", "grappler-ns", "grappler-us"} {
+		if e.requires(acc) {
+			e.Lowest = append(e.Lowest, AccountingExcess{Accounting: acc, Excess: pr.lowBy[i].excess, Plans: pr.lowBy[i].plans})
+		}
+	}
 	base := pr.Base
 	if pr.original != nil {
 		base = pr.original // the graph before recomputation

@@ -324,9 +324,12 @@ type planRun struct {
 	// Explain collects the reasoning per tensor when Opts.Explain is set.
 	Explain *Explainer
 	// cache holds every plan evaluated, by planKey.
-	cache    map[string]*Evaluation
-	best     *Evaluation // best evaluated so far (any strategy)
-	lowest   *Evaluation // lowest excess evaluated so far
+	cache  map[string]*Evaluation
+	best   *Evaluation // best evaluated so far (any strategy)
+	lowest *Evaluation // lowest excess evaluated so far
+	// lowBy is, per accounting (tfswap's, Grappler's nanosecond and microsecond figures),
+	// the smallest excess over the budget among the plans evaluated that were judged by it.
+	lowBy    [3]accountingLow
 	sims     int
 	gsims    int    // of which by Grappler's accounting
 	strategy string // the planner running, for Evaluation.Strategy
@@ -630,6 +633,47 @@ func (pr *planRun) note(ev *Evaluation) {
 	}
 	if pr.lowest == nil || ev.Excess < pr.lowest.Excess {
 		pr.lowest = ev
+	}
+	pr.noteAccountings(ev)
+}
+
+// accountingLow is the smallest excess over the budget by one accounting among the plans
+// evaluated that were judged by it, and how many those were.
+type accountingLow struct {
+	excess int64
+	plans  int
+}
+
+// noteAccountings remembers, per accounting, the smallest excess of ev over the budget by
+// its figures: the largest over the compute devices of that figure less the device's budget.
+// Grappler's figures count only where they were computed (for plans that fit tfswap's
+// accounting when that is required too); the margin of the "both" accounting is not added.
+func (pr *planRun) noteAccountings(ev *Evaluation) {
+	if len(ev.Devices) == 0 {
+		return
+	}
+	var x [3]int64
+	var judged [3]bool
+	for i := range x {
+		x[i] = -1 << 62
+	}
+	for _, d := range ev.Devices {
+		for i, peak := range [3]int64{d.Peak, d.GrapplerPeak, d.GrapplerPeakUS} {
+			if i == 0 || peak > 0 {
+				judged[i] = true
+				x[i] = max(x[i], peak-d.Budget)
+			}
+		}
+	}
+	for i := range x {
+		if !judged[i] {
+			continue
+		}
+		l := &pr.lowBy[i]
+		if l.plans == 0 || x[i] < l.excess {
+			l.excess = x[i]
+		}
+		l.plans++
 	}
 }
 

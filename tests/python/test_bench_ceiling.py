@@ -86,3 +86,26 @@ def test_merge_replaces_only_the_rungs_run_again():
         assert "B0 99" in str(e)
     else:
         raise AssertionError("a saved run of another B0 was merged")
+
+
+def test_no_fit_message_gives_each_accountings_least_excess():
+    # The golden no-fit message of the residual fixture (no plan fits tfswap's accounting, so
+    # Grappler's judged none), and a line where tfswap's fits and Grappler's do not.
+    golden = (ROOT / "rewrite" / "plan" / "testdata" / "plans" / "nofit_resnet_auto.golden").read_text()
+    by = ceiling.lowest_by_accounting(golden)
+    assert list(by) == ["tfswap", "grappler-ns", "grappler-us"]
+    assert by["tfswap"][0] > 0 and by["tfswap"][1] > 0 and by["grappler-ns"] is None, by
+    line = ("  lowest excess over the budget by each accounting among the plans judged by it (Grappler's figures "
+            "are computed only for plans that fit tfswap's accounting, when both are required): tfswap: 512.0 MiB "
+            "under (40 plans); grappler-ns: 7.20 GiB over (31 plans); grappler-us: 1.0 GiB over (1 plan)\n")
+    by = ceiling.lowest_by_accounting(line)
+    assert by == {"tfswap": [-0.5, 40], "grappler-ns": [7.2, 31], "grappler-us": [1.0, 1]}, by
+    assert ceiling.lowest_by_accounting("no plan fits x within 1 GiB (strategy auto): ...") == {}
+    data = {"b0": 100, "b0_checked": True, "budget": 15 << 30, "resident": 1 << 28, "op_bound_bytes": 5 << 30,
+            "op_bound_op": "g (FusedBatchNormGradV3)", "bound_batch": 295, "commit": "abc",
+            "rows": [dict(accounting="all", exit=1, fits=False, lowest_peak_gib=15.13, multiple=8.0, batch=800,
+                          seconds=2.0, gate_kind="reduce", live=["a:0 4.43 Relu"], lowest_excess_gib=by)]}
+    md = ceiling.markdown(data)
+    assert ("| 800 (8x) | all | reduce | no plan | lowest reached 15.13 | - | least excess GiB: tfswap -0.50, "
+            "VC ns +7.20, VC us +1.00 | - | 2.0 |") in md, md
+    assert "grappler-ns +7.20 GiB (31 plans)" in md
