@@ -176,3 +176,41 @@ func TestSetupCacheSharesGraphFacts(t *testing.T) {
 		t.Errorf("another graph took the facts of the first")
 	}
 }
+
+// TestSetupCacheRelease checks that Release empties a warmed cache's tables (estimates by
+// both accountings, NoOp answers, name order, graph facts) and that simulations with the
+// released cache still match those without one.
+func TestSetupCacheRelease(t *testing.T) {
+	g := constGradGraph(t)
+	p := unitProfile()
+	c := NewSetupCache(g, p)
+	train := []string{"train"}
+	for i := 0; i < cacheUsesBefore+2; i++ {
+		for _, conv := range []Conventions{{}, GrapplerConventions()} {
+			if _, err := Simulate(g, p, Options{Fetch: train, Conventions: conv, Setup: c}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if c.est[0] == nil || c.est[1] == nil || c.byName == nil || c.facts.g.Value() == nil {
+		t.Fatalf("the cache was not warmed: estimates %v/%v, names %v, facts %v", c.est[0] != nil, c.est[1] != nil, c.byName != nil, c.facts.g.Value() != nil)
+	}
+	c.Release()
+	if c.est[0] != nil || c.est[1] != nil || c.convertible != nil || c.byName != nil || c.facts.g.Value() != nil || c.facts.fanin != nil {
+		t.Fatal("Release left a table of the graph's size")
+	}
+	for _, conv := range []Conventions{{}, GrapplerConventions()} {
+		r, err := Simulate(g, p, Options{Fetch: train, Conventions: conv, Setup: c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fresh, err := Simulate(g, p, Options{Fetch: train, Conventions: conv})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Options.Setup = nil
+		if !reflect.DeepEqual(r, fresh) {
+			t.Fatalf("%s: the simulation with the released cache differs from one without", ConventionsName(conv))
+		}
+	}
+}

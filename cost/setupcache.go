@@ -77,6 +77,19 @@ func (c *SetupCache) factsFor(g *graphdef.Graph, fetch []string) *graphFacts {
 	return &c.facts
 }
 
+// Release empties c's tables (the estimates, the NoOp answers, the name order and the facts
+// about the last graph), so that a cache that results still refer to (Options.Setup) holds
+// no memory the size of the graph once planning is done. A later simulation with c works
+// them out again, with the same results.
+func (c *SetupCache) Release() {
+	if c == nil {
+		return
+	}
+	c.est = [2][]nodeSetup{}
+	c.convertible, c.byName = nil, nil
+	c.facts = graphFacts{}
+}
+
 // Hits returns how many node estimates simulations took from c (0 for a nil cache).
 func (c *SetupCache) Hits() int {
 	if c == nil {

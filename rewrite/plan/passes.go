@@ -512,6 +512,15 @@ func passGrapplerReport(st *planState) error {
 // passApply performs the chosen plan on the graph planned (the input, or the input with
 // the chosen recomputations).
 func passApply(st *planState) error {
+	if !st.po.Explain {
+		// Planning is over: its indices, fast model and set-up caches are garbage before the
+		// rewritten graph is built and written (on a large graph the end of the rewrite held
+		// the most live memory). The explanation reads them after this pass.
+		st.pr.release()
+		if st.final.pr != st.pr {
+			st.final.pr.release()
+		}
+	}
 	res, err := rewrite.Apply(st.final.model, st.final.a, st.final.pr.placed(st.final.ev.Plan))
 	if err != nil {
 		return err

@@ -1131,6 +1131,9 @@ func (pr *planRun) release() {
 // timeline.
 func (pr *Problem) release() {
 	pr.timing, pr.buffers, pr.bufOf, pr.fast, pr.seqs, pr.lms, pr.memos = nil, nil, nil, nil, nil, nil, nil
+	// The evaluations' results keep the set-up cache in their options: its tables are let go.
+	pr.simOpts.Setup.Release()
+	pr.Analysis.Setup.Release()
 	pr.simOpts.Setup, pr.Analysis.Setup = nil, nil
 	if pr.Base != nil && pr.Base.Result != nil {
 		r := *pr.Base.Result
