@@ -168,6 +168,10 @@ type Evaluation struct {
 	Transferred int64
 	// Strategy names the planner that made the plan.
 	Strategy string
+	// unjudged is set when Grappler's accountings, which the plan was required to fit by
+	// too, were left out because a plan that fits was already faster (evaluateBeaten): Fits
+	// then says only that tfswap's accounting fits.
+	unjudged bool
 }
 
 // DevicePeak is one compute device's simulated peak and its budget.
@@ -339,6 +343,12 @@ type planRun struct {
 	keep     bool
 	kept     *rewrite.Built
 	keptPlan *rewrite.Plan
+	// beaten, when above 0, is the step time of a plan that fits (evaluateBeaten): a plan
+	// slower than it by tfswap's accounting is not judged by Grappler's.
+	beaten int64
+	// noted, when set, collects the outcomes note sees (runRequired replays them in the
+	// order of the strategies required).
+	noted *[]*Evaluation
 }
 
 // newRun starts a planning of pr by strategy: its cache holds the unswapped step, which is
@@ -607,6 +617,39 @@ func (pr *planRun) evaluateNew(plan *rewrite.Plan, key string) (*Evaluation, *gr
 	return ev, g, nil
 }
 
+// skipBeatenGrappler says whether evaluateBeaten leaves out Grappler's accountings for a
+// plan a plan that fits is already faster than. Tests turn it off to compare.
+var skipBeatenGrappler = true
+
+// evaluateBeaten is Evaluate for a plan that is kept only if it is better than bar, a plan
+// that fits, judged in full, and is compared with it under better (auto's budget-independent
+// strategies on a graph past its effort bound, runRequired): when the plan fits by tfswap's
+// accounting but its step is longer than bar's, Grappler's accountings, which could only
+// make it not fit, cannot make it better than bar, so they are left out and the outcome is
+// marked unjudged, neither cached nor noted (another search could read its Fits). Its
+// figures by tfswap's accounting are those Evaluate returns. With bar nil (or not fitting),
+// or no Grappler accounting required besides tfswap's, it is Evaluate.
+func (pr *planRun) evaluateBeaten(plan *rewrite.Plan, bar *Evaluation) (*Evaluation, error) {
+	if !skipBeatenGrappler || bar == nil || !bar.Fits || bar.unjudged || bar.StepTime <= 0 || !pr.fit.tfswap || !pr.fit.grappler() {
+		return pr.Evaluate(plan)
+	}
+	key := planKey(plan)
+	if ev, ok := pr.cache[key]; ok {
+		return ev, nil
+	}
+	pr.beaten = bar.StepTime
+	ev, _, _, err := pr.simulateGraph(plan, nil, false)
+	pr.beaten = 0
+	if err != nil {
+		return nil, err
+	}
+	if !ev.unjudged {
+		pr.cache[key] = ev
+		pr.note(ev)
+	}
+	return ev, nil
+}
+
 // evaluateTimed simulates plan with its timeline and returns the outcome and the timing of
 // the original nodes in the planned graph.
 func (pr *planRun) evaluateTimed(plan *rewrite.Plan) (*Evaluation, *timing, error) {
@@ -628,6 +671,9 @@ func (pr *planRun) evaluateTimed(plan *rewrite.Plan) (*Evaluation, *timing, erro
 
 // note remembers the best and the lowest-peak outcomes seen.
 func (pr *planRun) note(ev *Evaluation) {
+	if pr.noted != nil {
+		*pr.noted = append(*pr.noted, ev)
+	}
 	if better(ev, pr.best) {
 		pr.best = ev
 	}
@@ -745,7 +791,9 @@ func (pr *planRun) simulateGraph(plan *rewrite.Plan, g *graphdef.Graph, timeline
 	}
 	// Grappler's figures are computed for plans that fit by tfswap's accounting (the cheaper
 	// judge first), or for every plan when that is not required.
-	if pr.fit.grappler() && (ev.Fits || !pr.fit.tfswap) {
+	// A plan slower than pr.beaten, a plan that fits, is left unjudged (evaluateBeaten).
+	ev.unjudged = pr.fit.grappler() && pr.fit.tfswap && ev.Fits && pr.beaten > 0 && ev.StepTime > pr.beaten
+	if pr.fit.grappler() && (ev.Fits || !pr.fit.tfswap) && !ev.unjudged {
 		if !pr.fit.tfswap {
 			ev.Excess = -1 << 62
 		}

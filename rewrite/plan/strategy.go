@@ -25,6 +25,10 @@ type Strategy struct {
 	Requires []*Strategy
 	// Run plans for pass.Problem's budgets.
 	Run func(pass *Pass) (*Evaluation, error)
+	// budgetFree says the strategy makes one plan whatever the budget and returns it as its
+	// outcome (vdnn-all, vdnn-conv): on a graph past auto's effort bound runRequired runs it
+	// after the others, with the best of theirs that fits as Pass.bar.
+	budgetFree bool
 }
 
 // Pass is one run of a Strategy on a Problem.
@@ -45,6 +49,10 @@ type Pass struct {
 	// strategy with a cheaper form runs that (window: one window size, the budget, instead
 	// of tuning the size). runRequired hands it to the strategies it runs.
 	scale bool
+	// bar, when set, is the best plan that fits of the required strategies run before this
+	// one (Pass.scale only): a budget-free strategy's plan slower than it cannot be chosen, so
+	// it is not judged by Grappler's accountings (planRun.evaluateBeaten).
+	bar *Evaluation
 }
 
 // plan runs s in the planning run r.
@@ -66,21 +74,89 @@ func (s *Strategy) planOnly(r *planRun, only map[string]bool) (*Evaluation, erro
 func (pass *Pass) runRequired() ([]*Evaluation, error) {
 	pr := pass.run
 	dbg := readPassDebug() // its names checked by planPrepared
-	var out []*Evaluation
-	for _, s := range pass.Strategy.Requires {
-		if pass.only != nil && !pass.only[s.Name] {
-			continue
+	req := pass.Strategy.Requires
+	evs := make([]*Evaluation, len(req))
+	var bar *Evaluation
+	order, moved := pass.requiredOrder()
+	// Moved strategies change the order of the evaluations, and the best and lowest outcomes
+	// so far keep the first of equals: each strategy's are collected and noted again below in
+	// the order of Requires.
+	var noted [][]*Evaluation
+	best0, lowest0 := pr.best, pr.lowest
+	if moved {
+		noted = make([][]*Evaluation, len(req))
+		defer func() { pr.noted = nil }()
+	}
+	for _, i := range order {
+		s := req[i]
+		if moved {
+			pr.noted = &noted[i]
 		}
 		t0, sims := time.Now(), pr.sims
 		pr.strategy = s.Name
-		ev, err := s.Run(&Pass{Strategy: s, Problem: pr.Problem, run: pr, scale: pass.scale})
+		sub := &Pass{Strategy: s, Problem: pr.Problem, run: pr, scale: pass.scale}
+		if pass.scale && s.budgetFree {
+			sub.bar = bar
+		}
+		ev, err := s.Run(sub)
 		if err != nil {
 			return nil, err
 		}
 		dbg.report(requiredPassName(pass.Strategy, s), t0, pr.sims-sims, func(w io.Writer) { dumpEvaluation(w, ev, 0, pr.sims) })
-		out = append(out, ev)
+		evs[i] = ev
+		if ev != nil && ev.Fits && !ev.unjudged && better(ev, bar) {
+			bar = ev
+		}
+	}
+	if moved {
+		pr.noted = nil
+		pr.best, pr.lowest = best0, lowest0
+		for _, l := range noted {
+			for _, ev := range l {
+				if better(ev, pr.best) {
+					pr.best = ev
+				}
+				if pr.lowest == nil || ev.Excess < pr.lowest.Excess {
+					pr.lowest = ev
+				}
+			}
+		}
+	}
+	var out []*Evaluation
+	for i, s := range req {
+		if pass.only != nil && !pass.only[s.Name] {
+			continue
+		}
+		out = append(out, evs[i])
+		pr.strategy = s.Name
 	}
 	return out, nil
+}
+
+// requiredOrder returns the indices in pass.Strategy.Requires of the strategies runRequired
+// runs (those in pass.only, when set), in the order it runs them, and whether that differs
+// from Requires' order: on a graph past auto's effort bound (pass.scale) the budget-free
+// strategies run last, so that they can be held to the best plan of the others (Pass.bar).
+// The outcomes are returned, and so compared, in Requires' order all the same.
+func (pass *Pass) requiredOrder() ([]int, bool) {
+	var first, last []int
+	for i, s := range pass.Strategy.Requires {
+		if pass.only != nil && !pass.only[s.Name] {
+			continue
+		}
+		if pass.scale && s.budgetFree {
+			last = append(last, i)
+		} else {
+			first = append(first, i)
+		}
+	}
+	order := append(first, last...)
+	for k, i := range order {
+		if k > 0 && i < order[k-1] {
+			return order, true
+		}
+	}
+	return order, false
 }
 
 // requiredPassName names the run of required strategy r within s for timing and

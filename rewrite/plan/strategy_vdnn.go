@@ -35,7 +35,12 @@ const (
 	vdnnDyn
 )
 
-type vdnnPlanner struct{ policy vdnnPolicy }
+// vdnnPlanner plans by one of vDNN's policies. bar, when set, is a plan that fits that
+// vDNN_all's or vDNN_conv's plan is kept only if better than (Pass.bar).
+type vdnnPlanner struct {
+	policy vdnnPolicy
+	bar    *Evaluation
+}
 
 // vdnnAllStrategy, vdnnConvStrategy and vdnnDynStrategy are the three vDNN policies
 // (vdnnPlanner).
@@ -43,12 +48,18 @@ var (
 	vdnnAllStrategy = &Strategy{
 		Name: "vdnn-all",
 		Doc:  "vDNN_all (Rhu et al., MICRO'16): offload the input feature maps of every layer (op with a kernel) that are reused in the backward pass; prefetch during the backward computation of the layer after, never past the closest convolution",
-		Run:  func(pass *Pass) (*Evaluation, error) { return vdnnPlanner{policy: vdnnAll}.Plan(pass.run) },
+		Run: func(pass *Pass) (*Evaluation, error) {
+			return vdnnPlanner{policy: vdnnAll, bar: pass.bar}.Plan(pass.run)
+		},
+		budgetFree: true,
 	}
 	vdnnConvStrategy = &Strategy{
 		Name: "vdnn-conv",
 		Doc:  "vDNN_conv (Rhu et al., MICRO'16): offload only the input feature maps of convolutions; prefetch as vdnn-all",
-		Run:  func(pass *Pass) (*Evaluation, error) { return vdnnPlanner{policy: vdnnConv}.Plan(pass.run) },
+		Run: func(pass *Pass) (*Evaluation, error) {
+			return vdnnPlanner{policy: vdnnConv, bar: pass.bar}.Plan(pass.run)
+		},
+		budgetFree: true,
 	}
 	vdnnDynStrategy = &Strategy{
 		Name: "vdnn-dyn",
@@ -138,7 +149,14 @@ func (p vdnnPlanner) Plan(pr *planRun) (*Evaluation, error) {
 	static := func(conv bool) (*Evaluation, []*choice, error) {
 		cs := pr.vdnnChoices(conv)
 		plan, _ := pr.buildPlan(cs, rule)
-		ev, err := pr.Evaluate(pr.vdnnSync(plan))
+		var ev *Evaluation
+		var err error
+		if p.policy == vdnnDyn {
+			// vDNN_dyn reads the fit of its static plans: they are judged in full.
+			ev, err = pr.Evaluate(pr.vdnnSync(plan))
+		} else {
+			ev, err = pr.evaluateBeaten(pr.vdnnSync(plan), p.bar)
+		}
 		return ev, cs, err
 	}
 	switch p.policy {
