@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"strconv"
 	"testing"
 
 	"github.com/tfswap/tfswap/cost"
@@ -8,6 +9,19 @@ import (
 	"github.com/tfswap/tfswap/rewrite"
 	"github.com/tfswap/tfswap/testmodels/synth"
 )
+
+// synthV100 returns bench/scale.py's synthetic residual training graph of n nodes (source
+// "synthN"), the v100-16gb profile and the simulation options that fetch its training step.
+func synthV100(t *testing.T, n int) (*graphdef.Model, *cost.Profile, cost.Options) {
+	t.Helper()
+	m := graphdef.NewModel(synth.Generate(synth.Config{Nodes: n}))
+	m.Source = "synth" + strconv.Itoa(n)
+	v100, err := cost.LookupProfile("v100-16gb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, v100, cost.Options{Fetch: []string{"train"}}
+}
 
 // TestBeatenSkipSamePlan: on a graph past auto's effort bound, runRequired runs window
 // before vdnn-all and vdnn-conv and leaves Grappler's accountings out for a vDNN plan slower
@@ -19,13 +33,7 @@ func TestBeatenSkipSamePlan(t *testing.T) {
 	if testing.Short() {
 		t.Skip("plans a synthetic graph at several budgets, twice each")
 	}
-	m := graphdef.NewModel(synth.Generate(synth.Config{Nodes: 400}))
-	m.Source = "synth400"
-	v100, err := cost.LookupProfile("v100-16gb")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sim := cost.Options{Fetch: []string{"train"}}
+	m, v100, sim := synthV100(t, 400)
 	base, err := RewriteWithPlanner(m, rewrite.Options{}, PlanOptions{Profile: v100, Budget: 1 << 50, Sim: sim})
 	if err != nil {
 		t.Fatal(err)
@@ -68,13 +76,7 @@ func TestBeatenSkipSamePlan(t *testing.T) {
 // faster; against a bar as slow as the plan, or one that does not fit, or none, it judges the
 // plan in full, as Evaluate does, and caches it.
 func TestEvaluateBeatenJudges(t *testing.T) {
-	m := graphdef.NewModel(synth.Generate(synth.Config{Nodes: 200}))
-	m.Source = "synth200"
-	v100, err := cost.LookupProfile("v100-16gb")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sim := cost.Options{Fetch: []string{"train"}}
+	m, v100, sim := synthV100(t, 200)
 	g, err := graphdef.NewGraph(m.Graph, "synth200")
 	if err != nil {
 		t.Fatal(err)

@@ -5,10 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tfswap/tfswap/cost"
 	"github.com/tfswap/tfswap/graphdef"
 	"github.com/tfswap/tfswap/rewrite"
-	"github.com/tfswap/tfswap/testmodels/synth"
 )
 
 // TestSearchEffortRule: auto's effort rule (PlanOptions.SearchCandidates) bounds the search
@@ -21,13 +19,7 @@ func TestSearchEffortRule(t *testing.T) {
 	if testing.Short() {
 		t.Skip("plans a synthetic graph three times")
 	}
-	m := graphdef.NewModel(synth.Generate(synth.Config{Nodes: 400}))
-	m.Source = "synth400"
-	v100, err := cost.LookupProfile("v100-16gb")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sim := cost.Options{Fetch: []string{"train"}}
+	m, v100, sim := synthV100(t, 400)
 	base, err := RewriteWithPlanner(m, rewrite.Options{}, PlanOptions{Profile: v100, Budget: 1 << 50, Sim: sim})
 	if err != nil {
 		t.Fatal(err)
