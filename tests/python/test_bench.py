@@ -137,3 +137,119 @@ def test_a_crashing_task_fails_alone():
     for i in (0, 1, 3, 4, 5):
         assert by_n[i]["error"] is None and by_n[i]["result"] == {"n": i}, (by_n[i], logs)
     assert any("a worker died" in line for line in logs), logs
+
+
+class FakeTfswap:
+    """FakeTfswap stands for bench/run.py's Tfswap with made-up figures: `rewrite` writes a
+    plan (and a --report with report_peaks), `simulate` returns peaks[threshold] (tfswap's peak
+    and step time) or, with grappler=True, grappler[threshold] (the nanosecond and microsecond
+    readings), where threshold is the --swapout-threshold a candidate was made with (None for
+    a rewrite without one)."""
+
+    timeout = 60
+
+    def __init__(self, peaks, grappler, report_peaks=None):
+        self.peaks, self.grappler, self.report_peaks = peaks, grappler, report_peaks
+        self.grappler_sims = []
+        self.made = {}
+
+    def run(self, args, timeout=None):
+        out = args[args.index("-o") + 1]
+        thr = int(args[args.index("--swapout-threshold") + 1]) if "--swapout-threshold" in args else None
+        with open(out, "wb") as f:
+            f.write(b"plan %s" % str(thr).encode())
+        self.made[out] = thr
+        if "--report" in args and self.report_peaks is not None:
+            with open(args[args.index("--report") + 1], "w") as f:
+                json.dump({"plan": {"devices": [self.report_peaks]}}, f)
+        return subprocess.CompletedProcess(args, 0, "", ""), 0.01
+
+    def simulate(self, path, device, scale=1, grappler=False):
+        with open(path, "rb") as f:
+            thr = self.made[path] if f.read().startswith(b"plan") else None
+        if grappler:
+            self.grappler_sims.append(thr)
+            ns, us = self.grappler[thr]
+            return {"peak": ns, "peak_us": us, "step_ns": 1}
+        peak, step = self.peaks[thr]
+        return {"peak": peak, "peak_us": 0, "step_ns": step, "resident": 0}
+
+    def device_flags(self, device):
+        return ["--device", device]
+
+    def fetch_flags(self):
+        return []
+
+
+GIB = 1 << 30
+
+
+def _evaluate(tmp_path, strategy, ts):
+    """_evaluate runs run.py's evaluate for strategy on a made-up graph whose unswapped peak
+    (12 GiB) is over the 10 GiB budget, with ts as tfswap and no VirtualCluster check."""
+    import run as bench_run
+
+    src = tmp_path / "graph.pb"
+    src.write_bytes(b"graph")
+    bench_run._W.clear()
+    bench_run._W.update(tfswap=ts, cfg={"scratch": str(tmp_path), "device_args": {"dev": "dev"},
+                                        "profiles": {"dev": {"memory_bytes": 11 * GIB}}})
+    base = {"peak": 12 * GIB, "step_ns": 100}
+    return bench_run.evaluate("m", "dev", 1, strategy, 10 * GIB, str(src), base, "none", "t")
+
+
+def test_lms_fixed_over_grappler_microseconds_is_no_plan(tmp_path):
+    """An lms-fixed plan that fits tfswap's accounting and Grappler's nanosecond reading but
+    not its microsecond one is no plan, as `tfswap rewrite` judges the other strategies'."""
+    ts = FakeTfswap({None: (9 * GIB, 150)}, {},
+                    report_peaks={"peak": 9 * GIB, "grappler_peak": 9 * GIB,
+                                  "grappler_peak_us": 11 * GIB})
+    rec = _evaluate(tmp_path, "lms-fixed", ts)
+    assert rec.get("no_plan") and "grappler_peak_us" in (rec.get("error") or ""), rec
+    assert "fits_sim" not in rec, rec
+
+
+def test_lms_fixed_fitting_all_three_is_kept(tmp_path):
+    """An lms-fixed plan within the budget by all three accountings is kept."""
+    ts = FakeTfswap({None: (9 * GIB, 150)}, {},
+                    report_peaks={"peak": 9 * GIB, "grappler_peak": 9 * GIB,
+                                  "grappler_peak_us": 10 * GIB})
+    rec = _evaluate(tmp_path, "lms-fixed", ts)
+    assert not rec.get("error") and not rec.get("no_plan"), rec
+    assert rec["fits_sim"] and rec["sim"]["peak"] == 9 * GIB and rec["overhead"] == 0.5, rec
+
+
+def test_lms_fixed_without_grappler_figures_simulates_them(tmp_path):
+    """With a report that has no Grappler figures, lms-fixed's plan is simulated with
+    --grappler, and Grappler's microsecond reading over the budget makes it no plan."""
+    ts = FakeTfswap({None: (9 * GIB, 150)}, {None: (9 * GIB, 11 * GIB)}, report_peaks={"peak": 9 * GIB})
+    rec = _evaluate(tmp_path, "lms-fixed", ts)
+    assert rec.get("no_plan") and "grappler_peak_us" in rec["error"], rec
+    assert ts.grappler_sims == [None]
+
+
+def test_lms_sweep_over_grappler_microseconds_is_no_plan(tmp_path):
+    """The sweep's candidates are judged by all three accountings: one that fits tfswap's and
+    Grappler's nanosecond reading but not the microsecond one does not make a plan; Grappler's
+    readings are simulated only for the candidates that fit tfswap's accounting."""
+    import run as bench_run
+
+    peaks = {t: (11 * GIB, 200) for t in bench_run.LMS_THRESHOLDS}
+    peaks[4] = (9 * GIB, 150)
+    ts = FakeTfswap(peaks, {4: (9 * GIB, 11 * GIB)})
+    rec = _evaluate(tmp_path, bench_run.LMS_SWEEP, ts)
+    assert rec.get("no_plan") and "threshold 4" in (rec.get("error") or ""), rec
+    assert ts.grappler_sims == [4]
+
+
+def test_lms_sweep_keeps_the_fastest_candidate_fitting_all_three(tmp_path):
+    """Of the sweep's candidates, the fastest that fits all three accountings is the plan,
+    even when a faster one fits tfswap's accounting alone."""
+    import run as bench_run
+
+    peaks = {t: (11 * GIB, 120) for t in bench_run.LMS_THRESHOLDS}
+    peaks[4], peaks[8] = (9 * GIB, 130), (9 * GIB, 150)
+    ts = FakeTfswap(peaks, {4: (9 * GIB, 11 * GIB), 8: (9 * GIB, 10 * GIB)})
+    rec = _evaluate(tmp_path, bench_run.LMS_SWEEP, ts)
+    assert not rec.get("error") and rec["plan"]["swapout_threshold"] == 8, rec
+    assert rec["fits_sim"] and rec["sim"]["step_ns"] == 150, rec
