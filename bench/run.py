@@ -471,7 +471,9 @@ def evaluate(model, device, batch, strategy, budget, src, base, vc_policy, tag, 
             rec["swaps"] = st["swaps"]
         elif strategy == LMS_SWEEP:
             best, total = None, 0.0
-            if base["peak"] <= budget:  # fits as it is: a user would not swap
+            # Fits as it is by all three accountings: a user would not swap. Grappler's readings
+            # of the unswapped graph are simulated only when tfswap's peak fits.
+            if _fits_all(_three_peaks(ts, src, dev, base["peak"], budget), budget):
                 shutil.copy(src, out)
                 rec["rewrite_s"] = 0.0
                 rec["plan"] = {"swapout_threshold": None, "thresholds_tried": []}

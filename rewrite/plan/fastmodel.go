@@ -391,6 +391,14 @@ func (fm *fastModel) prepare(plan *rewrite.Plan, throttle []int64) *preparedSwee
 		ps.waitsOf[w.Node.Index] = append(ps.waitsOf[w.Node.Index], oi)
 	}
 	if throttle != nil || len(ps.waitsOf) > 0 {
+		if throttle != nil {
+			// Every op of a compute device gets an event: the list grows once.
+			ops := 0
+			for _, dev := range pr.gpuDevices() {
+				ops += len(tm.order[dev])
+			}
+			evs = slices.Grow(evs, ops)
+		}
 		for _, dev := range pr.gpuDevices() {
 			for _, n := range tm.order[dev] {
 				ws, ok := ps.waitsOf[n.Index]

@@ -56,6 +56,16 @@ func (ps *preparedSweep) stepSpec() *cost.SwapStepSpec {
 	}
 	throttle := ps.throttle != nil
 	spec.Events = make([]cost.StepEvent, 0, len(ps.evs))
+	// The ops are sized for every op event (with throttling nearly all are kept), so that a
+	// sweep over a large step does not grow them by copying.
+	ops := 0
+	for _, ev := range ps.evs {
+		if ev.kind == evOp {
+			ops++
+		}
+	}
+	spec.Ops = make([]cost.StepOp, 0, ops)
+	ps.opNode = make([]int32, 0, ops)
 	for _, ev := range ps.evs {
 		switch ev.kind {
 		case evOut:

@@ -253,3 +253,34 @@ def test_lms_sweep_keeps_the_fastest_candidate_fitting_all_three(tmp_path):
     rec = _evaluate(tmp_path, bench_run.LMS_SWEEP, ts)
     assert not rec.get("error") and rec["plan"]["swapout_threshold"] == 8, rec
     assert rec["fits_sim"] and rec["sim"]["step_ns"] == 150, rec
+
+
+def test_lms_sweep_shortcut_needs_all_three(tmp_path):
+    """An unswapped graph within the budget by tfswap's accounting but over it by Grappler's
+    microsecond reading is swept, not kept as it is; one within it by all three is kept
+    unswapped without trying a threshold."""
+    import run as bench_run
+
+    src = tmp_path / "graph.pb"
+    src.write_bytes(b"graph")
+    peaks = {t: (9 * GIB, 150) for t in bench_run.LMS_THRESHOLDS}
+    peaks[None] = (9 * GIB, 100)
+
+    def sweep(unswapped_us):
+        grappler = {t: (9 * GIB, 9 * GIB) for t in bench_run.LMS_THRESHOLDS}
+        grappler[None] = (9 * GIB, unswapped_us)
+        ts = FakeTfswap(peaks, grappler)
+        ts.made[str(src)] = None
+        bench_run._W.clear()
+        bench_run._W.update(tfswap=ts, cfg={"scratch": str(tmp_path), "device_args": {"dev": "dev"},
+                                            "profiles": {"dev": {"memory_bytes": 11 * GIB}}})
+        base = {"peak": 9 * GIB, "step_ns": 100}
+        return ts, bench_run.evaluate("m", "dev", 1, bench_run.LMS_SWEEP, 10 * GIB, str(src),
+                                      base, "none", "t")
+
+    ts, rec = sweep(11 * GIB)
+    assert not rec.get("error") and rec["plan"]["swapout_threshold"] is not None, rec
+    assert ts.grappler_sims[0] is None and len(ts.grappler_sims) > 1, ts.grappler_sims
+    ts, rec = sweep(9 * GIB)
+    assert not rec.get("error") and rec["plan"]["swapout_threshold"] is None, rec
+    assert ts.grappler_sims == [None], ts.grappler_sims
