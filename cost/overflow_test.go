@@ -1,11 +1,13 @@
 package cost
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
 
 	"github.com/tfswap/tfswap/graphdef"
+	apb "github.com/wamuir/graft/tensorflow/core/framework/attr_value_go_proto"
 )
 
 func loadFixtureGraph(t *testing.T, name string) *graphdef.Graph {
@@ -86,5 +88,37 @@ func TestMeasuredSizesBounded(t *testing.T) {
 		if _, err := ParseMeasured([]byte(doc), "m.json"); err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), `node "a"`) {
 			t.Errorf("%s: %v", c.node, err)
 		}
+	}
+}
+
+// TestCheckTotalCountsVariables: the check of the graph's total tensor bytes counts each
+// variable op's buffer by its dtype and shape attrs, and names the variable at which the total
+// passes the most tfswap accepts; another op's dtype and shape attrs (a Placeholder's) are not
+// a buffer of that size and are not counted.
+func TestCheckTotalCountsVariables(t *testing.T) {
+	big := []int64{1 << 24, 1 << 24} // float32: 2^50 bytes, the largest tensor tfswap accepts
+	variables := func(b *builder, n int) {
+		for i := 0; i < n; i++ {
+			name := fmt.Sprintf("v%d", i)
+			b.node(name, "VarHandleOp", "", [][]int64{{}}, map[string]*apb.AttrValue{"shape": shapeAttr(big), "shared_name": sAttr(name)})
+		}
+	}
+	// 64 of them hold 2^56 bytes, the most accepted; the 65th passes it.
+	b := newBuilder()
+	variables(b, 64)
+	if _, err := NewShapes(b.graph(t), 1); err != nil {
+		t.Errorf("64 variables of 2^50 bytes: %v", err)
+	}
+	b = newBuilder()
+	variables(b, 65)
+	if _, err := NewShapes(b.graph(t), 1); err == nil || !strings.Contains(err.Error(), "passed at variable v64") {
+		t.Errorf("65 variables of 2^50 bytes: %v, want the total refused at v64", err)
+	}
+	// A placeholder's 4 bytes fit beside 63 of them; its shape attr's 2^50 would not.
+	b = newBuilder()
+	variables(b, 63)
+	b.node("p", "Placeholder", "", [][]int64{{1}}, map[string]*apb.AttrValue{"shape": shapeAttr(big)})
+	if _, err := NewShapes(b.graph(t), 1); err != nil {
+		t.Errorf("63 variables of 2^50 bytes and a placeholder with the same shape attr: %v", err)
 	}
 }

@@ -60,9 +60,23 @@ func BaseType(dt DataType) DataType {
 // ElementBytes returns the size of one element of dtype dt, and false when the dtype has no
 // fixed element size (string, resource, variant) or is not a valid dtype.
 func ElementBytes(dt DataType) (int64, bool) {
-	n, ok := dtypeBytes[BaseType(dt)]
-	return n, ok
+	b := BaseType(dt)
+	if b < 0 || int(b) >= len(dtypeSizes) {
+		return 0, false
+	}
+	n := dtypeSizes[b]
+	return n, n > 0
 }
+
+// dtypeSizes is dtypeBytes as a table by dtype, 0 for a dtype without a fixed size: the
+// simulator sizes every tensor of every simulation, and the map's lookups were 3% of the CPU
+// time of planning ResNet-50 at 4x its batch.
+var dtypeSizes = func() (t [refOffset]int64) {
+	for dt, n := range dtypeBytes {
+		t[dt] = n
+	}
+	return t
+}()
 
 // ValidDataType reports whether dt is a dtype TensorFlow defines.
 func ValidDataType(dt DataType) bool {

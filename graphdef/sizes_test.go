@@ -90,3 +90,24 @@ func TestTensorSizesNeverWrap(t *testing.T) {
 		t.Errorf("TotalBytes over the limit: %v", err)
 	}
 }
+
+// TestElementBytesTable checks that ElementBytes's table gives dtypeBytes's sizes, for every
+// dtype, its reference dtype and values outside the enum.
+func TestElementBytesTable(t *testing.T) {
+	sized := 0
+	for v := -3; v < 2*refOffset+30; v++ {
+		dt := DataType(v)
+		want, wantOK := dtypeBytes[BaseType(dt)]
+		got, ok := ElementBytes(dt)
+		if got != want || ok != wantOK {
+			t.Errorf("ElementBytes(%d) = %d, %v; want %d, %v", v, got, ok, want, wantOK)
+		}
+		if ok {
+			sized++
+		}
+	}
+	// Each fixed-size dtype and its reference dtype.
+	if sized != 2*len(dtypeBytes) {
+		t.Errorf("%d dtypes sized, want %d", sized, 2*len(dtypeBytes))
+	}
+}

@@ -48,7 +48,8 @@ var planPasses = []planPass{
 	{"recompute-apart", "auto, when nothing fits, the plan stalls on the host link or costs more than 50%: recompute every tensor by its own chain, released just before its reads, and keep the better outcome", passRecomputeApart},
 	{"tighter", "auto: plan again for tighter budgets and keep a plan that fits and beats the best so far (monotone in the budget)", passTighter},
 	{"tuple-order", "auto, when nothing fits or the plan costs more than 50%: run each tf.gradients tuple's largest member after the others, and plan again", passTupleOrder},
-	{"reorder", "auto, when nothing fits: order a ready reader before the op at the lowest plan's peak where that frees a buffer, and plan again", passReorder},
+	{"tuple-bypass", "auto, where Grappler's accountings bind (nothing fits and a plan fitted tfswap's accounting, or the plan costs more than 50% and a faster one fitted tfswap's accounting only): add the tuple ordering edges, bypass the tf.gradients tuple Identities, which the VirtualCluster counts as buffers of their own, and plan again", passTupleBypass},
+	{"reorder", "auto, when nothing fits (or the plan costs more than 50% and a recomputing plan missed): order a ready reader before the op at the lowest plan's peak where that frees a buffer, and plan again", passReorder},
 	{"nofit", "fail with what is live at the lowest peak when no plan fits", passNoFit},
 	{"grappler-report", "simulate the chosen plan by every accounting, those it was not judged by too", passGrapplerReport},
 	{"apply", "graph surgery: build the rewritten graph from the chosen plan and its recomputations", passApply},
@@ -73,6 +74,8 @@ var passOrder = []passConstraint{
 	{"tighter", "reorder", "ordering edges are tried only when no plan fits, tighter budgets' plans included"},
 	{"tighter", "tuple-order", "tuple ordering edges are tried only when the best plan so far, tighter budgets' plans included, does not fit or is costly"},
 	{"tuple-order", "reorder", "the reorder pass adds its edges at the lowest peak of the plans on the graph with the tuple ordering edges too"},
+	{"tuple-order", "tuple-bypass", "the tuple ordering edges are found through the tuples' Identities, which the bypass turns into NoOps"},
+	{"tuple-bypass", "reorder", "the reorder pass adds its edges at the lowest peak of the plans on the bypassed graph too"},
 	{"reorder", "nofit", "a plan on the reordered graph may be the only one that fits"},
 	{"nofit", "grappler-report", "only a plan that fits is reported and written"},
 	{"nofit", "apply", "the surgery performs only a plan that fits"},
@@ -154,6 +157,11 @@ type planState struct {
 	// recomputed).
 	recomputing bool
 	rs          *stage
+	// rcMiss is the stage of the recompute passes (recompute, recompute-single,
+	// recompute-apart) whose lowest plan is lowest among those that miss the budget (nil
+	// when each stage's lowest plan fits): where the best plan fits but is costly, the
+	// reorder pass adds its edges at that plan's peak (noteRecomputeMiss).
+	rcMiss *stage
 	// orders are the control edges the reorder pass added to the input graph to make model;
 	// depth counts the reorder rounds that led to model.
 	orders []rewrite.OrderEdge
@@ -163,6 +171,10 @@ type planState struct {
 	// the tuple-order pass added.
 	tupleOrdered bool
 	tupleOrders  []rewrite.OrderEdge
+	// tupleBypassed is set on the state the tuple-bypass pass plans its graph with, so that
+	// planning it does not bypass again; bypassed are the tuple Identities it bypassed.
+	tupleBypassed bool
+	bypassed      []string
 	// sims counts the simulations of every problem planned so far.
 	sims int
 	// effort is auto's effort rule's reading of the problem (the zero value for the other
@@ -382,6 +394,7 @@ func passRecompute(st *planState) error {
 	st.rs = rs
 	if rs != nil {
 		st.sims += rs.pr.sims
+		st.noteRecomputeMiss(rs)
 		if mode == "max" || better(rs.ev, ev) {
 			st.final = rs
 			st.xpr = rs.pr
@@ -405,6 +418,7 @@ func passRecomputeSingle(st *planState) error {
 	}
 	if rs2 != nil {
 		st.sims += rs2.pr.sims
+		st.noteRecomputeMiss(rs2)
 		if better(rs2.ev, st.final.ev) {
 			st.final = rs2
 			st.xpr = rs2.pr
@@ -438,6 +452,7 @@ func passRecomputeApart(st *planState) error {
 	}
 	if rs != nil {
 		st.sims += rs.pr.sims
+		st.noteRecomputeMiss(rs)
 		// A plan that does not fit either replaces the best only when it comes lower, so
 		// that the no-fit diagnosis stays the one of the plans before where it gains nothing.
 		cur := st.final.ev
@@ -447,6 +462,18 @@ func passRecomputeApart(st *planState) error {
 		}
 	}
 	return nil
+}
+
+// noteRecomputeMiss records rs, a stage a recompute pass planned, as st.rcMiss when the
+// lowest plan on its graph misses the budget and by less than rcMiss's.
+func (st *planState) noteRecomputeMiss(rs *stage) {
+	l := rs.pr.lowest
+	if l == nil || l.Excess <= 0 {
+		return
+	}
+	if st.rcMiss == nil || l.Excess < st.rcMiss.pr.lowest.Excess {
+		st.rcMiss = rs
+	}
 }
 
 // costly reports whether ev fits with an overhead above tupleOrderOverhead, the overhead
@@ -533,6 +560,7 @@ func passApply(st *planState) error {
 	res.Skipped = unsized
 	res.Recomputes = st.final.descs
 	res.Orders = st.orders
+	res.Bypassed = st.bypassed
 	st.res = res
 	return nil
 }
