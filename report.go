@@ -31,6 +31,10 @@ type Report struct {
 	// Orders are the control edges planning added so that an op waits for a reader that was
 	// ready (freeing that reader's input before the op allocates): Node runs after After.
 	Orders []Order `json:"orders,omitempty"`
+	// Bypassed are the tf.gradients tuple Identities planning bypassed where Grappler's
+	// accountings bound the plan: each is a NoOp with the Identity's control inputs in the
+	// rewrite, and its readers read the Identity's input and wait for that NoOp.
+	Bypassed []string `json:"bypassed,omitempty"`
 	// Offloaded are the variable groups kept in host memory (Options.Offload), largest
 	// first, and OffloadCopies the number of gated copies of their reads to the device.
 	Offloaded     []OffloadedVariable `json:"offloaded,omitempty"`
@@ -368,6 +372,7 @@ func reportOf(p *plan.Planned, t target, explain bool) *Report {
 	for _, o := range r.Orders {
 		rep.Orders = append(rep.Orders, Order{Node: o.Node, After: o.After})
 	}
+	rep.Bypassed = clone(r.Bypassed)
 	for _, l := range r.FunctionalLoops {
 		rep.FunctionalLoops = append(rep.FunctionalLoops, FunctionalLoop{While: l.While, Pushes: l.Pushes})
 	}

@@ -795,12 +795,32 @@ after the default passes. `tools/vcluster/vcluster.py --default-passes` checks a
 these figures on this rewrite: 2,015 of 5,467 nodes left, 462 Identities removed). The bench's judge is
 unchanged (it judges the graph as written).
 
+Tuple Identities bypassed (c783d79, landed as dba0319; simulated v100-16gb, `--gate-kind reduce`, the 6x and
+8x rows by all accountings re-planned at dba0319, rewrite wall times at load 7 to 11). `auto`'s tuple-bypass pass (docs/PLANNING.md) runs where Grappler's accountings
+bind: it adds the tuple ordering edges, turns every `tf.gradients` tuple Identity that may go into a `NoOp` with
+the Identity's name, device and control inputs (its readers read the Identity's input and wait for the `NoOp`,
+so nothing computes anything else or runs earlier), and plans again. At 6x by all accountings it bypasses 300
+Identities and the plan goes from +339.1% (auto+recompute+order) to +60.6% (window+recompute+bypass: 7 swaps,
+76 recomputations, 10.58 GiB to the host and 13.90 GiB back a step), 14.51 / 14.11 / 14.11 GiB by tfswap's
+accounting and the nanosecond and microsecond figures; cheaper than the plan by tfswap's accounting alone
+(+72.0%), where the pass does not run. TensorFlow 2.18's VirtualCluster (`tools/vcluster/vcluster.py` on that
+rewrite) reads 15,149,894,712 bytes by the nanosecond trace and 15,150,051,488 by `DeterminePeakMemoryUsage`,
+16 bytes more than tfswap's model of it, and 15,406,186,756 by both after TensorFlow's default Grappler passes
+(`--default-passes`, 2,013 of 5,465 nodes left): within the 14.97 GiB either way. At 8x by all accountings the
+pass runs and is not kept: on the bypassed graph the least excess is tfswap's -0.40 GiB (31 plans), the
+nanosecond figure's +0.52 and the microsecond figure's +2.83 GiB (one plan judged by Grappler), against -1.51,
+-1.69 and +7.16 without (the planner's `TFSWAP_DEBUG_ORDER=1` print); no plan fits all three. The pass costs
+CPU time: `tfswap rewrite --fit-accounting all` 5.5 to 8.3 s at 6x and 5.2 to 7.6 s at 8x (measured on CPU,
+user time, one core, GOMAXPROCS=1, nice, 87a2957 against dba0319, load 8 to 11). A plan with the pass trains
+bit-identically to the original (the ResNet fixture within 3 MiB by all accountings, where no plan fits
+without it; two-device emulation, 5 steps, every variable; `TestTupleBypassInRuntime`).
+
 The anchor. The adaptive-window paper (`../shared/papers/out-of-core-adaptive-window.txt`) measured 7.5x at
 55% of in-core speed on a V100 16 GB connected to the CPU by two NVLinks (50 GB/s each), swapping everything,
 with its own allocator, under no VirtualCluster accounting. On tfswap's closest profile, `v100-16gb-nvlink`
 (NVLink 2.0 to a POWER9 host, 40.6 GB/s each way), `bench/ceiling.py --device v100-16gb-nvlink` gives NVLINK.
 The target is missed on `v100-16gb`: by tfswap's accounting 6x B0 now fits at +72.0% (since 3a1765b, above), but
-by all accountings the largest batch is 6x B0 with `L2Loss` gates (+339.1%;
+by all accountings the largest batch is 6x B0 with `L2Loss` gates (+60.6% since the tuple-bypass pass, +339.1% before;
 with `Identity` gates 4x, +137.0%, and none from 5x on); none at 8x, lowest 15.13 GiB by tfswap's own accounting (each accounting's least excess: tfswap's -1.51, the
 nanosecond figure's -1.69 and the microsecond figure's +7.16 GiB)
 (16.79 GiB in the residual blocks' gradients before the tuple-order pass; now in the forward pass, `stage4`'s

@@ -100,3 +100,29 @@ func TestLowerGrapplerSwapsKeepsTheTask(t *testing.T) {
 		t.Error("a graph without swap kernels is not returned as is")
 	}
 }
+
+// TestGrapplerSwapsLoweredWithSetupCache: a simulation with a set-up cache leaves out the
+// lowering of Grappler's swap kernels only for the graph the cache's facts are about (the last
+// simulation's lowered graph); a graph with the kernels, simulated again with the same cache
+// and by the other accounting, is lowered each time and simulated as without a cache.
+func TestGrapplerSwapsLoweredWithSetupCache(t *testing.T) {
+	g := grapplerSwapGraph(t, "").graph(t)
+	p := unitProfile()
+	c := NewSetupCache(g, p)
+	for i, conv := range []Conventions{{}, GrapplerConventions(), {}, GrapplerConventions()} {
+		want, err := Simulate(g, p, Options{Timeline: true, Conventions: conv})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := Simulate(g, p, Options{Timeline: true, Conventions: conv, Setup: c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.lastLowered(g) {
+			t.Fatalf("run %d: the cache's facts are about the graph with swap kernels", i)
+		}
+		if !reflect.DeepEqual(spans(got), spans(want)) || got.StepTime != want.StepTime || got.Device(cpu0) == nil || got.Device(cpu0).PeakBytes != want.Device(cpu0).PeakBytes {
+			t.Errorf("run %d: with the cache %v (step %d), without %v (step %d)", i, spans(got), got.StepTime, spans(want), want.StepTime)
+		}
+	}
+}

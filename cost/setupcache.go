@@ -77,6 +77,12 @@ func (c *SetupCache) factsFor(g *graphdef.Graph, fetch []string) *graphFacts {
 	return &c.facts
 }
 
+// lastLowered reports whether g is the graph c's facts are about: a simulation's graph after
+// its Grappler swap kernels were lowered (Simulate), which holds none. False for a nil cache.
+func (c *SetupCache) lastLowered(g *graphdef.Graph) bool {
+	return c != nil && c.facts.g.Value() == g
+}
+
 // Release empties c's tables (the estimates, the NoOp answers, the name order and the facts
 // about the last graph), so that a cache that results still refer to (Options.Setup) holds
 // no memory the size of the graph once planning is done. A later simulation with c works

@@ -509,10 +509,14 @@ func Simulate(g *graphdef.Graph, p *Profile, opts Options) (*Result, error) {
 	if opts.TopLive == 0 {
 		opts.TopLive = 20
 	}
-	// Grappler's swap kernels run as host transfers (grappler_swaps.go).
-	g, err := lowerGrapplerSwaps(g)
-	if err != nil {
-		return nil, err
+	// Grappler's swap kernels run as host transfers (grappler_swaps.go). A graph the set-up
+	// cache's facts are about was the last simulation's graph after lowering, so it has none
+	// (the judge by Grappler's accounting simulates the graph tfswap's accounting just did).
+	var err error
+	if !opts.Setup.lastLowered(g) {
+		if g, err = lowerGrapplerSwaps(g); err != nil {
+			return nil, err
+		}
 	}
 	// What the last simulation with the cache found about g, if g was its graph.
 	var facts *graphFacts
@@ -1043,22 +1047,19 @@ func (s *sim) byName(all []named) []int32 {
 	base := c.originalByName()
 	rest := byName(all[n0:])
 	order := make([]int32, 0, len(all))
-	i, j := 0, 0
-	for i < len(base) && j < len(rest) {
-		// Equal names keep the order of all: the original node first.
-		if r := int32(n0) + rest[j]; all[r].name < all[base[i]].name {
-			order = append(order, r)
-			j++
-		} else {
-			order = append(order, base[i])
-			i++
-		}
+	i := 0
+	for _, k := range rest {
+		// The rest are few: each goes after the original nodes whose names are not greater
+		// (equal names keep the order of all: the original node first), found by binary
+		// search rather than by comparing every original name.
+		r := int32(n0) + k
+		name := all[r].name
+		at := i + sort.Search(len(base)-i, func(x int) bool { return all[base[i+x]].name > name })
+		order = append(order, base[i:at]...)
+		order = append(order, r)
+		i = at
 	}
-	order = append(order, base[i:]...)
-	for ; j < len(rest); j++ {
-		order = append(order, int32(n0)+rest[j])
-	}
-	return order
+	return append(order, base[i:]...)
 }
 
 // named is an op of the simulated step by its name, for nameRanks: a graph node, or (node

@@ -95,6 +95,9 @@ type Result struct {
 	// Orders are the control edges planning added to order ops (the reorder pass): each
 	// Node waits for After.
 	Orders []OrderEdge `json:",omitempty"`
+	// Bypassed are the tf.gradients tuple Identities planning bypassed (the tuple-bypass
+	// pass; BypassTupleIdentities), in graph order: each name is a NoOp in the rewrite.
+	Bypassed []string `json:",omitempty"`
 	// Accumulators are the while loops' stack and TensorList accumulators the LMS rewrite
 	// placed on the host (placeAccumulators), stacks then lists, each in graph order.
 	Accumulators []Accumulator `json:",omitempty"`

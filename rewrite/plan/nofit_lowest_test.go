@@ -23,6 +23,11 @@ func TestNoFitLowestByAccounting(t *testing.T) {
 		t.Fatal(err)
 	}
 	budget := int64(2304 << 10)
+	// On the graph with its tf.gradients tuple Identities: with them bypassed (the
+	// tuple-bypass pass, which reports its graph's lowest plans when they are lower) a plan
+	// fits Grappler's nanosecond figure here, and the case checks figures over the budget.
+	defer func(old bool) { TupleBypass = old }(TupleBypass)
+	TupleBypass = false
 	plan := func(acc string) (*Planned, error) {
 		return RewriteWithPlanner(m, rewrite.Options{MinTensorBytes: -1}, PlanOptions{Strategy: "auto", Budget: budget, FitAccounting: acc,
 			Sim: cost.Options{Fetch: []string{"train"}}})

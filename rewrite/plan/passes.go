@@ -48,6 +48,7 @@ var planPasses = []planPass{
 	{"recompute-apart", "auto, when nothing fits, the plan stalls on the host link or costs more than 50%: recompute every tensor by its own chain, released just before its reads, and keep the better outcome", passRecomputeApart},
 	{"tighter", "auto: plan again for tighter budgets and keep a plan that fits and beats the best so far (monotone in the budget)", passTighter},
 	{"tuple-order", "auto, when nothing fits or the plan costs more than 50%: run each tf.gradients tuple's largest member after the others, and plan again", passTupleOrder},
+	{"tuple-bypass", "auto, where Grappler's accountings bind (nothing fits and a plan fitted tfswap's accounting, or the plan costs more than 50% and a faster one fitted tfswap's accounting only): add the tuple ordering edges, bypass the tf.gradients tuple Identities, which the VirtualCluster counts as buffers of their own, and plan again", passTupleBypass},
 	{"reorder", "auto, when nothing fits (or the plan costs more than 50% and a recomputing plan missed): order a ready reader before the op at the lowest plan's peak where that frees a buffer, and plan again", passReorder},
 	{"nofit", "fail with what is live at the lowest peak when no plan fits", passNoFit},
 	{"grappler-report", "simulate the chosen plan by every accounting, those it was not judged by too", passGrapplerReport},
@@ -73,6 +74,8 @@ var passOrder = []passConstraint{
 	{"tighter", "reorder", "ordering edges are tried only when no plan fits, tighter budgets' plans included"},
 	{"tighter", "tuple-order", "tuple ordering edges are tried only when the best plan so far, tighter budgets' plans included, does not fit or is costly"},
 	{"tuple-order", "reorder", "the reorder pass adds its edges at the lowest peak of the plans on the graph with the tuple ordering edges too"},
+	{"tuple-order", "tuple-bypass", "the tuple ordering edges are found through the tuples' Identities, which the bypass turns into NoOps"},
+	{"tuple-bypass", "reorder", "the reorder pass adds its edges at the lowest peak of the plans on the bypassed graph too"},
 	{"reorder", "nofit", "a plan on the reordered graph may be the only one that fits"},
 	{"nofit", "grappler-report", "only a plan that fits is reported and written"},
 	{"nofit", "apply", "the surgery performs only a plan that fits"},
@@ -168,6 +171,10 @@ type planState struct {
 	// the tuple-order pass added.
 	tupleOrdered bool
 	tupleOrders  []rewrite.OrderEdge
+	// tupleBypassed is set on the state the tuple-bypass pass plans its graph with, so that
+	// planning it does not bypass again; bypassed are the tuple Identities it bypassed.
+	tupleBypassed bool
+	bypassed      []string
 	// sims counts the simulations of every problem planned so far.
 	sims int
 	// effort is auto's effort rule's reading of the problem (the zero value for the other
@@ -549,6 +556,7 @@ func passApply(st *planState) error {
 	res.Skipped = unsized
 	res.Recomputes = st.final.descs
 	res.Orders = st.orders
+	res.Bypassed = st.bypassed
 	st.res = res
 	return nil
 }

@@ -87,3 +87,86 @@ func setupSummary(r *cost.Result) string {
 	}
 	return s
 }
+
+// TestRecomputedSetupCacheMatchesFresh: a graph with recomputations (the level the recompute
+// pass screens) is set up from a cost.SetupCache of its own, made by the first problem that
+// plans it, rather than the original graph's (which serves only the nodes the recomputations
+// leave unchanged); simulating the graphs of the plans vdnn-dyn evaluated on it with that
+// cache gives the same results, timelines included, as without a cache, by both accountings.
+// It runs the fixtures and a synthetic residual graph at half their unswapped peaks and fails
+// unless some recomputed graph was planned and its cache supplied estimates.
+func TestRecomputedSetupCacheMatchesFresh(t *testing.T) {
+	s, err := LookupStrategy("vdnn-dyn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	levels, hits := 0, 0
+	for _, c := range plannedAtShares(t, 50) {
+		g, err := graphdef.NewGraph(c.m.Graph, c.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := rewrite.Analyze(g, rewrite.Options{})
+		pr, err := newProblemRun(c.m, a, c.po)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lv, err := pr.screenRecomputes("auto", false, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lv == nil {
+			continue
+		}
+		a2, err := lv.graph.analysis(pr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p2, err := pr.newDerived(lv.model, a2, recomputeGrapplerMargin, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a2.Setup == nil || a2.Setup == a.Setup || !a2.Setup.Serves(p2.Profile) || p2.simOpts.Setup != a2.Setup {
+			t.Fatalf("%s: the recomputed graph's problem is not set up from a cache of its own", c.name)
+		}
+		pr2 := p2.newRun(s.Name)
+		if _, err := s.plan(pr2); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		levels++
+		keys := make([]string, 0, len(pr2.cache))
+		for k := range pr2.cache {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys[:min(len(keys), 8)] {
+			pg, err := pr2.graphFor(pr2.cache[k].Plan)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, conv := range []cost.Conventions{{}, cost.GrapplerConventions()} {
+				opts := pr2.simOpts
+				opts.Conventions, opts.Timeline, opts.TopLive = conv, true, 5
+				before := opts.Setup.Hits()
+				cached, err := cost.Simulate(pg, pr2.Profile, opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				hits += opts.Setup.Hits() - before
+				opts.Setup = nil
+				fresh, err := cost.Simulate(pg, pr2.Profile, opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(cached, fresh) {
+					t.Fatalf("%s: plan %s, conventions %s: the simulation with the recomputed graph's set-up cache differs from a fresh one:\n%s\nfresh:\n%s",
+						c.name, k, cost.ConventionsName(conv), setupSummary(cached), setupSummary(fresh))
+				}
+			}
+		}
+	}
+	t.Logf("%d recomputed graphs planned, %d cached estimates used", levels, hits)
+	if levels == 0 || hits == 0 {
+		t.Fatalf("nothing checked: %d recomputed graphs planned, %d cached estimates used", levels, hits)
+	}
+}

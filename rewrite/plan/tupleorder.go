@@ -100,17 +100,7 @@ func passTupleOrder(st *planState) error {
 	if ev := st.final.ev; ev != nil && ev.Fits && !costly(ev) {
 		return nil
 	}
-	pr := st.pr.Problem
-	bytes := func(n *graphdef.Node) int64 {
-		var most int64
-		for port := range n.Consumers {
-			if b, ok := pr.shapes.Bytes(graphdef.Tensor{Node: n, Port: port}); ok && b > most {
-				most = b
-			}
-		}
-		return most
-	}
-	edges := tupleOrderEdges(st.g, st.a, bytes)
+	edges := tupleOrderEdges(st.g, st.a, largestOutput(st.pr.Problem))
 	if debugOrder {
 		for _, e := range edges {
 			fmt.Fprintf(os.Stderr, "order: tuple edge %s after %s\n", e.Node, e.After)
@@ -125,17 +115,44 @@ func passTupleOrder(st *planState) error {
 	if err := st.replan(sub, m2, "graph with tuple ordering edges"); err != nil {
 		return err
 	}
-	ev := sub.final.ev
 	if debugOrder {
-		if ev != nil && ev.Fits {
+		if ev := sub.final.ev; ev != nil && ev.Fits {
 			fmt.Fprintf(os.Stderr, "order: %d tuple edges: fits, step %+.1f%%\n", len(edges), 100*ev.Overhead)
 		} else if l := sub.final.pr.lowest; l != nil {
 			fmt.Fprintf(os.Stderr, "order: %d tuple edges: lowest peak %d\n", len(edges), maxPeak(l))
 		}
 	}
+	st.keepReplanned(sub, m2, "+order")
+	return nil
+}
+
+// largestOutput returns a node's largest output size known to pr (0 when none is), as
+// tupleOrderEdges takes it.
+func largestOutput(pr *Problem) func(*graphdef.Node) int64 {
+	return func(n *graphdef.Node) int64 {
+		var most int64
+		for port := range n.Consumers {
+			if b, ok := pr.shapes.Bytes(graphdef.Tensor{Node: n, Port: port}); ok && b > most {
+				most = b
+			}
+		}
+		return most
+	}
+}
+
+// keepReplanned keeps in st the outcome of sub, planned again on model (the graph a pass
+// changed), where it is better: a plan that fits and is better than st's best (its
+// overhead against the input graph's unswapped step, suffix appended to its strategy), or,
+// when nothing fits in either, the graph whose lowest plan's excess is lower (for the
+// no-fit message to report). The passes after the one calling it then see that graph, its
+// ordering edges and bypassed Identities.
+func (st *planState) keepReplanned(sub *planState, model *graphdef.Model, suffix string) {
+	keep := func(f *stage) {
+		st.final, st.xpr, st.orders, st.tupleOrders, st.bypassed = f, sub.xpr, sub.orders, sub.tupleOrders, sub.bypassed
+		st.model, st.g, st.a = model, sub.g, sub.a
+	}
+	ev := sub.final.ev
 	if ev == nil || !ev.Fits {
-		// Nothing fits there either: keep the graph whose lowest peak is lower, for the
-		// no-fit message to report.
 		if cur := st.final.ev; cur == nil || !cur.Fits {
 			l, l0 := sub.final.pr.lowest, st.final.pr.lowest
 			if l == nil {
@@ -145,27 +162,21 @@ func passTupleOrder(st *planState) error {
 				l0 = cur
 			}
 			if l != nil && l0 != nil && l.Excess < l0.Excess {
-				st.final, st.xpr, st.orders, st.tupleOrders = sub.final, sub.xpr, sub.orders, sub.tupleOrders
-				// The reorder pass adds its edges to this graph.
-				st.model, st.g, st.a = m2, sub.g, sub.a
+				keep(sub.final)
 			}
 		}
-		return nil
+		return
 	}
-	// The overhead is against the input graph's unswapped step.
 	e := *ev
 	if base := st.pr.Base.StepTime; base > 0 {
 		e.Overhead = float64(e.StepTime-base) / float64(base)
 	}
-	if !strings.HasSuffix(e.Strategy, "+order") {
-		e.Strategy += "+order"
+	if !strings.HasSuffix(e.Strategy, suffix) {
+		e.Strategy += suffix
 	}
 	if better(&e, st.final.ev) {
 		f := *sub.final
 		f.ev = &e
-		st.final, st.xpr, st.orders, st.tupleOrders = &f, sub.xpr, sub.orders, sub.tupleOrders
-		// The passes after this one see the graph the kept plan was made on, with its edges.
-		st.model, st.g, st.a = m2, sub.g, sub.a
+		keep(&f)
 	}
-	return nil
 }

@@ -1,0 +1,65 @@
+package plan
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/tfswap/tfswap/cost"
+	"github.com/tfswap/tfswap/graphdef"
+	"github.com/tfswap/tfswap/rewrite"
+)
+
+// TestTupleBypassPass: on the ResNet fixture within 3 MiB, no plan of auto fits all three
+// accountings without the tuple-bypass pass (Grappler's VirtualCluster counts each
+// tf.gradients tuple Identity as a buffer of its own); with it one does, on the graph whose
+// tuple Identities are NoOps that no data input reads. With tfswap's accounting alone the
+// pass does not run.
+func TestTupleBypassPass(t *testing.T) {
+	m, err := graphdef.Load("../../testmodels/fixtures/resnet.pb", graphdef.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	budget := int64(3 << 20)
+	plan := func(acc string, on bool) (*Planned, error) {
+		defer func(old bool) { TupleBypass = old }(TupleBypass)
+		TupleBypass = on
+		return RewriteWithPlanner(m, rewrite.Options{MinTensorBytes: -1}, PlanOptions{Strategy: "auto", Budget: budget, FitAccounting: acc,
+			Sim: cost.Options{Fetch: []string{"train"}}})
+	}
+	var nf *NoFitError
+	if _, err := plan("all", false); !errors.As(err, &nf) {
+		t.Fatalf("without the pass: %v, want no plan to fit (the case no longer needs the pass)", err)
+	}
+	p, err := plan("all", true)
+	if err != nil {
+		t.Fatalf("with the pass: %v", err)
+	}
+	d := p.Eval.Devices[0]
+	t.Logf("plan from %s, %+.1f%%, peaks %d / %d / %d of %d, %d Identities bypassed", p.Eval.Strategy, 100*p.Eval.Overhead, d.Peak, d.GrapplerPeak, d.GrapplerPeakUS, d.Budget, len(p.Bypassed))
+	if !p.Eval.Fits || d.Peak > d.Budget || d.GrapplerPeak > d.Budget || d.GrapplerPeakUS > d.Budget || d.GrapplerPeakUS == 0 {
+		t.Errorf("the plan does not fit every accounting: %+v", d)
+	}
+	if !strings.Contains(p.Eval.Strategy, "+bypass") || len(p.Bypassed) == 0 {
+		t.Fatalf("plan from %s bypassed %d Identities: want the pass's plan", p.Eval.Strategy, len(p.Bypassed))
+	}
+	g, err := graphdef.NewGraph(p.Model.Graph, "rewritten")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range p.Bypassed {
+		n := g.Node(name)
+		if n == nil || n.Op != "NoOp" || !strings.Contains(name, "tuple/control_dependency") {
+			t.Errorf("bypassed %s: %v in the rewrite, want a NoOp of a tf.gradients tuple", name, n)
+			continue
+		}
+		if len(n.ControlOutputs) == 0 {
+			t.Errorf("bypassed %s: nothing waits for it", name)
+		}
+	}
+	if p2, err := plan("tfswap", true); err != nil {
+		t.Fatal(err)
+	} else if len(p2.Bypassed) != 0 || strings.Contains(p2.Eval.Strategy, "bypass") {
+		t.Errorf("by tfswap's accounting alone: plan from %s bypassed %d Identities, want none", p2.Eval.Strategy, len(p2.Bypassed))
+	}
+}

@@ -1,0 +1,151 @@
+package rewrite
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/tfswap/tfswap/graphdef"
+	apb "github.com/wamuir/graft/tensorflow/core/framework/attr_value_go_proto"
+	npb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
+	"google.golang.org/protobuf/proto"
+)
+
+// Tuple Identities (issue 14 item 5). tf.gradients joins the gradients of one op's inputs
+// with a tuple: a NoOp (".../tuple/group_deps") with a control input from each gradient, and
+// an Identity of each gradient (".../tuple/control_dependency") with a control input from
+// that NoOp. TensorFlow's Identity kernel forwards its input's buffer, and TensorFlow's
+// default Grappler passes (the dependency optimizer) remove such Identities before the graph
+// runs, but Grappler's VirtualCluster counts each as a buffer of its own, as large as the
+// gradient, beside its input. BypassTupleIdentities removes them from the graph tfswap
+// writes, without changing what any op computes or when it may run.
+
+// TupleIdentities returns the tf.gradients tuple Identities of g that BypassTupleIdentities
+// may remove, in graph order: each is an Identity with one data input, of a type that is not
+// a reference, read by at least one data input, with a control input from a NoOp that has no
+// data inputs and a control input from the Identity's input's producer (the tuple's group);
+// on the device its input's producer is on; outside while loops and conditional branches
+// (a.InLoop, a.Conditional), its producer and readers too; read by no control-flow op
+// (Enter, Merge, Switch and the like, whose inputs the rewrite never redirects); not named by keep (the step's fetches and
+// feeds, as "name", "name:port" or "^name"); and not reading another such Identity (the
+// outer one of two stays).
+func TupleIdentities(g *graphdef.Graph, a *Analysis, keep []string) []*graphdef.Node {
+	kept := map[string]bool{}
+	for _, k := range keep {
+		if name, _, _, err := graphdef.ParseInput(strings.TrimPrefix(k, "^")); err == nil {
+			kept[name] = true
+		}
+	}
+	ok := make([]bool, len(g.Nodes))
+	for _, n := range g.Nodes {
+		if n.Op != "Identity" || len(n.Inputs) != 1 || len(n.ControlInputs) == 0 || kept[n.Name] {
+			continue
+		}
+		x := n.Inputs[0].Node
+		if n.Def.GetDevice() != x.Def.GetDevice() || len(n.Consumers) == 0 || len(n.Consumers[0]) == 0 {
+			continue
+		}
+		if len(n.OutputTypes) != 1 || graphdef.IsRef(n.OutputTypes[0]) {
+			continue
+		}
+		if a.InLoop(n) || a.Conditional(n) || a.InLoop(x) || a.Conditional(x) {
+			continue
+		}
+		readers := true
+		for _, u := range n.Consumers[0] {
+			// A control-flow op's inputs are never redirected (notConsumers), nor a reader's
+			// in a loop or conditional branch.
+			if notConsumers[u.Node.Op] || a.InLoop(u.Node) || a.Conditional(u.Node) {
+				readers = false
+			}
+		}
+		if !readers {
+			continue
+		}
+		grouped := false
+		for _, c := range n.ControlInputs {
+			if c.Op == "NoOp" && len(c.Inputs) == 0 && slices.Contains(c.ControlInputs, x) {
+				grouped = true
+				break
+			}
+		}
+		ok[n.Index] = grouped
+	}
+	var out []*graphdef.Node
+	for _, n := range g.Nodes {
+		if ok[n.Index] && !ok[n.Inputs[0].Node.Index] {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// BypassTupleIdentities returns a copy of model in which each of ids (TupleIdentities of
+// g) is bypassed, where g is the graph of model or of a model whose nodes model holds at the
+// same positions, with the same data inputs (model may add control inputs, such as ordering
+// edges): every data input that read the Identity reads the
+// Identity's input instead, and its node gains a control input from the Identity's name
+// (once), which now names a NoOp on the Identity's device with the Identity's control inputs
+// and its attrs whose names begin with "_" (but "_output_shapes"). A reader therefore still
+// waits for what the Identity waited for (the tuple's group, which waits for the Identity's
+// input), control inputs from the Identity's name keep their meaning, and the reader reads
+// the very tensor the Identity forwarded: the values computed are unchanged. model is not
+// changed; the copy shares the NodeDefs it did not change.
+func BypassTupleIdentities(model *graphdef.Model, g *graphdef.Graph, ids []*graphdef.Node) *graphdef.Model {
+	out := model.Clone()
+	if len(ids) == 0 {
+		return out
+	}
+	src := map[string]string{} // the Identity's output as an input string -> its input's
+	for _, id := range ids {
+		src[graphdef.Tensor{Node: id, Port: 0}.InputString()] = id.Def.GetInput()[0]
+		// An input may also name port 0 explicitly.
+		src[id.Name+":0"] = id.Def.GetInput()[0]
+	}
+	readers := map[int]bool{}
+	for _, id := range ids {
+		for _, u := range id.Consumers[0] {
+			readers[u.Node.Index] = true
+		}
+		nd := &npb.NodeDef{Name: id.Name, Op: "NoOp", Device: id.Def.GetDevice()}
+		for _, in := range id.Def.GetInput() {
+			if strings.HasPrefix(in, "^") {
+				nd.Input = append(nd.Input, in)
+			}
+		}
+		for k, v := range id.Def.GetAttr() {
+			if strings.HasPrefix(k, "_") && k != "_output_shapes" {
+				if nd.Attr == nil {
+					nd.Attr = map[string]*apb.AttrValue{}
+				}
+				nd.Attr[k] = v
+			}
+		}
+		out.Graph.Node[id.Index] = nd
+	}
+	for i := range readers {
+		c := proto.Clone(model.Graph.Node[i]).(*npb.NodeDef)
+		var data, ctrl, added []string
+		for _, in := range c.GetInput() {
+			if strings.HasPrefix(in, "^") {
+				ctrl = append(ctrl, in)
+				continue
+			}
+			if s, ok := src[in]; ok {
+				name, _, _, _ := graphdef.ParseInput(in)
+				if w := "^" + name; !slices.Contains(added, w) {
+					added = append(added, w)
+				}
+				in = s
+			}
+			data = append(data, in)
+		}
+		for _, w := range added {
+			if !slices.Contains(ctrl, w) {
+				ctrl = append(ctrl, w)
+			}
+		}
+		c.Input = append(data, ctrl...)
+		out.Graph.Node[i] = c
+	}
+	return out
+}
