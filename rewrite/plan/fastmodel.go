@@ -174,15 +174,6 @@ func sortEvents(evs []sweepEv) []sweepEv {
 	for i := range evs {
 		evs[i].seq = int32(i)
 	}
-	cmpEv := func(a, b sweepEv) int {
-		if a.t != b.t {
-			return cmp.Compare(a.t, b.t)
-		}
-		if a.kind != b.kind {
-			return cmp.Compare(a.kind, b.kind)
-		}
-		return cmp.Compare(a.seq, b.seq)
-	}
 	var hi int64
 	neg := false
 	for _, e := range evs {
@@ -190,7 +181,7 @@ func sortEvents(evs []sweepEv) []sweepEv {
 		neg = neg || e.t < 0
 	}
 	if len(evs) < 256 || neg {
-		slices.SortFunc(evs, cmpEv)
+		slices.SortFunc(evs, cmpSweepEv)
 		return evs
 	}
 	const bits = 11
@@ -390,6 +381,7 @@ func (fm *fastModel) prepare(plan *rewrite.Plan, throttle []int64) *preparedSwee
 		}
 		ps.waitsOf[w.Node.Index] = append(ps.waitsOf[w.Node.Index], oi)
 	}
+	ops := len(evs) // the op events follow
 	if throttle != nil || len(ps.waitsOf) > 0 {
 		if throttle != nil {
 			// Every op of a compute device gets an event: the list grows once.
@@ -413,8 +405,53 @@ func (fm *fastModel) prepare(plan *rewrite.Plan, throttle []int64) *preparedSwee
 			}
 		}
 	}
-	ps.evs = sortEvents(evs)
+	ps.evs = sortEventsFrom(evs, ops)
 	return ps
+}
+
+// sortEventsFrom is sortEvents for evs whose events from index from on are usually in order
+// by time already (the op events of one compute device, in the order the ops start): when
+// they are, only the events before from are sorted, and the two lists are merged; otherwise
+// all are sorted. The order is the same either way (no two events compare equal), and at
+// ResNet-50 4x its batch a sweep's events are a few dozen swap events before about 2,300 op
+// events, which sortEvents sorted in full (5% of the planning's CPU profile).
+func sortEventsFrom(evs []sweepEv, from int) []sweepEv {
+	tail := evs[from:]
+	for i := 1; i < len(tail); i++ {
+		if tail[i].t < tail[i-1].t {
+			return sortEvents(evs)
+		}
+	}
+	// The tail's events share one kind and keep their positions (seq), so ordered by time
+	// they are in sortEvents' order.
+	for i := range tail {
+		tail[i].seq = int32(from + i)
+	}
+	head := sortEvents(evs[:from])
+	out := make([]sweepEv, 0, len(evs))
+	i, j := 0, 0
+	for i < len(head) && j < len(tail) {
+		if cmpSweepEv(head[i], tail[j]) < 0 {
+			out = append(out, head[i])
+			i++
+		} else {
+			out = append(out, tail[j])
+			j++
+		}
+	}
+	out = append(out, head[i:]...)
+	return append(out, tail[j:]...)
+}
+
+// cmpSweepEv orders events by time, then kind, then position (sortEvents' order).
+func cmpSweepEv(a, b sweepEv) int {
+	if a.t != b.t {
+		return cmp.Compare(a.t, b.t)
+	}
+	if a.kind != b.kind {
+		return cmp.Compare(a.kind, b.kind)
+	}
+	return cmp.Compare(a.seq, b.seq)
 }
 
 // result returns the prediction of the prepared sweep's step with keep's decisions (nil:

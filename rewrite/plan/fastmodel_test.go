@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"cmp"
 	"github.com/tfswap/tfswap/rewrite"
 	"math/rand"
 	"slices"
@@ -110,6 +111,48 @@ func TestSortEvents(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Fatalf("trial %d (%d events, span %d): sortEvents differs from a stable sort", trial, n, span)
 		}
+	}
+}
+
+// TestSortEventsFrom checks sortEventsFrom against a comparison sort on random lists whose
+// events from a random index on are op events in order by time (ties in time with each other
+// and with the events before them), and on lists where they are not in order.
+func TestSortEventsFrom(t *testing.T) {
+	rng := rand.New(rand.NewSource(11))
+	merged := 0
+	for trial := 0; trial < 60; trial++ {
+		n := rng.Intn(3000)
+		from := rng.Intn(n + 1)
+		span := int64(1) << uint(rng.Intn(20)+1)
+		evs := make([]sweepEv, n)
+		for i := range evs {
+			evs[i] = sweepEv{t: rng.Int63n(span), kind: uint8(rng.Intn(evOrigEnd + 1)), id: int32(i)}
+		}
+		tail := evs[from:]
+		for i := range tail {
+			tail[i].kind = evOp
+		}
+		if trial%4 != 3 {
+			slices.SortFunc(tail, func(a, b sweepEv) int { return cmp.Compare(a.t, b.t) })
+			merged++
+		}
+		want := append([]sweepEv(nil), evs...)
+		for i := range want {
+			want[i].seq = int32(i)
+		}
+		sort.SliceStable(want, func(a, b int) bool {
+			if want[a].t != want[b].t {
+				return want[a].t < want[b].t
+			}
+			return want[a].kind < want[b].kind
+		})
+		got := sortEventsFrom(evs, from)
+		if !slices.Equal(got, want) {
+			t.Fatalf("trial %d (%d events, op events from %d, span %d): sortEventsFrom differs from a stable sort", trial, n, from, span)
+		}
+	}
+	if merged == 0 {
+		t.Fatal("no list with its op events in order")
 	}
 }
 
