@@ -24,7 +24,8 @@ import (
 // a reference, read by at least one data input, with a control input from a NoOp that has no
 // data inputs and a control input from the Identity's input's producer (the tuple's group);
 // on the device its input's producer is on; outside while loops and conditional branches
-// (a.InLoop, a.Conditional), the producer too; not named by keep (the step's fetches and
+// (a.InLoop, a.Conditional), its producer and readers too; read by no control-flow op
+// (Enter, Merge, Switch and the like, whose inputs the rewrite never redirects); not named by keep (the step's fetches and
 // feeds, as "name", "name:port" or "^name"); and not reading another such Identity (the
 // outer one of two stays).
 func TupleIdentities(g *graphdef.Graph, a *Analysis, keep []string) []*graphdef.Node {
@@ -47,6 +48,17 @@ func TupleIdentities(g *graphdef.Graph, a *Analysis, keep []string) []*graphdef.
 			continue
 		}
 		if a.InLoop(n) || a.Conditional(n) || a.InLoop(x) || a.Conditional(x) {
+			continue
+		}
+		readers := true
+		for _, u := range n.Consumers[0] {
+			// A control-flow op's inputs are never redirected (notConsumers), nor a reader's
+			// in a loop or conditional branch.
+			if notConsumers[u.Node.Op] || a.InLoop(u.Node) || a.Conditional(u.Node) {
+				readers = false
+			}
+		}
+		if !readers {
 			continue
 		}
 		grouped := false

@@ -14,8 +14,8 @@ import (
 
 // tupleGraph is a tf.gradients-style tuple (members m1..m4 of group, each with an Identity
 // waiting for it) and the Identities that must stay: id3 is fetched, id4 is on another
-// device than its input, id5 has no reader, id6 waits for no group of its input, and id7
-// reads id1 (the outer one of two).
+// device than its input, id5 has no reader, id6 waits for no group of its input, id7
+// reads id1 (the outer one of two), and id8 is read by a Merge (a control-flow op).
 const tupleGraph = `
 node { name: "p" op: "Placeholder" device: "/device:GPU:0" attr { key: "dtype" value { type: DT_FLOAT } } }
 node { name: "m1" op: "Relu" input: "p" device: "/device:GPU:0" attr { key: "T" value { type: DT_FLOAT } } }
@@ -33,6 +33,8 @@ node { name: "id4" op: "Identity" input: "m4" input: "^group" device: "/device:C
 node { name: "id5" op: "Identity" input: "m1" input: "^group" device: "/device:GPU:0" attr { key: "T" value { type: DT_FLOAT } } }
 node { name: "id6" op: "Identity" input: "m1" input: "^m2" device: "/device:GPU:0" attr { key: "T" value { type: DT_FLOAT } } }
 node { name: "id7" op: "Identity" input: "id1" input: "^group" device: "/device:GPU:0" attr { key: "T" value { type: DT_FLOAT } } }
+node { name: "id8" op: "Identity" input: "m4" input: "^group" device: "/device:GPU:0" attr { key: "T" value { type: DT_FLOAT } } }
+node { name: "merge" op: "Merge" input: "id8" input: "m4" device: "/device:GPU:0" attr { key: "T" value { type: DT_FLOAT } } attr { key: "N" value { i: 2 } } }
 node { name: "sum" op: "AddV2" input: "id1" input: "id2:0" device: "/device:GPU:0" attr { key: "T" value { type: DT_FLOAT } } }
 node { name: "twice" op: "AddV2" input: "id2" input: "id2" input: "^id2" device: "/device:GPU:0" attr { key: "T" value { type: DT_FLOAT } } }
 node { name: "r3" op: "Relu" input: "id3" device: "/device:GPU:0" attr { key: "T" value { type: DT_FLOAT } } }
