@@ -3,6 +3,7 @@ package cost
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -120,5 +121,41 @@ func TestCheckTotalCountsVariables(t *testing.T) {
 	b.node("p", "Placeholder", "", [][]int64{{1}}, map[string]*apb.AttrValue{"shape": shapeAttr(big)})
 	if _, err := NewShapes(b.graph(t), 1); err != nil {
 		t.Errorf("63 variables of 2^50 bytes and a placeholder with the same shape attr: %v", err)
+	}
+}
+
+// TestSetupScratchReused: simulations of graphs of different sizes one after another with one
+// set-up cache, which hands each the lists of the one before (simScratch), give the results,
+// timelines included, of simulations without a cache, by both accountings.
+func TestSetupScratchReused(t *testing.T) {
+	p, err := LookupProfile("v100-16gb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var graphs []*graphdef.Graph
+	for _, name := range []string{"resnet", "mlp", "cnn", "resnet", "lstm", "mlp"} {
+		graphs = append(graphs, loadFixtureGraph(t, name))
+	}
+	c := NewSetupCache(graphs[0], p)
+	for i, g := range graphs {
+		for _, conv := range []Conventions{{}, GrapplerConventions()} {
+			opts := Options{Fetch: []string{"train"}, Timeline: true, TopLive: 5, Conventions: conv}
+			want, err := Simulate(g, p, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts.Setup = c
+			got, err := Simulate(g, p, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got.Options.Setup = nil
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("graph %d (%s), conventions %s: the simulation with the reused lists differs from a fresh one", i, g.Source, ConventionsName(conv))
+			}
+		}
+	}
+	if c.scratch == nil || len(c.scratch.dev) == 0 {
+		t.Fatal("the cache kept no lists")
 	}
 }

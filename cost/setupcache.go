@@ -38,6 +38,16 @@ type SetupCache struct {
 	// facts is what the last simulation with the cache found about its graph regardless of
 	// the accounting rules.
 	facts graphFacts
+	// scratch is the set-up's lists, for the next simulation (simScratch).
+	scratch *simScratch
+}
+
+// simScratch returns c's set-up lists for a simulation, made on first use.
+func (c *SetupCache) simScratch() *simScratch {
+	if c.scratch == nil {
+		c.scratch = &simScratch{}
+	}
+	return c.scratch
 }
 
 // graphFacts is what a simulation works out about its graph, for its fetches, whatever the
@@ -83,10 +93,10 @@ func (c *SetupCache) lastLowered(g *graphdef.Graph) bool {
 	return c != nil && c.facts.g.Value() == g
 }
 
-// Release empties c's tables (the estimates, the NoOp answers, the name order and the facts
-// about the last graph), so that a cache that results still refer to (Options.Setup) holds
-// no memory the size of the graph once planning is done. A later simulation with c works
-// them out again, with the same results.
+// Release empties c's tables (the estimates, the NoOp answers, the name order, the facts
+// about the last graph and the set-up's lists), so that a cache that results still refer to
+// (Options.Setup) holds no memory the size of the graph once planning is done. A later
+// simulation with c works them out again, with the same results.
 func (c *SetupCache) Release() {
 	if c == nil {
 		return
@@ -94,6 +104,7 @@ func (c *SetupCache) Release() {
 	c.est = [2][]nodeSetup{}
 	c.convertible, c.byName = nil, nil
 	c.facts = graphFacts{}
+	c.scratch = nil
 }
 
 // Hits returns how many node estimates simulations took from c (0 for a nil cache).

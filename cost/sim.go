@@ -712,22 +712,28 @@ func (s *sim) setup() error {
 		}
 	}
 	nn := len(g.Nodes)
-	s.dev = make([]int32, nn)
-	s.dur = make([]int64, nn)
-	s.wsz = make([]int64, nn)
-	s.tie = make([]int32, nn)
-	s.pend = make([]int32, nn)
-	s.ready = make([]int64, nn)
-	s.picked = make([]pickKey, nn)
-	s.lastX = make([]int32, nn)
-	s.inlined = make([]bool, nn)
-	if !s.conv.RecvOps {
-		s.inlineOK = make([]bool, nn)
+	// The per-node lists, zeroed: a simulation with a set-up cache reuses those of the one
+	// before it (simScratch).
+	sc := &simScratch{}
+	if s.cache != nil {
+		sc = s.cache.simScratch()
 	}
-	s.start = make([]int64, nn)
-	s.outOf = make([]int32, nn+1)
-	s.wsBuf = make([]int32, nn)
-	s.resid = make([]int32, nn)
+	s.dev = zeroed(&sc.dev, nn)
+	s.dur = zeroed(&sc.dur, nn)
+	s.wsz = zeroed(&sc.wsz, nn)
+	s.tie = zeroed(&sc.tie, nn)
+	s.pend = zeroed(&sc.pend, nn)
+	s.ready = zeroed(&sc.ready, nn)
+	s.picked = zeroed(&sc.picked, nn)
+	s.lastX = zeroed(&sc.lastX, nn)
+	s.inlined = zeroed(&sc.inlined, nn)
+	if !s.conv.RecvOps {
+		s.inlineOK = zeroed(&sc.inlineOK, nn)
+	}
+	s.start = zeroed(&sc.start, nn)
+	s.outOf = zeroed(&sc.outOf, nn+1)
+	s.wsBuf = zeroed(&sc.wsBuf, nn)
+	s.resid = zeroed(&sc.resid, nn)
 	// Devices: the default compute device first, then in order of first use.
 	s.deviceIndex(def.String(), def.Type != "CPU")
 	var lastD graphdef.Device
@@ -770,8 +776,8 @@ func (s *sim) setup() error {
 	for i, d := range s.devs {
 		d.log = make([]memEv, 0, 2*outputsOn[i])
 	}
-	s.outB = make([]int32, total)
-	s.newB = make([]bool, total)
+	s.outB = zeroed(&sc.outB, total)
+	s.newB = zeroed(&sc.newB, total)
 	for i := range s.outB {
 		s.outB[i] = -1
 	}
@@ -909,6 +915,30 @@ func (s *sim) setup() error {
 		}
 	}
 	return nil
+}
+
+// simScratch holds the per-node and per-output lists of a simulation's set-up, kept by a
+// SetupCache for the next simulation with it: a planning simulates hundreds of graphs of
+// about the same size one after another, and allocating the lists afresh for each was about
+// a tenth of the memory planning ResNet-50 at 4x its batch allocated. No result refers to
+// them (the simulation copies what it reports).
+type simScratch struct {
+	dev, tie, pend, lastX, outOf, wsBuf, resid, outB []int32
+	dur, wsz, ready, start                           []int64
+	picked                                           []pickKey
+	inlined, inlineOK, newB                          []bool
+}
+
+// zeroed returns (*p)[:n] cleared when it has room for n, or else a new list of n that it
+// keeps in *p.
+func zeroed[T any](p *[]T, n int) []T {
+	if cap(*p) >= n {
+		l := (*p)[:n]
+		clear(l)
+		return l
+	}
+	*p = make([]T, n)
+	return *p
 }
 
 // countInputs sets the number of inputs n waits for. Inputs from a branch not taken never
