@@ -107,21 +107,24 @@ const (
 	shapeKindReduction
 )
 
+// grapplerShapeKindMaps are the maps of ops by shape-function kind, with the kind's bit.
+var grapplerShapeKindMaps = []struct {
+	ops  map[string]bool
+	kind uint8
+}{
+	{grapplerUnaryShapeOps, shapeKindUnary},
+	{grapplerMergeBothOps, shapeKindMergeBoth},
+	{grapplerBroadcastOps, shapeKindBroadcast},
+	{grapplerReductionOps, shapeKindReduction},
+}
+
 // grapplerShapeKinds gives each op of grapplerUnaryShapeOps, grapplerMergeBothOps,
 // grapplerBroadcastOps and grapplerReductionOps its kinds, so that infer looks an op up once
 // rather than in each map (the lookups were 1.7% of the CPU profile of planning ResNet-50 at
 // 4x its batch, which infers the shapes of every graph it judges by Grappler's accounting).
 var grapplerShapeKinds = func() map[string]uint8 {
 	kinds := map[string]uint8{}
-	for _, m := range []struct {
-		ops  map[string]bool
-		kind uint8
-	}{
-		{grapplerUnaryShapeOps, shapeKindUnary},
-		{grapplerMergeBothOps, shapeKindMergeBoth},
-		{grapplerBroadcastOps, shapeKindBroadcast},
-		{grapplerReductionOps, shapeKindReduction},
-	} {
+	for _, m := range grapplerShapeKindMaps {
 		for op, in := range m.ops {
 			if in {
 				kinds[op] |= m.kind

@@ -216,16 +216,11 @@ func TestGrapplerEigenCosts(t *testing.T) {
 // TestGrapplerShapeKinds checks that grapplerShapeKinds gives each op the kinds of the maps it
 // is in, and none to ops in no map.
 func TestGrapplerShapeKinds(t *testing.T) {
-	maps := []struct {
-		ops  map[string]bool
-		kind uint8
-	}{
-		{grapplerUnaryShapeOps, shapeKindUnary},
-		{grapplerMergeBothOps, shapeKindMergeBoth},
-		{grapplerBroadcastOps, shapeKindBroadcast},
-		{grapplerReductionOps, shapeKindReduction},
+	maps := grapplerShapeKindMaps
+	if len(maps) != 4 {
+		t.Fatalf("%d maps of shape-function kinds, want 4", len(maps))
 	}
-	ops := []string{"Conv2D", "MatMul", "IdentityN", "", "NoOp"}
+	ops := []string{"Conv2D", "MatMul", "IdentityN", "", "NoOp", "Relu", "AddV2", "Sum", "ReluGrad"}
 	for _, m := range maps {
 		for op := range m.ops {
 			ops = append(ops, op)

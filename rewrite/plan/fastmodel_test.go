@@ -87,6 +87,22 @@ func TestFastModelAgreesWithSimulate(t *testing.T) {
 	t.Logf("%d plans checked, %d predicted exactly", checked, exact)
 }
 
+// stableSortedEvents returns a copy of evs numbered by position (seq) and sorted by a stable
+// comparison sort on time and kind: the order sortEvents must give.
+func stableSortedEvents(evs []sweepEv) []sweepEv {
+	want := append([]sweepEv(nil), evs...)
+	for i := range want {
+		want[i].seq = int32(i)
+	}
+	sort.SliceStable(want, func(a, b int) bool {
+		if want[a].t != want[b].t {
+			return want[a].t < want[b].t
+		}
+		return want[a].kind < want[b].kind
+	})
+	return want
+}
+
 // TestSortEvents checks the sweep's linear event sort against a comparison sort on random
 // lists, short and long, with ties in time and kind.
 func TestSortEvents(t *testing.T) {
@@ -98,16 +114,7 @@ func TestSortEvents(t *testing.T) {
 		for i := range evs {
 			evs[i] = sweepEv{t: rng.Int63n(span), kind: uint8(rng.Intn(evOrigEnd + 1)), id: int32(i)}
 		}
-		want := append([]sweepEv(nil), evs...)
-		for i := range want {
-			want[i].seq = int32(i)
-		}
-		sort.SliceStable(want, func(a, b int) bool {
-			if want[a].t != want[b].t {
-				return want[a].t < want[b].t
-			}
-			return want[a].kind < want[b].kind
-		})
+		want := stableSortedEvents(evs)
 		got := sortEvents(evs)
 		if !slices.Equal(got, want) {
 			t.Fatalf("trial %d (%d events, span %d): sortEvents differs from a stable sort", trial, n, span)
@@ -137,16 +144,7 @@ func TestSortEventsFrom(t *testing.T) {
 			slices.SortFunc(tail, func(a, b sweepEv) int { return cmp.Compare(a.t, b.t) })
 			merged++
 		}
-		want := append([]sweepEv(nil), evs...)
-		for i := range want {
-			want[i].seq = int32(i)
-		}
-		sort.SliceStable(want, func(a, b int) bool {
-			if want[a].t != want[b].t {
-				return want[a].t < want[b].t
-			}
-			return want[a].kind < want[b].kind
-		})
+		want := stableSortedEvents(evs)
 		got := sortEventsFrom(evs, from)
 		if !slices.Equal(got, want) {
 			t.Fatalf("trial %d (%d events, op events from %d, span %d): sortEventsFrom differs from a stable sort", trial, n, from, span)
@@ -162,14 +160,7 @@ func TestSortEventsFrom(t *testing.T) {
 // op of each compute device in start order gives; its prediction is the same whether the list
 // was made for it or before, and sweeping does not change the list.
 func TestOpEventsShared(t *testing.T) {
-	m, err := graphdef.Load("../../testmodels/fixtures/resnet.pb", graphdef.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gr, err := graphdef.NewGraph(m.Graph, "resnet")
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, gr := loadTestModel(t, "fixtures", "resnet", "a fixture of the repository")
 	pr, err := newProblemRun(m, rewrite.Analyze(gr, rewrite.Options{}), PlanOptions{Profile: slowProfile(), Budget: 1 << 20, FitAccounting: "tfswap"})
 	if err != nil {
 		t.Fatal(err)

@@ -53,31 +53,42 @@ func TestSetupCacheMatchesFresh(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				for _, conv := range []cost.Conventions{{}, cost.GrapplerConventions()} {
-					opts := pr.simOpts
-					opts.Conventions, opts.Timeline, opts.TopLive = conv, true, 5
-					before := opts.Setup.Hits()
-					cached, err := cost.Simulate(pg, pr.Profile, opts)
-					if err != nil {
-						t.Fatal(err)
-					}
-					hits += opts.Setup.Hits() - before
-					opts.Setup = nil
-					fresh, err := cost.Simulate(pg, pr.Profile, opts)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if !reflect.DeepEqual(cached, fresh) {
-						t.Fatalf("%s/%s: plan %s, conventions %s: the simulation with the set-up cache differs from a fresh one:\n%s\nfresh:\n%s",
-							gr.name, name, k, cost.ConventionsName(conv), setupSummary(cached), setupSummary(fresh))
-					}
-				}
+				hits += cachedMatchesFresh(t, pr.Problem, pg, fmt.Sprintf("%s/%s: plan %s", gr.name, name, k))
 			}
 		}
 	}
 	if hits == 0 || planned == 0 {
 		t.Fatalf("nothing checked: %d cached estimates used, %d plans with swaps", hits, planned)
 	}
+}
+
+// cachedMatchesFresh simulates pg, a graph of a plan of pr, with pr's set-up cache and
+// without one, by tfswap's accounting and by Grappler's, timelines included, and fails the
+// test (naming the plan by what) unless they are the same. It returns how many estimates the
+// cache supplied.
+func cachedMatchesFresh(t *testing.T, pr *Problem, pg *graphdef.Graph, what string) int {
+	t.Helper()
+	hits := 0
+	for _, conv := range []cost.Conventions{{}, cost.GrapplerConventions()} {
+		opts := pr.simOpts
+		opts.Conventions, opts.Timeline, opts.TopLive = conv, true, 5
+		before := opts.Setup.Hits()
+		cached, err := cost.Simulate(pg, pr.Profile, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hits += opts.Setup.Hits() - before
+		opts.Setup = nil
+		fresh, err := cost.Simulate(pg, pr.Profile, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(cached, fresh) {
+			t.Fatalf("%s, conventions %s: the simulation with the set-up cache differs from a fresh one:\n%s\nfresh:\n%s",
+				what, cost.ConventionsName(conv), setupSummary(cached), setupSummary(fresh))
+		}
+	}
+	return hits
 }
 
 func setupSummary(r *cost.Result) string {
@@ -144,25 +155,7 @@ func TestRecomputedSetupCacheMatchesFresh(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, conv := range []cost.Conventions{{}, cost.GrapplerConventions()} {
-				opts := pr2.simOpts
-				opts.Conventions, opts.Timeline, opts.TopLive = conv, true, 5
-				before := opts.Setup.Hits()
-				cached, err := cost.Simulate(pg, pr2.Profile, opts)
-				if err != nil {
-					t.Fatal(err)
-				}
-				hits += opts.Setup.Hits() - before
-				opts.Setup = nil
-				fresh, err := cost.Simulate(pg, pr2.Profile, opts)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !reflect.DeepEqual(cached, fresh) {
-					t.Fatalf("%s: plan %s, conventions %s: the simulation with the recomputed graph's set-up cache differs from a fresh one:\n%s\nfresh:\n%s",
-						c.name, k, cost.ConventionsName(conv), setupSummary(cached), setupSummary(fresh))
-				}
-			}
+			hits += cachedMatchesFresh(t, pr2.Problem, pg, fmt.Sprintf("%s (recomputed): plan %s", c.name, k))
 		}
 	}
 	t.Logf("%d recomputed graphs planned, %d cached estimates used", levels, hits)
