@@ -98,6 +98,39 @@ var grapplerReductionOps = map[string]bool{
 	"EuclideanNorm": true,
 }
 
+// The shape-function kinds of an op (grapplerShapeKinds), as bits: an op in several of the
+// maps above has each of their bits.
+const (
+	shapeKindUnary uint8 = 1 << iota
+	shapeKindMergeBoth
+	shapeKindBroadcast
+	shapeKindReduction
+)
+
+// grapplerShapeKinds gives each op of grapplerUnaryShapeOps, grapplerMergeBothOps,
+// grapplerBroadcastOps and grapplerReductionOps its kinds, so that infer looks an op up once
+// rather than in each map (the lookups were 1.7% of the CPU profile of planning ResNet-50 at
+// 4x its batch, which infers the shapes of every graph it judges by Grappler's accounting).
+var grapplerShapeKinds = func() map[string]uint8 {
+	kinds := map[string]uint8{}
+	for _, m := range []struct {
+		ops  map[string]bool
+		kind uint8
+	}{
+		{grapplerUnaryShapeOps, shapeKindUnary},
+		{grapplerMergeBothOps, shapeKindMergeBoth},
+		{grapplerBroadcastOps, shapeKindBroadcast},
+		{grapplerReductionOps, shapeKindReduction},
+	} {
+		for op, in := range m.ops {
+			if in {
+				kinds[op] |= m.kind
+			}
+		}
+	}
+	return kinds
+}()
+
 // isConstNode reports whether t is a Const's output: the only values Grappler's shape
 // functions see.
 func isConstNode(t graphdef.Tensor) bool {
@@ -316,20 +349,21 @@ func (m *grapplerShapeModel) node(n *graphdef.Node) {
 // infer returns the handles of output port of n.
 func (m *grapplerShapeModel) infer(n *graphdef.Node, port int) []int32 {
 	op := n.Op
+	kind := grapplerShapeKinds[op]
 	switch {
 	case op == "IdentityN":
 		if hs := m.in(n, port); hs != nil {
 			return hs
 		}
-	case grapplerUnaryShapeOps[op] && port == 0:
+	case kind&shapeKindUnary != 0 && port == 0:
 		if hs := m.in(n, 0); hs != nil {
 			return hs
 		}
-	case grapplerMergeBothOps[op] && port == 0:
+	case kind&shapeKindMergeBoth != 0 && port == 0:
 		if hs := m.mergeAll(m.in(n, 0), m.in(n, 1)); hs != nil {
 			return hs
 		}
-	case grapplerBroadcastOps[op] && port == 0:
+	case kind&shapeKindBroadcast != 0 && port == 0:
 		if hs := m.broadcast(m.in(n, 0), m.in(n, 1)); hs != nil {
 			return hs
 		}
@@ -446,7 +480,7 @@ func (m *grapplerShapeModel) infer(n *graphdef.Node, port int) []int32 {
 				return hs
 			}
 		}
-	case grapplerReductionOps[op] && port == 0:
+	case kind&shapeKindReduction != 0 && port == 0:
 		x := m.in(n, 0)
 		if x == nil || len(n.Inputs) < 2 {
 			break

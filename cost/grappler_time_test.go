@@ -212,3 +212,34 @@ func TestGrapplerEigenCosts(t *testing.T) {
 		t.Errorf("eigenExp %d, eigenInverse %d, eigenRsqrt %d; measured %d, %d, %d", eigenExp, eigenInverse, eigenRsqrt, m["Exp"], m["Inv"], m["Rsqrt"])
 	}
 }
+
+// TestGrapplerShapeKinds checks that grapplerShapeKinds gives each op the kinds of the maps it
+// is in, and none to ops in no map.
+func TestGrapplerShapeKinds(t *testing.T) {
+	maps := []struct {
+		ops  map[string]bool
+		kind uint8
+	}{
+		{grapplerUnaryShapeOps, shapeKindUnary},
+		{grapplerMergeBothOps, shapeKindMergeBoth},
+		{grapplerBroadcastOps, shapeKindBroadcast},
+		{grapplerReductionOps, shapeKindReduction},
+	}
+	ops := []string{"Conv2D", "MatMul", "IdentityN", "", "NoOp"}
+	for _, m := range maps {
+		for op := range m.ops {
+			ops = append(ops, op)
+		}
+	}
+	for _, op := range ops {
+		var want uint8
+		for _, m := range maps {
+			if m.ops[op] {
+				want |= m.kind
+			}
+		}
+		if got := grapplerShapeKinds[op]; got != want {
+			t.Errorf("grapplerShapeKinds[%q] = %b, want %b", op, got, want)
+		}
+	}
+}

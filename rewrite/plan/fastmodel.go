@@ -44,6 +44,26 @@ type fastModel struct {
 	// scratch holds the working lists of the steps' peaks, reused from step to step
 	// (planning is sequential).
 	scratch cost.StepScratch
+	// opEvents are the op events of a throttled sweep without waits (opEventsAll), made on
+	// first use.
+	opEvents []sweepEv
+}
+
+// opEventsAll returns an event for every op of every compute device, in device order and
+// then the order the ops start, none with waits: the op events prepare gives a throttled
+// sweep whose plan has no waits, made once for all of them.
+func (fm *fastModel) opEventsAll() []sweepEv {
+	if fm.opEvents == nil {
+		tm := fm.pr.timing
+		evs := []sweepEv{}
+		for _, dev := range fm.pr.gpuDevices() {
+			for _, n := range tm.order[dev] {
+				evs = append(evs, sweepEv{t: tm.times.Start[n.Index], kind: evOp, id: int32(n.Index), w: -1})
+			}
+		}
+		fm.opEvents = evs
+	}
+	return fm.opEvents
 }
 
 func newFastModel(pr *Problem) *fastModel {
@@ -382,7 +402,9 @@ func (fm *fastModel) prepare(plan *rewrite.Plan, throttle []int64) *preparedSwee
 		ps.waitsOf[w.Node.Index] = append(ps.waitsOf[w.Node.Index], oi)
 	}
 	ops := len(evs) // the op events follow
-	if throttle != nil || len(ps.waitsOf) > 0 {
+	if throttle != nil && len(ps.waitsOf) == 0 {
+		evs = append(evs, fm.opEventsAll()...)
+	} else if throttle != nil || len(ps.waitsOf) > 0 {
 		if throttle != nil {
 			// Every op of a compute device gets an event: the list grows once.
 			ops := 0

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"github.com/tfswap/tfswap/rewrite"
 	"math/rand"
+	"reflect"
 	"slices"
 	"sort"
 	"testing"
@@ -153,6 +154,87 @@ func TestSortEventsFrom(t *testing.T) {
 	}
 	if merged == 0 {
 		t.Fatal("no list with its op events in order")
+	}
+}
+
+// TestOpEventsShared: a throttled sweep of a plan without waits takes its op events from the
+// fast model's shared list (opEventsAll), and gets the events, in the order, that listing every
+// op of each compute device in start order gives; its prediction is the same whether the list
+// was made for it or before, and sweeping does not change the list.
+func TestOpEventsShared(t *testing.T) {
+	m, err := graphdef.Load("../../testmodels/fixtures/resnet.pb", graphdef.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gr, err := graphdef.NewGraph(m.Graph, "resnet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, err := newProblemRun(m, rewrite.Analyze(gr, rewrite.Options{}), PlanOptions{Profile: slowProfile(), Budget: 1 << 20, FitAccounting: "tfswap"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := pr.vdnnChoices(false)
+	groups, _ := pr.groupsOf(cs, layerRule(convAny))
+	tm := pr.timing
+	var want []sweepEv
+	for _, dev := range pr.gpuDevices() {
+		for _, n := range tm.order[dev] {
+			want = append(want, sweepEv{t: tm.times.Start[n.Index], kind: evOp, id: int32(n.Index), w: -1})
+		}
+	}
+	if len(want) == 0 {
+		t.Fatal("no ops")
+	}
+	rng := rand.New(rand.NewSource(5))
+	swapped := 0
+	for trial := 0; trial < 20; trial++ {
+		// Targets from 40% to 97% of each device's unswapped peak.
+		throttle := make([]int64, len(tm.res.Devices))
+		for i, d := range tm.res.Devices {
+			throttle[i] = d.PeakBytes * int64(40+3*trial) / 100
+		}
+		plan, _ := assemble(groups, func(*choice) bool { return rng.Intn(2) == 0 })
+		plan = &rewrite.Plan{Swaps: plan.Swaps}
+		pr.fast.opEvents = nil
+		fresh := pr.fast.prepare(plan, throttle)
+		shared := pr.fast.prepare(plan, throttle)
+		if !slices.Equal(pr.fast.opEvents, want) {
+			t.Fatalf("trial %d: the shared op events differ from every op in start order", trial)
+		}
+		var ops []sweepEv
+		for _, ev := range shared.evs {
+			if ev.kind == evOp {
+				ev.seq = 0
+				ops = append(ops, ev)
+			}
+		}
+		slices.SortStableFunc(ops, func(a, b sweepEv) int { return cmp.Compare(a.id, b.id) })
+		sorted := slices.Clone(want)
+		slices.SortStableFunc(sorted, func(a, b sweepEv) int { return cmp.Compare(a.id, b.id) })
+		if !slices.Equal(ops, sorted) {
+			t.Fatalf("trial %d (%d swaps): the sweep's op events differ from every op's", trial, len(plan.Swaps))
+		}
+		if !slices.Equal(fresh.evs, shared.evs) {
+			t.Fatalf("trial %d (%d swaps): the sweep's events with the op events made before differ", trial, len(plan.Swaps))
+		}
+		a, b := fresh.result(nil), shared.result(nil)
+		if a.stall != b.stall || !reflect.DeepEqual(a.waits, b.waits) {
+			t.Fatalf("trial %d (%d swaps): stall %d and %d waits, with the op events made before %d and %d", trial, len(plan.Swaps), a.stall, len(a.waits), b.stall, len(b.waits))
+		}
+		for dev := range a.base {
+			ap, at := a.peak(dev)
+			bp, bt := b.peak(dev)
+			if ap != bp || at != bt {
+				t.Fatalf("trial %d: device %d peak %d at %d, with the op events made before %d at %d", trial, dev, ap, at, bp, bt)
+			}
+		}
+		if len(plan.Swaps) > 0 {
+			swapped++
+		}
+	}
+	if swapped == 0 {
+		t.Fatal("no plan swapped")
 	}
 }
 

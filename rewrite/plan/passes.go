@@ -273,6 +273,10 @@ func dumpEvaluation(w io.Writer, ev *Evaluation, recomputes, sims int) {
 	if !ev.Fits {
 		fit = "does not fit"
 	}
+	if ev.unjudged && ev.Result == nil {
+		// floorBeaten's outcome: its step and peak are lower bounds.
+		fit = "not simulated (its lower bounds cannot beat the bar), step and peak at least"
+	}
 	nsw := 0
 	if ev.Plan != nil {
 		nsw = len(ev.Plan.Swaps)

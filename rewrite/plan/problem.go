@@ -272,7 +272,7 @@ func better(a, b *Evaluation) bool {
 //     constructors' simulation counts (release drops the large ones and the memos once the
 //     plan is chosen);
 //   - memos, filled on first use, whose answers depend on the inputs alone, not on what was
-//     searched before or by which strategy: seqs, budgets, lms, elig and memos.
+//     searched before or by which strategy: seqs, budgets, lms, elig, memos and floor.
 //
 // The search state (every plan evaluated, the best and lowest so far, the simulations run,
 // the strategy running, the builder output kept, the explanations) is a planRun's, made by
@@ -317,6 +317,10 @@ type Problem struct {
 	// accumulators are the while loops' accumulators every plan of this problem places on
 	// the host (Plan.Accumulators; its Base too): the problem passAccumulators plans.
 	accumulators []*graphdef.Node
+	// floor is the lower bounds on a plan's peak and step (peakFloorOf), nil when none;
+	// floorDone says it was worked out.
+	floor     *peakFloor
+	floorDone bool
 }
 
 // planRun is one planning of a Problem: the search state that strategies change as they
@@ -637,6 +641,9 @@ func (pr *planRun) evaluateBeaten(plan *rewrite.Plan, bar *Evaluation) (*Evaluat
 	if ev, ok := pr.cache[key]; ok {
 		return ev, nil
 	}
+	if ev := pr.floorBeaten(plan, bar); ev != nil {
+		return ev, nil
+	}
 	pr.beaten = bar.StepTime
 	ev, _, _, err := pr.simulateGraph(plan, nil, false)
 	pr.beaten = 0
@@ -648,6 +655,38 @@ func (pr *planRun) evaluateBeaten(plan *rewrite.Plan, bar *Evaluation) (*Evaluat
 		pr.note(ev)
 	}
 	return ev, nil
+}
+
+// skipFloorBeaten says whether evaluateBeaten leaves out the simulation of a plan that its
+// lower bounds (peakFloor) show cannot beat the bar. Tests turn it off to compare.
+var skipFloorBeaten = true
+
+// floorBeaten returns the outcome of plan, held to bar, a plan that fits and was judged in
+// full, when plan cannot be better than bar under better whatever its simulation would show
+// (peakFloor): its peak by tfswap's accounting is over the budget, so it does not fit, or its
+// step is longer than bar's. It is then not simulated: the outcome is marked unjudged,
+// neither cached nor noted, as evaluateBeaten's, and marked as not fitting (the bar beats it
+// either way); it names the plan and its strategy, and its figures are the bounds (the
+// peak's, as its one device figure, or the step's), not simulated ones. It returns nil when
+// the bounds do not rule the plan out.
+func (pr *planRun) floorBeaten(plan *rewrite.Plan, bar *Evaluation) *Evaluation {
+	if !skipFloorBeaten || !pr.fit.tfswap {
+		return nil
+	}
+	f := pr.peakFloorOf()
+	if f == nil {
+		return nil
+	}
+	d := pr.Base.Result.Devices[f.dev]
+	peak := f.bytes(plan)
+	step := int64(0)
+	if peak <= f.budget {
+		if step = f.stepFloor(pr.Problem, plan); step <= bar.StepTime {
+			return nil
+		}
+	}
+	return &Evaluation{Plan: pr.placed(plan), Strategy: pr.strategy, unjudged: true, StepTime: step, Excess: peak - f.budget,
+		Devices: []DevicePeak{{Name: pr.deviceName(d.Name), Peak: peak, Budget: f.budget, ComputeDevice: true, SimulatedIndex: f.dev, simName: d.Name, fit: pr.fit}}}
 }
 
 // evaluateTimed simulates plan with its timeline and returns the outcome and the timing of
@@ -1178,7 +1217,7 @@ func (pr *planRun) release() {
 // evaluate afterwards; Base and the evaluations handed out stay valid, without Base's
 // timeline.
 func (pr *Problem) release() {
-	pr.timing, pr.buffers, pr.bufOf, pr.fast, pr.seqs, pr.lms, pr.memos = nil, nil, nil, nil, nil, nil, nil
+	pr.timing, pr.buffers, pr.bufOf, pr.fast, pr.seqs, pr.lms, pr.memos, pr.floor = nil, nil, nil, nil, nil, nil, nil, nil
 	// The evaluations' results keep the set-up cache in their options: its tables are let go.
 	pr.simOpts.Setup.Release()
 	pr.Analysis.Setup.Release()

@@ -113,7 +113,7 @@ func idx(pair [2]string, name string) int {
 // TestProblemReadOnly: planning does not write a Problem once it is made. Every strategy runs
 // on a problem of each fixture and of a synthetic residual graph at 70% of the unswapped
 // peak, and afterwards the problem's fields, its memos aside (seqs, budgets, lms, elig,
-// memos), are what they were (pointers not reassigned, values equal), and so is its unswapped
+// memos, floor), are what they were (pointers not reassigned, values equal), and so is its unswapped
 // step, Base, down to each device's figures. It fails unless some strategy's run evaluated
 // plans beyond the unswapped step.
 func TestProblemReadOnly(t *testing.T) {
@@ -138,7 +138,7 @@ func TestProblemReadOnly(t *testing.T) {
 			}
 			after := *pr
 			for _, p := range []*Problem{&before, &after} {
-				p.seqs, p.budgets, p.lms, p.elig, p.memos = nil, nil, nil, nil, nil
+				p.seqs, p.budgets, p.lms, p.elig, p.memos, p.floor, p.floorDone = nil, nil, nil, nil, nil, nil, false
 			}
 			// DeepEqual takes pointers, maps and slices that are the same as equal: a field
 			// reassigned differs, what it points to is not compared (Base is, below).
