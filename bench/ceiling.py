@@ -513,7 +513,7 @@ and moving 4.43 GiB over PCIe 3.0 (12.8 GB/s) takes 0.37 s each way. The swap-ou
 block-sized tensor is allocated, and no pass yet holds the main branch back until it is (a stall that would fit).
 Running the two
 input gradients into one accumulator is the other way (not built). At 73a1048 (simulated v100-16gb) 8x fits by
-tfswap's accounting again, at +1369.6% (+1379.9% at 65bb28a; +1382.0% with `L2Loss` gates at c3ff82c, +1276.0% since the tuple-order pass, the table above): `auto`'s peak repair on its lowest-memory plan reaches
+tfswap's accounting again, at +1369.6% (+1379.9% at 65bb28a; +1382.0% with `L2Loss` gates at c3ff82c, +1276.0% since the tuple-order pass at d808eec, +479.7% since 5cd9d74, the table above): `auto`'s peak repair on its lowest-memory plan reaches
 13.47 GiB with 135 ops held until a swap-out reaches the host and 279 GiB to the host, 372 GiB back a step,
 31.4 s of the 52.8 s step stalled on swap-ins; the stall-accepting plan exists, its overhead is the host link's.
 10x's lowest peak fell from 19.56 to 16.79 GiB (`stage2/block3`'s batch-norm gradient and ReLU gradient,
@@ -737,7 +737,7 @@ not fit or costs more than +50%, each tuple's largest member is ordered after th
 planned again. (4) With those edges the lowest 6x plan of the chains-apart graph peaks at `stage2/block3`'s last
 batch-norm gradient: its three block-sized operands beside 4.98 GiB of swapped-in copies. The
 6x rows are unchanged by the pass (its plans are not faster there); it takes 8x by tfswap's accounting from
-+1382.0% to +1276.0% (the table) and 8x by all accountings from a lowest peak of 16.79 GiB in the backward
++1382.0% to +1276.0% (at d808eec) and 8x by all accountings from a lowest peak of 16.79 GiB in the backward
 pass to 15.13 GiB in the forward pass (14.94 GiB of activations and no swapped-in copy, the largest `stage4`'s
 saved block outputs and last convolutions, 1.11 GiB each). The ladder's rewrites now take 1 to 8 s
 on this machine (the table; 14 to 115 s at c3ff82c), so the rungs are cheap to re-plan.
@@ -815,6 +815,39 @@ user time, one core, GOMAXPROCS=1, nice, 87a2957 against dba0319, load 8 to 11).
 bit-identically to the original (the ResNet fixture within 3 MiB by all accountings, where no plan fits
 without it; two-device emulation, 5 steps, every variable; `TestTupleBypassInRuntime`).
 
+Ordering edges and every strategy again where the plan is costly (6702e11 and 5cd9d74; simulated v100-16gb,
+`--gate-kind reduce`, tfswap's accounting; the 6x, 8x and 10x rows re-planned at 55419d8, rewrite wall times at
+load 6.5 to 8; the run took 30.3 s user, 1:09 wall). At 8x every recomputing plan missed the budget. The recompute pass screens two levels there:
+half the excess (41 targets, 51.9 GiB; the unswapped step with them still peaks at 65.07 GiB) and every
+candidate (76 targets, 86.17 GiB; 32.83 GiB at 1.79 s, a 5.09 s step with chains apart). With served chains the
+lowest plan peaked at 19.00 GiB at `stage2/block3`'s input gradient while the chain remaking `stage2/block2/out`
+ran; with chains apart at 16.79 GiB at `stage2/block1`'s main-branch batch-norm gradient, where the shortcut's
+batch-norm gradient (4.43 GiB) waited for its filter gradient, itself waiting for `pool1`'s swap-in, beside the
+ReLU gradient and the recomputed conv3 output (4.43 GiB each). That is the reorder pass's edge, but the pass ran
+only where nothing fits, and `auto`'s fallback fitted at +1276.0%. It now also runs where the best plan fits at
+more than +50% and a recompute pass's lowest plan missed, with the edges at that plan's peak (here the shortcut's
+filter gradient before the main branch's batch-norm gradient): window+order then fits at +503.7% (104.29 GiB to
+the host, 131.96 GiB back a step), and on the graph with every candidate recomputed a plan fits. There only
+window, the strategy of the best plan so far, was run again (+925.9%); where the best plan that fits is costly,
+`auto` now runs every strategy again on a recomputed graph and fits at +479.7% (the table; 14.02 / 22.13 / 27.66
+GiB by tfswap's accounting and the nanosecond and microsecond figures). The same edge added by hand in all four
+projection blocks gives +502.2% (at c786bd7): more rounds of the pass change little. 7x (batch 1295, not a rung) plans at
++98.5% before and after (window+recompute+order, 13.31 GiB to the host and 20.09 GiB back a step): the cost
+explodes between 7x and 8x, where a `stage2` block's activation grows from 3.87 to 4.43 GiB and the room beside
+three of them from 3.16 to 1.50 GiB.
+
+What bounds 8x now (the +479.7% plan, from `tfswap rewrite -v`). It recomputes 86.17 GiB by 251 op copies (1.47 s
+of compute in the unswapped step) and swaps 39 tensors by 127 swap-ins: 54.91 GiB to the host and 163.50 GiB
+back a step, 15.5 s of the 20.7 s step stalled on swap-ins. The block outputs kept as checkpoints are swapped in
+again and again: `stage2/block1/out`, `stage2/block3/out`, `stage3/block3/out` and three `stage4` outputs 6 times
+each, `stage5/block1/out` 11 times, `pool1` 6; 72 of the 113 swap-ins of forward tensors feed recomputation
+chains only, because each chain made apart reads its input itself. In `stage2`'s backward three 4.43 GiB tensors are live at every batch-norm gradient
+(13.47 GiB of 14.97 with the variables), so a 4.43 GiB copy can only land after one of them is freed: it cannot
+be fetched ahead, and each stalls the step about 0.37 s (4.43 GiB at 12.8 GB/s). The screening's link bound for
+that graph (its 17.3 GiB excess moved once each way) is 5.09 s, +42.6%: the gap to +479.7% is the repeated
+swap-ins that cannot be prefetched. Going lower needs chains that share one swap-in of a checkpoint (a block
+remade once, its tensors released one at a time) instead of each chain re-reading it: not built.
+
 The anchor. The adaptive-window paper (`../shared/papers/out-of-core-adaptive-window.txt`) measured 7.5x at
 55% of in-core speed on a V100 16 GB connected to the CPU by two NVLinks (50 GB/s each), swapping everything,
 with its own allocator, under no VirtualCluster accounting. On tfswap's closest profile, `v100-16gb-nvlink`
@@ -824,7 +857,7 @@ by all accountings the largest batch is 6x B0 with `L2Loss` gates (+60.6% since 
 with `Identity` gates 4x, +137.0%, and none from 5x on); none at 8x, lowest 15.13 GiB by tfswap's own accounting (each accounting's least excess: tfswap's -1.51, the
 nanosecond figure's -1.69 and the microsecond figure's +7.16 GiB)
 (16.79 GiB in the residual blocks' gradients before the tuple-order pass; now in the forward pass, `stage4`'s
-saved activations); by tfswap's, 8x B0 (+1276.0% at d808eec, +1382.0% at c3ff82c, +1379.9% at 65bb28a),
+saved activations); by tfswap's, 8x B0 (+479.7% at 55419d8, +1276.0% at d808eec, +1382.0% at c3ff82c, +1379.9% at 65bb28a),
 bound in overhead by the host link (at least 63 GiB of the 8x excess would have to be
 recomputed to meet +82%; recomputing every candidate is 86 GiB at +21.6% but leaves the 15.68 GiB bound of
 `stage3/block1`'s input gradients) and, at about 9x, by `FusedBatchNormGradV3`."""

@@ -6,23 +6,23 @@ import (
 	"testing"
 
 	"github.com/tfswap/tfswap/graphdef"
+	"github.com/tfswap/tfswap/internal/testgraph"
 	"github.com/tfswap/tfswap/rewrite"
 	gpb "github.com/wamuir/graft/tensorflow/core/framework/graph_go_proto"
 )
 
-// branchesKeptGraph is branchesGraph with l, an activation made before the branches and read
-// after them (by e), live across them: four activations at b_main unswapped (d, a_short
-// waiting for c_filter, b_main's output and l), three with c_filter before b_main.
+// branchesKeptGraph is branchesGraph with l, an activation made from x and read with
+// b_main's output by e, live across the branches: four activations at b_main unswapped (d,
+// a_short waiting for c_filter, b_main's output and l), three with c_filter before b_main.
 func branchesKeptGraph() *gpb.GraphDef {
-	b := newBuilder()
-	b.op("x", "Placeholder", "", big)
-	b.op("d", "Softmax", "", big, "x")
+	b := &builder{Builder: &testgraph.Builder{Graph: branchesGraph()}}
+	b.g = b.Graph
 	b.op("l", "Softmax", "", big, "x")
-	b.op("a_short", "Softmax", "", big, "d")
-	b.op("b_main", "Softmax", "", big, "d")
-	b.op("c_filter", "Relu", "", []int64{4}, "a_short")
-	b.op("e", "AddV2", "", big, "b_main", "l")
-	b.op("train", "NoOp", "", nil, "^c_filter", "^e")
+	for _, n := range b.g.Node {
+		if n.Name == "e" {
+			n.Op, n.Input = "AddV2", append(n.Input, "l")
+		}
+	}
 	return b.g
 }
 
