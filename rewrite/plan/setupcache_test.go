@@ -163,3 +163,55 @@ func TestRecomputedSetupCacheMatchesFresh(t *testing.T) {
 		t.Fatalf("nothing checked: %d recomputed graphs planned, %d cached estimates used", levels, hits)
 	}
 }
+
+// TestRecomputedGraphIndexedOnce: the graph with a screened level of recomputations is indexed
+// once, by rewrite.ApplyRecomputesIndexed: its unswapped step is simulated on that index, with
+// the result of a simulation of a fresh index of the model's graph (simulateModel), and its
+// analysis is made of the same index, named as the problem's graph.
+func TestRecomputedGraphIndexedOnce(t *testing.T) {
+	levels := 0
+	for _, c := range plannedAtShares(t, 50) {
+		g, err := graphdef.NewGraph(c.m.Graph, c.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pr, err := newProblemRun(c.m, rewrite.Analyze(g, rewrite.Options{}), c.po)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lv, err := pr.screenRecomputes("auto", false, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lv == nil {
+			continue
+		}
+		levels++
+		rg := lv.graph
+		if rg.index == nil || rg.index.Def != rg.model.Graph {
+			t.Fatalf("%s: the recomputed graph's index is not of its model's graph", c.name)
+		}
+		got, err := rg.unswapped(pr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := pr.simulateModel(rg.model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want.Shapes = want.Shapes.Summary()
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: the unswapped step on the shared index: %s; on a fresh one: %s", c.name, setupSummary(got), setupSummary(want))
+		}
+		a2, err := rg.analysis(pr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a2.Graph != rg.index || a2.Graph.Source != pr.Model.Source {
+			t.Fatalf("%s: the analysis is not of the shared index named %q (%q)", c.name, pr.Model.Source, a2.Graph.Source)
+		}
+	}
+	if levels == 0 {
+		t.Fatal("no level of recomputation screened")
+	}
+}
