@@ -35,6 +35,11 @@ type Report struct {
 	// accountings bound the plan: each is a NoOp with the Identity's control inputs in the
 	// rewrite, and its readers read the Identity's input and wait for that NoOp.
 	Bypassed []string `json:"bypassed,omitempty"`
+	// Spaced are the ops planning held back by a spacer where Grappler's accountings bound
+	// the plan: each waits for an L2Loss of one of its inputs (tfswap/spacer/NAME), so that
+	// it starts a microsecond after the op before it ends and the VirtualCluster's trace does
+	// not count that op's freed inputs beside its outputs.
+	Spaced []string `json:"spaced,omitempty"`
 	// Offloaded are the variable groups kept in host memory (Options.Offload), largest
 	// first, and OffloadCopies the number of gated copies of their reads to the device.
 	Offloaded     []OffloadedVariable `json:"offloaded,omitempty"`
@@ -373,6 +378,9 @@ func reportOf(p *plan.Planned, t target, explain bool) *Report {
 		rep.Orders = append(rep.Orders, Order{Node: o.Node, After: o.After})
 	}
 	rep.Bypassed = clone(r.Bypassed)
+	for _, sp := range r.Spacers {
+		rep.Spaced = append(rep.Spaced, sp.Node)
+	}
 	for _, l := range r.FunctionalLoops {
 		rep.FunctionalLoops = append(rep.FunctionalLoops, FunctionalLoop{While: l.While, Pushes: l.Pushes})
 	}

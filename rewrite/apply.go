@@ -98,6 +98,9 @@ type Result struct {
 	// Bypassed are the tf.gradients tuple Identities planning bypassed (the tuple-bypass
 	// pass; BypassTupleIdentities), in graph order: each name is a NoOp in the rewrite.
 	Bypassed []string `json:",omitempty"`
+	// Spacers are the kernels planning put between two ops where Grappler's accountings
+	// would count the first's freed inputs with the second's outputs (AddSpacers).
+	Spacers []Spacer `json:",omitempty"`
 	// Accumulators are the while loops' stack and TensorList accumulators the LMS rewrite
 	// placed on the host (placeAccumulators), stacks then lists, each in graph order.
 	Accumulators []Accumulator `json:",omitempty"`

@@ -108,6 +108,14 @@ func recomputeGateName(trigger *graphdef.Node) string {
 // model and their descriptions. It changes only the inputs of the redirected readers, adds
 // the copies and gates after the original nodes, and is deterministic.
 func ApplyRecomputes(model *graphdef.Model, a *Analysis, rcs []*PlannedRecompute) (*graphdef.Model, []Recompute, error) {
+	m, _, descs, err := ApplyRecomputesIndexed(model, a, rcs)
+	return m, descs, err
+}
+
+// ApplyRecomputesIndexed is ApplyRecomputes, and also returns the new model's graph indexed
+// (graphdef.NewGraph, which checks it; its Source is model's with " (recomputed)"), for a
+// caller that would index it again.
+func ApplyRecomputesIndexed(model *graphdef.Model, a *Analysis, rcs []*PlannedRecompute) (*graphdef.Model, *graphdef.Graph, []Recompute, error) {
 	g := a.Graph
 	out := model.Clone()
 	newInputs := map[int]map[int]string{}
@@ -117,13 +125,13 @@ func ApplyRecomputes(model *graphdef.Model, a *Analysis, rcs []*PlannedRecompute
 	for _, rc := range rcs {
 		t := rc.Tensor
 		if rc.Trigger == nil || len(rc.Uses) == 0 || len(rc.Chain) == 0 || rc.Chain[len(rc.Chain)-1] != t.Node {
-			return nil, nil, fmt.Errorf("recomputation of %s: no trigger, no readers or a chain that does not end at its producer", t)
+			return nil, nil, nil, fmt.Errorf("recomputation of %s: no trigger, no readers or a chain that does not end at its producer", t)
 		}
 		gate := recomputeGateName(rc.Trigger)
 		if !gates[gate] {
 			gn, err := gateNode(rc.Trigger, a.Opts)
 			if err != nil {
-				return nil, nil, fmt.Errorf("recomputation of %s: %v", t, err)
+				return nil, nil, nil, fmt.Errorf("recomputation of %s: %v", t, err)
 			}
 			gn.Name = gate
 			gn.Attr[idAttr] = &apb.AttrValue{Value: &apb.AttrValue_S{S: []byte(gate)}}
@@ -183,12 +191,12 @@ func ApplyRecomputes(model *graphdef.Model, a *Analysis, rcs []*PlannedRecompute
 		}
 		var err error
 		if d.Consumers, err = redirect(t, rc.Uses); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		for _, x := range rc.Also {
 			names, err := redirect(x.Tensor, x.Uses)
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
 			d.Also = append(d.Also, RecomputeServed{Tensor: x.Tensor.String(), Bytes: x.Bytes, Consumers: names})
 		}
@@ -202,10 +210,11 @@ func ApplyRecomputes(model *graphdef.Model, a *Analysis, rcs []*PlannedRecompute
 		out.Graph.Node[idx] = nd
 	}
 	out.Graph.Node = append(out.Graph.Node, added...)
-	if _, err := graphdef.NewGraph(out.Graph, model.Source+" (recomputed)"); err != nil {
-		return nil, nil, fmt.Errorf("internal error: the recomputed graph is invalid: %v", err)
+	index, err := graphdef.NewGraph(out.Graph, model.Source+" (recomputed)")
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("internal error: the recomputed graph is invalid: %v", err)
 	}
-	return out, descs, nil
+	return out, index, descs, nil
 }
 
 // recomputedOp returns the original op's name in a copy's name

@@ -109,7 +109,8 @@ func verify(orig *graphdef.Graph, res *Result, gate Gate) error {
 		// Control inputs added after the original ones are waits (they name swap-outs) or
 		// the ordering edges planning added (Result.Orders).
 		for _, c := range nn.ControlInputs[len(on.ControlInputs):] {
-			if string(c.Def.GetAttr()[RoleAttr].GetS()) != "swap_out" && !orders[OrderEdge{Node: on.Name, After: c.Name}] {
+			role := string(c.Def.GetAttr()[RoleAttr].GetS())
+			if role != "swap_out" && !orders[OrderEdge{Node: on.Name, After: c.Name}] && (role != SpacerRole || c.Name != SpacerName(on.Name)) {
 				return fmt.Errorf("node %q: added control input %q is not a swap-out", on.Name, c.Name)
 			}
 		}
@@ -126,6 +127,12 @@ func verify(orig *graphdef.Graph, res *Result, gate Gate) error {
 		role := string(n.Def.GetAttr()[RoleAttr].GetS())
 		if role == "gate" {
 			if err := verifyGate(n); err != nil {
+				return err
+			}
+			continue
+		}
+		if role == SpacerRole {
+			if err := verifySpacer(n); err != nil {
 				return err
 			}
 			continue

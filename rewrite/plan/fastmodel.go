@@ -45,8 +45,9 @@ type fastModel struct {
 	// (planning is sequential).
 	scratch cost.StepScratch
 	// opEvents are the op events of a throttled sweep without waits (opEventsAll), made on
-	// first use.
-	opEvents []sweepEv
+	// first use, and opEventsOrdered whether they are in order by time (one compute device).
+	opEvents        []sweepEv
+	opEventsOrdered bool
 }
 
 // opEventsAll returns an event for every op of every compute device, in device order and
@@ -61,7 +62,7 @@ func (fm *fastModel) opEventsAll() []sweepEv {
 				evs = append(evs, sweepEv{t: tm.times.Start[n.Index], kind: evOp, id: int32(n.Index), w: -1})
 			}
 		}
-		fm.opEvents = evs
+		fm.opEvents, fm.opEventsOrdered = evs, inTimeOrder(evs)
 	}
 	return fm.opEvents
 }
@@ -403,7 +404,12 @@ func (fm *fastModel) prepare(plan *rewrite.Plan, throttle []int64) *preparedSwee
 	}
 	ops := len(evs) // the op events follow
 	if throttle != nil && len(ps.waitsOf) == 0 {
-		evs = append(evs, fm.opEventsAll()...)
+		if all := fm.opEventsAll(); fm.opEventsOrdered {
+			// Merged from the shared list, as sortEventsFrom would after appending them.
+			ps.evs = mergeEvents(sortEvents(evs), all, ops)
+			return ps
+		}
+		evs = append(evs, fm.opEvents...)
 	} else if throttle != nil || len(ps.waitsOf) > 0 {
 		if throttle != nil {
 			// Every op of a compute device gets an event: the list grows once.
@@ -438,31 +444,38 @@ func (fm *fastModel) prepare(plan *rewrite.Plan, throttle []int64) *preparedSwee
 // ResNet-50 4x its batch a sweep's events are a few dozen swap events before about 2,300 op
 // events, which sortEvents sorted in full (5% of the planning's CPU profile).
 func sortEventsFrom(evs []sweepEv, from int) []sweepEv {
-	tail := evs[from:]
-	for i := 1; i < len(tail); i++ {
-		if tail[i].t < tail[i-1].t {
-			return sortEvents(evs)
+	if !inTimeOrder(evs[from:]) {
+		return sortEvents(evs)
+	}
+	return mergeEvents(sortEvents(evs[:from]), evs[from:], from)
+}
+
+// inTimeOrder reports whether evs are in order by time.
+func inTimeOrder(evs []sweepEv) bool {
+	for i := 1; i < len(evs); i++ {
+		if evs[i].t < evs[i-1].t {
+			return false
 		}
 	}
-	// The tail's events share one kind and keep their positions (seq), so ordered by time
-	// they are in sortEvents' order.
-	for i := range tail {
-		tail[i].seq = int32(from + i)
-	}
-	head := sortEvents(evs[:from])
-	out := make([]sweepEv, 0, len(evs))
-	i, j := 0, 0
-	for i < len(head) && j < len(tail) {
-		if cmpSweepEv(head[i], tail[j]) < 0 {
+	return true
+}
+
+// mergeEvents returns head, a list sortEvents sorted, merged with tail, op events in order by
+// time that follow head's events in the list they came from: tail's events are numbered from
+// from on (seq) in the result, so sharing one kind and keeping their positions they are in
+// sortEvents' order. tail is not changed.
+func mergeEvents(head, tail []sweepEv, from int) []sweepEv {
+	out := make([]sweepEv, 0, len(head)+len(tail))
+	i := 0
+	for j, e := range tail {
+		e.seq = int32(from + j)
+		for i < len(head) && cmpSweepEv(head[i], e) < 0 {
 			out = append(out, head[i])
 			i++
-		} else {
-			out = append(out, tail[j])
-			j++
 		}
+		out = append(out, e)
 	}
-	out = append(out, head[i:]...)
-	return append(out, tail[j:]...)
+	return append(out, head[i:]...)
 }
 
 // cmpSweepEv orders events by time, then kind, then position (sortEvents' order).

@@ -145,6 +145,17 @@ func TestSortEventsFrom(t *testing.T) {
 			merged++
 		}
 		want := stableSortedEvents(evs)
+		// prepare's merge of a shared list of op events, which it must leave as it is.
+		shared := slices.Clone(evs[from:])
+		kept := slices.Clone(shared)
+		if trial%4 != 3 {
+			if got := mergeEvents(sortEvents(slices.Clone(evs[:from])), shared, from); !slices.Equal(got, want) {
+				t.Fatalf("trial %d (%d events, op events from %d): mergeEvents differs from a stable sort", trial, n, from)
+			}
+			if !slices.Equal(shared, kept) {
+				t.Fatalf("trial %d: mergeEvents changed the op events it merged", trial)
+			}
+		}
 		got := sortEventsFrom(evs, from)
 		if !slices.Equal(got, want) {
 			t.Fatalf("trial %d (%d events, op events from %d, span %d): sortEventsFrom differs from a stable sort", trial, n, from, span)

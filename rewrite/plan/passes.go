@@ -48,7 +48,7 @@ var planPasses = []planPass{
 	{"recompute-apart", "auto, when nothing fits, the plan stalls on the host link or costs more than 50%: recompute every tensor by its own chain, released just before its reads, and keep the better outcome", passRecomputeApart},
 	{"tighter", "auto: plan again for tighter budgets and keep a plan that fits and beats the best so far (monotone in the budget)", passTighter},
 	{"tuple-order", "auto, when nothing fits or the plan costs more than 50%: run each tf.gradients tuple's largest member after the others, and plan again", passTupleOrder},
-	{"tuple-bypass", "auto, where Grappler's accountings bind (nothing fits and a plan fitted tfswap's accounting, or the plan costs more than 50% and a faster one fitted tfswap's accounting only): add the tuple ordering edges, bypass the tf.gradients tuple Identities, which the VirtualCluster counts as buffers of their own, and plan again", passTupleBypass},
+	{"tuple-bypass", "auto, where Grappler's accountings bind (nothing fits and a plan fitted tfswap's accounting, or the plan costs more than 50% and a faster one fitted tfswap's accounting only): add the tuple ordering edges, bypass the tf.gradients tuple Identities, which the VirtualCluster counts as buffers of their own, and plan again; when nothing fits there either, hold ops back by spacers where the VirtualCluster's trace counts an op's freed inputs with the next op's outputs", passTupleBypass},
 	{"reorder", "auto, when nothing fits (or the plan costs more than 50% and a recomputing plan missed): order a ready reader before the op at the lowest plan's peak where that frees a buffer, and plan again", passReorder},
 	{"nofit", "fail with what is live at the lowest peak when no plan fits", passNoFit},
 	{"grappler-report", "simulate the chosen plan by every accounting, those it was not judged by too", passGrapplerReport},
@@ -561,6 +561,9 @@ func passApply(st *planState) error {
 	res.Recomputes = st.final.descs
 	res.Orders = st.orders
 	res.Bypassed = st.bypassed
+	if err := rewrite.AddSpacers(res, st.final.spacers); err != nil {
+		return fmt.Errorf("internal error: %v", err)
+	}
 	st.res = res
 	return nil
 }

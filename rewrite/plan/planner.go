@@ -148,6 +148,8 @@ type stage struct {
 	pr    *planRun
 	ev    *Evaluation
 	descs []rewrite.Recompute
+	// spacers are the spacers ev's plan is written with (spaceForGrappler), nil for none.
+	spacers []rewrite.Spacer
 }
 
 // TighterBudgets are the budgets, in thousandths of the budget asked for, at which the auto

@@ -99,6 +99,39 @@ func setupSummary(r *cost.Result) string {
 	return s
 }
 
+// screenedLevel is a planning of plannedAtShares at half the unswapped peak and the level of
+// recomputations its recompute pass screens.
+type screenedLevel struct {
+	c  budgetCase
+	pr *planRun
+	lv *rcLevel
+}
+
+// screenedAtHalf returns the screened level of each graph of plannedAtShares at half its
+// unswapped peak that has one.
+func screenedAtHalf(t *testing.T) []screenedLevel {
+	t.Helper()
+	var out []screenedLevel
+	for _, c := range plannedAtShares(t, 50) {
+		g, err := graphdef.NewGraph(c.m.Graph, c.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pr, err := newProblemRun(c.m, rewrite.Analyze(g, rewrite.Options{}), c.po)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lv, err := pr.screenRecomputes("auto", false, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lv != nil {
+			out = append(out, screenedLevel{c, pr, lv})
+		}
+	}
+	return out
+}
+
 // TestRecomputedSetupCacheMatchesFresh: a graph with recomputations (the level the recompute
 // pass screens) is set up from a cost.SetupCache of its own, made by the first problem that
 // plans it, rather than the original graph's (which serves only the nodes the recomputations
@@ -112,23 +145,8 @@ func TestRecomputedSetupCacheMatchesFresh(t *testing.T) {
 		t.Fatal(err)
 	}
 	levels, hits := 0, 0
-	for _, c := range plannedAtShares(t, 50) {
-		g, err := graphdef.NewGraph(c.m.Graph, c.name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		a := rewrite.Analyze(g, rewrite.Options{})
-		pr, err := newProblemRun(c.m, a, c.po)
-		if err != nil {
-			t.Fatal(err)
-		}
-		lv, err := pr.screenRecomputes("auto", false, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if lv == nil {
-			continue
-		}
+	for _, sc := range screenedAtHalf(t) {
+		c, pr, lv, a := sc.c, sc.pr, sc.lv, sc.pr.Analysis
 		a2, err := lv.graph.analysis(pr)
 		if err != nil {
 			t.Fatal(err)
@@ -161,5 +179,43 @@ func TestRecomputedSetupCacheMatchesFresh(t *testing.T) {
 	t.Logf("%d recomputed graphs planned, %d cached estimates used", levels, hits)
 	if levels == 0 || hits == 0 {
 		t.Fatalf("nothing checked: %d recomputed graphs planned, %d cached estimates used", levels, hits)
+	}
+}
+
+// TestRecomputedGraphIndexedOnce: the graph with a screened level of recomputations is indexed
+// once, by rewrite.ApplyRecomputesIndexed: its unswapped step is simulated on that index, with
+// the result of a simulation of a fresh index of the model's graph (simulateModel), and its
+// analysis is made of the same index, named as the problem's graph.
+func TestRecomputedGraphIndexedOnce(t *testing.T) {
+	levels := 0
+	for _, sc := range screenedAtHalf(t) {
+		c, pr := sc.c, sc.pr
+		levels++
+		rg := sc.lv.graph
+		if rg.index == nil || rg.index.Def != rg.model.Graph {
+			t.Fatalf("%s: the recomputed graph's index is not of its model's graph", c.name)
+		}
+		got, err := rg.unswapped(pr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := pr.simulateModel(rg.model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want.Shapes = want.Shapes.Summary()
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: the unswapped step on the shared index: %s; on a fresh one: %s", c.name, setupSummary(got), setupSummary(want))
+		}
+		a2, err := rg.analysis(pr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a2.Graph != rg.index || a2.Graph.Source != pr.Model.Source {
+			t.Fatalf("%s: the analysis is not of the shared index named %q (%q)", c.name, pr.Model.Source, a2.Graph.Source)
+		}
+	}
+	if levels == 0 {
+		t.Fatal("no level of recomputation screened")
 	}
 }

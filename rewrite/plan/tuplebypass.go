@@ -22,7 +22,9 @@ var TupleBypass = true
 // forwards its input's buffer and its default Grappler passes remove these Identities before
 // the graph runs, so tfswap's accounting barely changes; Grappler's VirtualCluster counts
 // each as a buffer of its own beside its input, and its microsecond reading counts a 1 ns
-// Identity together with what is allocated in the same microsecond.
+// Identity together with what is allocated in the same microsecond. When nothing fits the
+// bypassed graph, its plan that fitted tfswap's accounting is spaced (spaceForGrappler)
+// before the outcomes are compared.
 func passTupleBypass(st *planState) error {
 	if !TupleBypass || st.planner != autoStrategy || st.tupleBypassed || st.tupleOrdered || st.depth > 0 || st.effort.bounded() || st.final == nil || st.pr == nil {
 		return nil
@@ -45,6 +47,9 @@ func passTupleBypass(st *planState) error {
 	sub := &planState{depth: st.depth, tupleOrdered: true, tupleBypassed: true, bypassed: names,
 		orders: appendNew(st.orders, edges), tupleOrders: appendNew(st.tupleOrders, edges)}
 	if err := st.replan(sub, m2, "graph with the tuple Identities bypassed"); err != nil {
+		return err
+	}
+	if err := spaceForGrappler(sub); err != nil {
 		return err
 	}
 	if debugOrder {
