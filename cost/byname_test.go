@@ -1,6 +1,7 @@
 package cost
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand"
 	"slices"
@@ -44,6 +45,39 @@ func TestByNameMergeMatchesSort(t *testing.T) {
 		got, want := s.byName(all), byName(all)
 		if !slices.Equal(got, want) {
 			t.Fatalf("trial %d: %v, want %v (names %v)", trial, got, want, all)
+		}
+	}
+}
+
+// TestSortUsEvents checks microsecondPeak's sort against a comparison sort on random lists,
+// short and long, with ties in time: the times in order and the same events.
+func TestSortUsEvents(t *testing.T) {
+	rng := rand.New(rand.NewSource(3))
+	for trial := 0; trial < 40; trial++ {
+		n := rng.Intn(4000)
+		span := int64(1) << uint(rng.Intn(40)+1)
+		evs := make([]usEvent, n)
+		for i := range evs {
+			evs[i] = usEvent{t: rng.Int63n(span), delta: int64(i)}
+		}
+		if trial%10 == 9 && n > 0 {
+			evs[rng.Intn(n)].t = -1
+		}
+		want := slices.Clone(evs)
+		slices.SortStableFunc(want, func(a, b usEvent) int { return cmp.Compare(a.t, b.t) })
+		got := sortUsEvents(evs)
+		if !slices.IsSortedFunc(got, func(a, b usEvent) int { return cmp.Compare(a.t, b.t) }) {
+			t.Fatalf("trial %d (%d events, span %d): not in order by time", trial, n, span)
+		}
+		// The same events: sorted by time and then by their tag, they are the stable sort's.
+		slices.SortStableFunc(got, func(a, b usEvent) int {
+			if c := cmp.Compare(a.t, b.t); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.delta, b.delta)
+		})
+		if !slices.Equal(got, want) {
+			t.Fatalf("trial %d (%d events): not the same events", trial, n)
 		}
 	}
 }

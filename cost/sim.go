@@ -941,6 +941,50 @@ func zeroed[T any](p *[]T, n int) []T {
 	return *p
 }
 
+// usEvent is a change of a device's memory in microsecondPeak: delta bytes at microsecond t.
+type usEvent struct {
+	t     int64
+	delta int64
+}
+
+// sortUsEvents returns evs in order by time, the order of events of one time unspecified: by
+// a radix sort on the time (a few passes for a step of seconds, where a comparison sort of a
+// device's thousands of events was 1.3% of the CPU profile of planning ResNet-50 at 4x its
+// batch), or by comparison for short lists and negative times.
+func sortUsEvents(evs []usEvent) []usEvent {
+	var hi int64
+	for _, e := range evs {
+		if e.t < 0 {
+			hi = -1
+			break
+		}
+		hi = max(hi, e.t)
+	}
+	if len(evs) < 256 || hi < 0 {
+		slices.SortFunc(evs, func(a, b usEvent) int { return cmp.Compare(a.t, b.t) })
+		return evs
+	}
+	const bits = 11
+	var count [1 << bits]int
+	buf := make([]usEvent, len(evs))
+	for shift := uint(0); shift < 64 && hi>>shift > 0; shift += bits {
+		clear(count[:])
+		for _, e := range evs {
+			count[(e.t>>shift)&(1<<bits-1)]++
+		}
+		for k, sum := 0, 0; k < len(count); k++ {
+			count[k], sum = sum, sum+count[k]
+		}
+		for _, e := range evs {
+			d := (e.t >> shift) & (1<<bits - 1)
+			buf[count[d]] = e
+			count[d]++
+		}
+		evs, buf = buf, evs
+	}
+	return evs
+}
+
 // countInputs sets the number of inputs n waits for. Inputs from a branch not taken never
 // arrive (a Merge waits for the branch taken).
 func (s *sim) countInputs(n *graphdef.Node) {
@@ -2051,10 +2095,7 @@ func (s *sim) microsecondPeak(d *simDevice, r *DeviceResult) {
 	const never = math.MaxInt64 / 2
 	type span struct{ from, to int64 }
 	spans := make([]span, len(s.bufs))
-	type ev struct {
-		t     int64
-		delta int64
-	}
+	type ev = usEvent
 	size := 0 // the events, counted first so that they are allocated once
 	for id := range s.bufs {
 		if b := &s.bufs[id]; s.devs[b.dev] == d && b.bytes != 0 {
@@ -2084,7 +2125,7 @@ func (s *sim) microsecondPeak(d *simDevice, r *DeviceResult) {
 	}
 	// The order of the events of one microsecond does not matter: the sum is compared only
 	// after the last of them.
-	slices.SortFunc(evs, func(a, b ev) int { return cmp.Compare(a.t, b.t) })
+	evs = sortUsEvents(evs)
 	var cur, peak, at int64
 	for i, e := range evs {
 		cur += e.delta
