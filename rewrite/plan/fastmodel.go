@@ -48,6 +48,11 @@ type fastModel struct {
 	// first use, and opEventsOrdered whether they are in order by time (one compute device).
 	opEvents        []sweepEv
 	opEventsOrdered bool
+	// stepOps and stepOpNodes are the steps' ops of those events and their nodes
+	// (stepOpsAll), made on first use; stepOpsOK is false when an event has no op.
+	stepOps     []cost.StepOp
+	stepOpNodes []int32
+	stepOpsOK   bool
 }
 
 // opEventsAll returns an event for every op of every compute device, in device order and
@@ -297,6 +302,9 @@ type preparedSweep struct {
 	// the node of each of its ops.
 	spec   *cost.SwapStepSpec
 	opNode []int32
+	// sharedOps says that the op events are the fast model's shared list (opEventsAll), merged
+	// in its order: the step's ops are then the shared ones (stepOpsAll).
+	sharedOps bool
 }
 
 // prepare builds plan's prepared sweep.
@@ -407,6 +415,7 @@ func (fm *fastModel) prepare(plan *rewrite.Plan, throttle []int64) *preparedSwee
 		if all := fm.opEventsAll(); fm.opEventsOrdered {
 			// Merged from the shared list, as sortEventsFrom would after appending them.
 			ps.evs = mergeEvents(sortEvents(evs), all, ops)
+			ps.sharedOps = true
 			return ps
 		}
 		evs = append(evs, fm.opEvents...)

@@ -220,6 +220,21 @@ func TestOpEventsShared(t *testing.T) {
 		if !slices.Equal(fresh.evs, shared.evs) {
 			t.Fatalf("trial %d (%d swaps): the sweep's events with the op events made before differ", trial, len(plan.Swaps))
 		}
+		// The same sweep with its op events appended and sorted (as for a list out of order),
+		// whose step makes its own ops: the step's events, ops and their nodes are the same.
+		pr.fast.opEventsOrdered = false
+		own := pr.fast.prepare(plan, throttle)
+		pr.fast.opEventsOrdered = true
+		if !shared.sharedOps || own.sharedOps {
+			t.Fatalf("trial %d: the sweeps did not take the paths meant", trial)
+		}
+		ss, os := shared.stepSpec(), own.stepSpec()
+		if !slices.Equal(own.evs, shared.evs) || !reflect.DeepEqual(ss.Events, os.Events) || !reflect.DeepEqual(ss.Ops, os.Ops) || !slices.Equal(shared.opNode, own.opNode) {
+			t.Fatalf("trial %d (%d swaps): the step with the shared ops differs from the step with its own", trial, len(plan.Swaps))
+		}
+		if &ss.Ops[0] != &pr.fast.stepOps[0] {
+			t.Fatalf("trial %d: the step's ops are not the shared ones", trial)
+		}
 		a, b := fresh.result(nil), shared.result(nil)
 		if a.stall != b.stall || !reflect.DeepEqual(a.waits, b.waits) {
 			t.Fatalf("trial %d (%d swaps): stall %d and %d waits, with the op events made before %d and %d", trial, len(plan.Swaps), a.stall, len(a.waits), b.stall, len(b.waits))

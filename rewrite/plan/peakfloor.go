@@ -136,44 +136,24 @@ const floorPivots = 4
 // alive (floorAlive); anc and desc are scratch space of the graph's size, cleared here.
 func (pr *Problem) floorAt(pivot *graphdef.Node, dev int, alive, anc, desc []bool) *peakFloor {
 	tm := pr.timing
-	clear(anc)
-	clear(desc)
-	stack := []*graphdef.Node{pivot}
-	for len(stack) > 0 {
-		n := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
+	markReached(pivot, anc, func(n *graphdef.Node, visit func(*graphdef.Node)) {
 		for _, in := range n.Inputs {
-			if !anc[in.Node.Index] {
-				anc[in.Node.Index] = true
-				stack = append(stack, in.Node)
-			}
+			visit(in.Node)
 		}
 		for _, c := range n.ControlInputs {
-			if !anc[c.Index] {
-				anc[c.Index] = true
-				stack = append(stack, c)
-			}
+			visit(c)
 		}
-	}
-	stack = append(stack, pivot)
-	for len(stack) > 0 {
-		n := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
+	})
+	markReached(pivot, desc, func(n *graphdef.Node, visit func(*graphdef.Node)) {
 		for _, uses := range n.Consumers {
 			for _, u := range uses {
-				if !desc[u.Node.Index] {
-					desc[u.Node.Index] = true
-					stack = append(stack, u.Node)
-				}
+				visit(u.Node)
 			}
 		}
 		for _, c := range n.ControlOutputs {
-			if !desc[c.Index] {
-				desc[c.Index] = true
-				stack = append(stack, c)
-			}
+			visit(c)
 		}
-	}
+	})
 	f := &peakFloor{dev: dev, pivot: pivot}
 	for _, b := range pr.buffers {
 		q := b.root.Node
@@ -243,6 +223,24 @@ func (f *peakFloor) bytes(plan *rewrite.Plan) int64 {
 		}
 	}
 	return total
+}
+
+// markReached clears mark and marks, by node index, the nodes reached from n (not n itself)
+// over the edges next visits.
+func markReached(n *graphdef.Node, mark []bool, next func(n *graphdef.Node, visit func(*graphdef.Node))) {
+	clear(mark)
+	stack := []*graphdef.Node{n}
+	visit := func(m *graphdef.Node) {
+		if !mark[m.Index] {
+			mark[m.Index] = true
+			stack = append(stack, m)
+		}
+	}
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		next(n, visit)
+	}
 }
 
 // stepFloor returns a lower bound on the step time of plan's graph by tfswap's accounting

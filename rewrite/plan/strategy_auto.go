@@ -175,7 +175,7 @@ var autoPasses = []autoPass{
 	{"lowest-memory", "when nothing fits: every gap of every tensor, each copy brought back just before its reader", autoLowestMemory},
 	{"throttle", "when that does not fit either: the same plan with ops held back where the device runs ahead of its swap-outs", autoThrottle},
 	{"peak-repair", "when nothing fits yet: the least excess reached, its waiting copies re-triggered past the peak", autoPeakRepair},
-	{"improve", "improve the best fitting plan of the two best strategies: trigger tuning, pruning", autoImprove},
+	{"improve", "improve the best fitting plan of the two best strategies: trigger tuning, pruning, swap-in merging above +50%", autoImprove},
 	{"stagger", "on GPUs sharing a host link, Kim et al.'s staggering of the best plan", autoStagger},
 }
 
@@ -374,7 +374,8 @@ func (pr *Problem) allGapCandidates() []*asCand {
 	return out
 }
 
-// improve tunes triggers and prunes swaps of a fitting plan with the simulator in the loop.
+// improve tunes triggers and prunes swaps of a fitting plan with the simulator in the loop,
+// and merges the swap-ins of a plan that stays costly (mergeSwapIns).
 func (pr *planRun) improve(start *Evaluation) (*Evaluation, error) {
 	cur := start
 	// Trigger tuning from the plan's own timeline (the second pass sees the first's): all
@@ -466,6 +467,9 @@ func (pr *planRun) improve(start *Evaluation) (*Evaluation, error) {
 		if !improved {
 			break
 		}
+	}
+	if MergeSwapIns && costly(cur) {
+		return pr.mergeSwapIns(cur)
 	}
 	return cur, nil
 }
@@ -570,6 +574,68 @@ func without(plan *rewrite.Plan, drop []int) *rewrite.Plan {
 		}
 	}
 	return out
+}
+
+// autoMergeTries bounds the simulations mergeSwapIns spends on one plan.
+const autoMergeTries = 256
+
+// MergeSwapIns lets improve merge the swap-ins of a costly plan (mergeSwapIns; switched off
+// only by tests, to show what it changes).
+var MergeSwapIns = true
+
+// mergeSwapIns merges swap-ins of a fitting plan that costs more than +50% (costly): for each
+// swapped tensor, in plan order, each swap-in and the next of the same tensor become one (the
+// earlier one's trigger, both groups' reads), kept when the plan still fits and is better,
+// the simulator judging; a merged swap-in is tried again with the next. A plan the host link
+// binds often swaps a tensor in once for each of its later reads, each copy freed at once; one
+// copy serving two reads moves the tensor once less, where the memory between them allows it.
+// At ResNet-50 8x B0 on v100-16gb (tfswap's accounting, simulated) auto's plan swapped the
+// block outputs kept for the recomputation chains in up to 6 times each (127 swap-ins, 163.50
+// GiB back a step, +479.7%); merged, 50 swap-ins move 83.13 GiB back and the step is +286.2%.
+func (pr *planRun) mergeSwapIns(cur *Evaluation) (*Evaluation, error) {
+	tries := 0
+	for i := 0; i < len(cur.Plan.Swaps); i++ {
+		for j := 0; j+1 < len(cur.Plan.Swaps[i].Groups) && tries < autoMergeTries; {
+			tries++
+			ps := cur.Plan.Swaps[i]
+			m := ps.Groups[j]
+			if triggerDescends(pr.Analysis.Graph, m.Trigger, ps.Groups[j+1].Uses) {
+				// The merged copy would wait for a trigger that runs after one of its reads.
+				j++
+				continue
+			}
+			m.Uses = append(append([]graphdef.Use(nil), m.Uses...), ps.Groups[j+1].Uses...)
+			groups := append(append(append([]rewrite.SwapInGroup(nil), ps.Groups[:j]...), m), ps.Groups[j+2:]...)
+			plan := *cur.Plan
+			plan.Swaps = append([]rewrite.PlannedSwap(nil), cur.Plan.Swaps...)
+			plan.Swaps[i].Groups = groups
+			pr.Explain.derive(&plan, cur.Plan, "two swap-ins of the tensor merged into one")
+			ev, err := pr.Evaluate(&plan)
+			if err != nil {
+				return cur, err
+			}
+			if ev.Fits && better(ev, cur) {
+				cur = ev
+				continue
+			}
+			j++
+		}
+	}
+	return cur, nil
+}
+
+// triggerDescends reports whether trigger is a descendant, in g, of a node that reads one of
+// uses.
+func triggerDescends(g *graphdef.Graph, trigger *graphdef.Node, uses []graphdef.Use) bool {
+	if trigger == nil || trigger.Index < 0 || trigger.Index >= len(g.Nodes) || g.Nodes[trigger.Index] != trigger {
+		return true
+	}
+	for _, u := range uses {
+		if u.Node == trigger || g.Descendants(u.Node)[trigger.Index] {
+			return true
+		}
+	}
+	return false
 }
 
 // retime re-chooses every swap-in trigger of plan by cost from timing tm.
