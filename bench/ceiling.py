@@ -851,21 +851,33 @@ time until the plan fits. Five spacers (the three residual adds of `stage2`, `st
 all three accountings. TensorFlow 2.18's VirtualCluster (`tools/vcluster/vcluster.py` on the rewrite) reads
 15,446,454,424 bytes by the nanosecond trace and 15,548,635,988 by `DeterminePeakMemoryUsage`, both within the
 budget. Each spacer reads a 4.43 GiB tensor, about 5 ms of the step each. The overhead is that plan's, the
-only one the bypassed run found within tfswap's accounting; the +479.7% plan by tfswap's accounting reads
+only one the bypassed run found within tfswap's accounting; the +479.7% plan by tfswap's accounting (+286.2% since 03b6f88, the same figures) reads
 22.13 / 27.66 GiB by the VirtualCluster, mostly tuple Identities (the list above), which spacers do not remove
 (spaced by hand, 5 spacers: 22.13 / 23.24 GiB).
 
-What bounds 8x now (the +479.7% plan, from `tfswap rewrite -v`). It recomputes 86.17 GiB by 251 op copies (1.47 s
-of compute in the unswapped step) and swaps 39 tensors by 127 swap-ins: 54.91 GiB to the host and 163.50 GiB
-back a step, 15.5 s of the 20.7 s step stalled on swap-ins. The block outputs kept as checkpoints are swapped in
-again and again: `stage2/block1/out`, `stage2/block3/out`, `stage3/block3/out` and three `stage4` outputs 6 times
-each, `stage5/block1/out` 11 times, `pool1` 6; 72 of the 113 swap-ins of forward tensors feed recomputation
-chains only, because each chain made apart reads its input itself. In `stage2`'s backward three 4.43 GiB tensors are live at every batch-norm gradient
-(13.47 GiB of 14.97 with the variables), so a 4.43 GiB copy can only land after one of them is freed: it cannot
-be fetched ahead, and each stalls the step about 0.37 s (4.43 GiB at 12.8 GB/s). The screening's link bound for
-that graph (its 17.3 GiB excess moved once each way) is 5.09 s, +42.6%: the gap to +479.7% is the repeated
-swap-ins that cannot be prefetched. Going lower needs chains that share one swap-in of a checkpoint (a block
-remade once, its tensors released one at a time) instead of each chain re-reading it: not built.
+Merged swap-ins (03b6f88; simulated v100-16gb, `--gate-kind reduce`, tfswap's accounting; the 6x, 8x and 10x
+rows re-planned at f53415c, the run took 34.6 s user, 1:38 wall at load 8.5 to 10.5). The +479.7% plan
+recomputed 86.17 GiB by 251 op copies (1.47 s of compute in the unswapped step) and swapped 39 tensors by 127
+swap-ins: 54.91 GiB to the host and 163.50 GiB back a step, the host-to-device link busy 13.7 s of the 20.7 s
+step and 15.5 s stalled on swap-ins. The block outputs kept as checkpoints came back again and again:
+`stage2/block1/out`, `stage2/block3/out`, `stage3/block3/out` and three `stage4` outputs 6 times each,
+`stage5/block1/out` 11 times, `pool1` 6; 72 of the 113 swap-ins of forward tensors fed recomputation chains only,
+each chain made apart reading its input itself (from `tfswap rewrite -v`). Where a plan still costs more than +50%
+after pruning, `auto`'s improvement now merges each swap-in with the next of the same tensor wherever the plan
+still fits and is faster (docs/PLANNING.md): 50 swap-ins, 83.13 GiB back, 13.79 s, +286.2% (the table).
+
+What bounds 8x now (the +286.2% plan; its trace from `tfswap simulate --trace`): the compute stream is busy 5.13 s
+(the unswapped 3.57 s and the recomputation) and idle 8.66 s waiting for swap-ins, 4.4 s of it in `stage2`
+(2.0 s in recomputation chains, 1.5 s in its gradients, 0.8 s in forward ops held until a swap-out reached the
+host) and 1.4 s in `stage3`'s gradients; the links are busy 4.61 s device-to-host and 6.97 s host-to-device,
+neither for the whole step. In `stage2`'s backward three 4.43 GiB tensors are live at every batch-norm gradient
+(13.47 GiB of 14.97 with the variables), so a 4.43 GiB copy can only land after one of them is freed: it cannot be
+fetched ahead, and each stalls the step about 0.37 s (4.43 GiB at 12.8 GB/s); `stage2/block1/out` and
+`stage2/block3/out` are still swapped in 3 and 4 times. The screening's link bound for the recomputed graph (its
+17.3 GiB excess moved once each way) is 5.09 s, +42.6%, and the compute alone is +43.7%: the gap to +286.2% is
+these stalls. Going lower needs the stage2 checkpoints brought back once per block and held across it (a block
+remade once, its tensors released one at a time, with room for one 4.43 GiB copy beside the three live ones,
+which 8x does not have: 4 x 4.43 + 0.19 = 17.90 GiB), or fewer of them needed there: not built.
 
 The anchor. The adaptive-window paper (`../shared/papers/out-of-core-adaptive-window.txt`) measured 7.5x at
 55% of in-core speed on a V100 16 GB connected to the CPU by two NVLinks (50 GB/s each), swapping everything,
@@ -875,7 +887,7 @@ The target is missed on `v100-16gb`: by tfswap's accounting 6x B0 now fits at +7
 by all accountings the largest batch is 6x B0 with `L2Loss` gates (+60.6% since the tuple-bypass pass, +339.1% before;
 with `Identity` gates 4x, +137.0%, and none from 5x on); 8x fits since the spacers (d5095b6, below) but at
 +820.3%, far from the target (before them no plan, lowest 15.13 GiB by tfswap's own accounting; each accounting's
-least excess: tfswap's -1.51, the nanosecond figure's -1.69 and the microsecond figure's +7.16 GiB); by tfswap's, 8x B0 (+479.7% at 55419d8, +1276.0% at d808eec, +1382.0% at c3ff82c, +1379.9% at 65bb28a),
+least excess: tfswap's -1.51, the nanosecond figure's -1.69 and the microsecond figure's +7.16 GiB); by tfswap's, 8x B0 (+286.2% at f53415c, +479.7% at 55419d8, +1276.0% at d808eec, +1382.0% at c3ff82c, +1379.9% at 65bb28a),
 bound in overhead by the host link (at least 63 GiB of the 8x excess would have to be
 recomputed to meet +82%; recomputing every candidate is 86 GiB at +21.6% but leaves the 15.68 GiB bound of
 `stage3/block1`'s input gradients) and, at about 9x, by `FusedBatchNormGradV3`."""

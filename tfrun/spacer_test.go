@@ -6,10 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tfswap/tfswap/cost"
 	"github.com/tfswap/tfswap/graphdef"
 	"github.com/tfswap/tfswap/rewrite"
-	"github.com/tfswap/tfswap/rewrite/plan"
 )
 
 // TestSpacersInRuntime puts a spacer (rewrite.AddSpacers) before every AddV2 and AddN of the
@@ -19,13 +17,7 @@ import (
 // original for 5 steps, every variable compared, and each spacer runs as an L2Loss on the
 // compute device (Grappler keeps it) and ends before the op it holds back starts.
 func TestSpacersInRuntime(t *testing.T) {
-	fx, placed := placedFixture(t, "resnet")
-	opts := rewrite.Options{ComputeDevice: computeDevice, HostDevice: hostDevice}
-	p, err := plan.RewriteWithPlanner(placed, opts, plan.PlanOptions{Strategy: "auto", Budget: 3 << 20,
-		Sim: cost.Options{Fetch: []string{fx.TrainOp}}, FitAccounting: "tfswap"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fx, placed, opts, p := planResNet3MiB(t, "tfswap")
 	g, err := graphdef.NewGraph(p.Model.Graph, "rewritten")
 	if err != nil {
 		t.Fatal(err)
