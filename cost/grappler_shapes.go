@@ -168,6 +168,31 @@ type grapplerShapeModel struct {
 	u    dimSet
 	// h[node][port] are the output's dimension handles, nil for an unknown rank.
 	h [][][]int32
+	// handles and lists are where fresh handle lists and nodes' output lists are cut from
+	// (handleList, outputLists): a graph's thousands of short lists in a few allocations.
+	handles []int32
+	lists   [][]int32
+}
+
+// handleList returns a zeroed list of n handles, cut from m.handles (capped at n, so that an
+// append copies).
+func (m *grapplerShapeModel) handleList(n int) []int32 {
+	if len(m.handles) < n {
+		m.handles = make([]int32, max(n, 4096))
+	}
+	l := m.handles[:n:n]
+	m.handles = m.handles[n:]
+	return l
+}
+
+// outputLists returns a list of n output lists (nil), cut from m.lists (capped at n).
+func (m *grapplerShapeModel) outputLists(n int) [][]int32 {
+	if len(m.lists) < n {
+		m.lists = make([][]int32, max(n, 1024))
+	}
+	l := m.lists[:n:n]
+	m.lists = m.lists[n:]
+	return l
 }
 
 // GrapplerShapes returns base with the dimensions Grappler's static shape inference cannot
@@ -218,7 +243,7 @@ func (m *grapplerShapeModel) fresh(n *graphdef.Node, port int) []int32 {
 	if b == nil {
 		return nil
 	}
-	hs := make([]int32, len(b))
+	hs := m.handleList(len(b))
 	for i, v := range b {
 		hs[i] = m.u.fresh(v)
 	}
@@ -231,7 +256,7 @@ func (m *grapplerShapeModel) unknownOfRank(n *graphdef.Node, port int) []int32 {
 	if b == nil {
 		return nil
 	}
-	hs := make([]int32, len(b))
+	hs := m.handleList(len(b))
 	for i := range b {
 		hs[i] = m.u.fresh(-1)
 	}
@@ -339,7 +364,7 @@ func (m *grapplerShapeModel) node(n *graphdef.Node) {
 	if nOut == 0 {
 		nOut = len(m.base.out[n.Index])
 	}
-	outs := make([][]int32, nOut)
+	outs := m.outputLists(nOut)
 	m.h[n.Index] = outs
 	for port := range outs {
 		outs[port] = m.infer(n, port)

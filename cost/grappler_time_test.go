@@ -238,3 +238,40 @@ func TestGrapplerShapeKinds(t *testing.T) {
 		}
 	}
 }
+
+// TestGrapplerHandleLists: the handle and output lists cut from the shape model's arenas are
+// zeroed, of the length asked, and apart: filling or appending to one leaves the others as
+// they were, also across a new arena.
+func TestGrapplerHandleLists(t *testing.T) {
+	m := &grapplerShapeModel{}
+	var lists [][]int32
+	for i := 0; i < 3000; i++ {
+		n := i % 7
+		l := m.handleList(n)
+		if len(l) != n || cap(l) != n {
+			t.Fatalf("list %d: length %d, capacity %d, want %d", i, len(l), cap(l), n)
+		}
+		for j := range l {
+			if l[j] != 0 {
+				t.Fatalf("list %d not zeroed", i)
+			}
+			l[j] = int32(i)
+		}
+		lists = append(lists, l)
+		if n > 0 {
+			_ = append(l, -1) // copies: the next list is not written
+		}
+	}
+	for i, l := range lists {
+		for _, v := range l {
+			if v != int32(i) {
+				t.Fatalf("list %d was overwritten: %v", i, l)
+			}
+		}
+	}
+	outs := m.outputLists(2000)
+	more := m.outputLists(3)
+	if len(outs) != 2000 || cap(more) != 3 || &outs[len(outs)-1] == &more[0] {
+		t.Fatal("output lists overlap or are not of the length asked")
+	}
+}
