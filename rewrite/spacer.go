@@ -34,6 +34,13 @@ func SpacerName(node string) string { return Scope + "spacer/" + node }
 // bfloat16, float or double.
 func SpacerType(dt graphdef.DataType) bool { return reduceGateTypes[dt] }
 
+// SpacerMayHold reports whether a spacer may hold back an op of type op: any but a
+// control-flow op (Enter, Merge, Switch, NextIteration and the like, and the sends and
+// retvals whose inputs the rewrite never redirects). A loop's Merge reads its NextIteration
+// by the back edge, so a spacer waiting for the producers of its inputs would wait for an
+// op that runs after the Merge it holds back: a cycle.
+func SpacerMayHold(op string) bool { return !notConsumers[op] }
+
 // AddSpacers adds spacers to res's graph: for each, an L2Loss named SpacerName(Node) on
 // Node's device, reading Reads and waiting for After, preserved from Grappler's optimizers,
 // and a control input of Node on it. It records them in res.Spacers. A spacer whose node or
@@ -100,7 +107,9 @@ func AddSpacers(res *Result, spacers []Spacer) error {
 }
 
 // verifySpacer checks an added node with the spacer role: a preserved L2Loss on its node's
-// device reading one of that node's data inputs, and a control input of that node alone.
+// device reading one of that node's data inputs, waiting only for producers of that node's
+// data inputs, and a control input of that node alone, which is not a control-flow op
+// (SpacerMayHold).
 func verifySpacer(n *graphdef.Node) error {
 	if n.Op != "L2Loss" || len(n.Inputs) != 1 || !n.Def.GetAttr()[DoNotRemoveAttr].GetB() {
 		return fmt.Errorf("spacer %q is not a preserved L2Loss with one data input", n.Name)
@@ -120,6 +129,14 @@ func verifySpacer(n *graphdef.Node) error {
 	}
 	if held == nil || held.Def.GetDevice() != n.Def.GetDevice() || !slices.ContainsFunc(held.Inputs, func(t graphdef.Tensor) bool { return t == n.Inputs[0] }) {
 		return fmt.Errorf("spacer %q does not read an input of the node it holds back, on its device", n.Name)
+	}
+	if !SpacerMayHold(held.Op) {
+		return fmt.Errorf("spacer %q holds back %q, a control-flow op (%s)", n.Name, held.Name, held.Op)
+	}
+	for _, c := range n.ControlInputs {
+		if !slices.ContainsFunc(held.Inputs, func(t graphdef.Tensor) bool { return t.Node == c }) {
+			return fmt.Errorf("spacer %q waits for %q, which makes no input of %q", n.Name, c.Name, held.Name)
+		}
 	}
 	return nil
 }

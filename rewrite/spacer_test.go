@@ -20,9 +20,10 @@ node { name: "add" op: "AddV2" input: "bn" input: "x" input: "^n" device: "/devi
 `
 
 // TestAddSpacers adds a spacer before the add and checks the graph it writes (an L2Loss of
-// bn waiting for conv, and the add waiting for it), that Verify accepts it, and that Verify
+// bn waiting for x, and the add waiting for it), that Verify accepts it, and that Verify
 // and AddSpacers refuse what is not a spacer: one holding back another node than the one it
-// is named after, one whose tensor is not a float, and a node that is not in the graph.
+// is named after, one waiting for a node that makes none of the add's inputs (conv), one
+// whose tensor is not a float, and a node that is not in the graph.
 func TestAddSpacers(t *testing.T) {
 	m, g := testgraph.Parse(t, spacerGraph, "spacer.pbtxt")
 	opts, err := Options{}.WithDefaults()
@@ -34,7 +35,7 @@ func TestAddSpacers(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := res.Model
-	if err := AddSpacers(res, []Spacer{{Node: "add", Reads: "bn", After: []string{"conv"}}}); err != nil {
+	if err := AddSpacers(res, []Spacer{{Node: "add", Reads: "bn", After: []string{"x"}}}); err != nil {
 		t.Fatal(err)
 	}
 	if res.Model == before || len(before.Graph.GetNode()) != 5 {
@@ -44,7 +45,7 @@ func TestAddSpacers(t *testing.T) {
 	for _, nd := range res.Model.Graph.GetNode() {
 		got = append(got, nd.GetName()+"="+nd.GetOp()+"["+strings.Join(nd.GetInput(), " ")+"]")
 	}
-	want := []string{"x=Placeholder[]", "conv=Relu[x]", "bn=Tanh[conv]", "n=Shape[x]", "add=AddV2[bn x ^n ^tfswap/spacer/add]", "tfswap/spacer/add=L2Loss[bn ^conv]"}
+	want := []string{"x=Placeholder[]", "conv=Relu[x]", "bn=Tanh[conv]", "n=Shape[x]", "add=AddV2[bn x ^n ^tfswap/spacer/add]", "tfswap/spacer/add=L2Loss[bn ^x]"}
 	if !slices.Equal(got, want) {
 		t.Errorf("spaced graph %v, want %v", got, want)
 	}
@@ -66,6 +67,17 @@ func TestAddSpacers(t *testing.T) {
 	bad.Model.Graph.Node[1] = conv
 	if err := Verify(g, &bad, opts.Gate); err == nil || !strings.Contains(err.Error(), "spacer") {
 		t.Errorf("Verify of a spacer holding back conv: %v, want an error naming the spacer", err)
+	}
+	// A spacer waiting for a node that makes none of the add's inputs is refused.
+	far, err := Apply(m, Analyze(g, opts), &Plan{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := AddSpacers(far, []Spacer{{Node: "add", Reads: "bn", After: []string{"conv"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := Verify(g, far, opts.Gate); err == nil || !strings.Contains(err.Error(), `waits for "conv"`) {
+		t.Errorf("Verify of a spacer waiting for conv: %v, want an error naming conv", err)
 	}
 	for _, c := range []struct {
 		s    Spacer

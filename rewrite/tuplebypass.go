@@ -20,8 +20,8 @@ import (
 // writes, without changing what any op computes or when it may run.
 
 // TupleIdentities returns the tf.gradients tuple Identities of g that BypassTupleIdentities
-// may remove, in graph order: each is an Identity with one data input, of a type that is not
-// a reference, read by at least one data input, with a control input from a NoOp that has no
+// may remove, in graph order: each is an Identity with one data input that is not a reference
+// (nor its output), read by at least one data input, with a control input from a NoOp that has no
 // data inputs and a control input from the Identity's input's producer (the tuple's group);
 // on the device its input's producer is on; outside while loops and conditional branches
 // (a.InLoop, a.Conditional), its producer and readers too; read by no control-flow op
@@ -44,7 +44,9 @@ func TupleIdentities(g *graphdef.Graph, a *Analysis, keep []string) []*graphdef.
 		if n.Def.GetDevice() != x.Def.GetDevice() || len(n.Consumers) == 0 || len(n.Consumers[0]) == 0 {
 			continue
 		}
-		if len(n.OutputTypes) != 1 || graphdef.IsRef(n.OutputTypes[0]) {
+		// The Identity of a reference (a TF1 variable) reads the variable when it runs; its
+		// readers must not read the variable itself later instead.
+		if dt, ok := n.Inputs[0].DataType(); len(n.OutputTypes) != 1 || graphdef.IsRef(n.OutputTypes[0]) || !ok || graphdef.IsRef(dt) {
 			continue
 		}
 		if a.InLoop(n) || a.Conditional(n) || a.InLoop(x) || a.Conditional(x) {

@@ -156,7 +156,8 @@ func spacedEvaluation(cand *Evaluation, r *cost.Result) (*Evaluation, int64, []c
 
 // nextSpacer returns the spacer to add to g (a plan's rewrite) given the buffers live at its
 // Grappler peak: before the producer of the one allocated last that is an op of the graph
-// planned (not tfswap's) on a GPU and not spaced yet, reading the first of its data inputs
+// planned (not tfswap's) on a GPU, not a control-flow op (rewrite.SpacerMayHold) and not
+// spaced yet, reading the first of its data inputs
 // made on its device with a half, bfloat16, float or double dtype, and waiting for the
 // producers of its other data inputs on its device. ok is false when no buffer qualifies.
 func nextSpacer(g *graphdef.Graph, live []cost.LiveTensor, done []rewrite.Spacer) (rewrite.Spacer, bool) {
@@ -167,7 +168,7 @@ func nextSpacer(g *graphdef.Graph, live []cost.LiveTensor, done []rewrite.Spacer
 	for _, t := range live {
 		name, _, _, err := graphdef.ParseInput(t.Name)
 		n := g.Node(name)
-		if err != nil || n == nil || n.Device.Type == "CPU" || n.Def.GetAttr()[rewrite.RoleAttr] != nil || strings.HasPrefix(n.Name, rewrite.Scope) ||
+		if err != nil || n == nil || n.Device.Type == "CPU" || !rewrite.SpacerMayHold(n.Op) || n.Def.GetAttr()[rewrite.RoleAttr] != nil || strings.HasPrefix(n.Name, rewrite.Scope) ||
 			slices.ContainsFunc(done, func(s rewrite.Spacer) bool { return s.Node == n.Name }) {
 			continue
 		}
