@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/tfswap/tfswap/graphdef"
+	"github.com/tfswap/tfswap/internal/radix"
 )
 
 // Conventions are the memory and timing accounting rules of a simulation. The zero value is
@@ -964,25 +965,7 @@ func sortUsEvents(evs []usEvent) []usEvent {
 		slices.SortFunc(evs, func(a, b usEvent) int { return cmp.Compare(a.t, b.t) })
 		return evs
 	}
-	const bits = 11
-	var count [1 << bits]int
-	buf := make([]usEvent, len(evs))
-	for shift := uint(0); shift < 64 && hi>>shift > 0; shift += bits {
-		clear(count[:])
-		for _, e := range evs {
-			count[(e.t>>shift)&(1<<bits-1)]++
-		}
-		for k, sum := 0, 0; k < len(count); k++ {
-			count[k], sum = sum, sum+count[k]
-		}
-		for _, e := range evs {
-			d := (e.t >> shift) & (1<<bits - 1)
-			buf[count[d]] = e
-			count[d]++
-		}
-		evs, buf = buf, evs
-	}
-	return evs
+	return radix.Sort(evs, hi, func(e usEvent) int64 { return e.t })
 }
 
 // countInputs sets the number of inputs n waits for. Inputs from a branch not taken never

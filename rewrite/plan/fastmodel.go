@@ -7,6 +7,7 @@ import (
 
 	"github.com/tfswap/tfswap/cost"
 	"github.com/tfswap/tfswap/graphdef"
+	"github.com/tfswap/tfswap/internal/radix"
 )
 
 // The fast memory model: the memory pass planners use between full simulations.
@@ -210,8 +211,6 @@ func sortEvents(evs []sweepEv) []sweepEv {
 		slices.SortFunc(evs, cmpSweepEv)
 		return evs
 	}
-	const bits = 11
-	var count [1 << bits]int
 	buf := make([]sweepEv, len(evs))
 	// By kind (stable: each kind keeps the events' order).
 	var kinds [8]int
@@ -225,24 +224,8 @@ func sortEvents(evs []sweepEv) []sweepEv {
 		buf[kinds[e.kind&7]] = e
 		kinds[e.kind&7]++
 	}
-	evs, buf = buf, evs
-	// By time, least significant digit first (each pass stable).
-	for shift := uint(0); shift < 64 && hi>>shift > 0; shift += bits {
-		clear(count[:])
-		for _, e := range evs {
-			count[(e.t>>shift)&(1<<bits-1)]++
-		}
-		for k, sum := 0, 0; k < len(count); k++ {
-			count[k], sum = sum, sum+count[k]
-		}
-		for _, e := range evs {
-			d := (e.t >> shift) & (1<<bits - 1)
-			buf[count[d]] = e
-			count[d]++
-		}
-		evs, buf = buf, evs
-	}
-	return evs
+	// By time, stably.
+	return radix.Sort(buf, hi, func(e sweepEv) int64 { return e.t })
 }
 
 // outState is one planned swap-out of a prepared sweep: its swap, its index in the plan's
