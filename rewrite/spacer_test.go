@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tfswap/tfswap/graphdef"
 	"github.com/tfswap/tfswap/internal/testgraph"
 	npb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
 	"google.golang.org/protobuf/proto"
@@ -26,14 +27,7 @@ node { name: "add" op: "AddV2" input: "bn" input: "x" input: "^n" device: "/devi
 // whose tensor is not a float, and a node that is not in the graph.
 func TestAddSpacers(t *testing.T) {
 	m, g := testgraph.Parse(t, spacerGraph, "spacer.pbtxt")
-	opts, err := Options{}.WithDefaults()
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := Apply(m, Analyze(g, opts), &Plan{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, opts := unplanned(t, m, g)
 	before := res.Model
 	if err := AddSpacers(res, []Spacer{{Node: "add", Reads: "bn", After: []string{"x"}}}); err != nil {
 		t.Fatal(err)
@@ -69,10 +63,7 @@ func TestAddSpacers(t *testing.T) {
 		t.Errorf("Verify of a spacer holding back conv: %v, want an error naming the spacer", err)
 	}
 	// A spacer waiting for a node that makes none of the add's inputs is refused.
-	far, err := Apply(m, Analyze(g, opts), &Plan{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	far, _ := unplanned(t, m, g)
 	if err := AddSpacers(far, []Spacer{{Node: "add", Reads: "bn", After: []string{"conv"}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -87,10 +78,7 @@ func TestAddSpacers(t *testing.T) {
 		{Spacer{Node: "gone", Reads: "bn"}, `"gone" is not in the graph`},
 		{Spacer{Node: "add", Reads: "bn", After: []string{"gone"}}, `"gone" is not in the graph`},
 	} {
-		r, err := Apply(m, Analyze(g, opts), &Plan{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		r, _ := unplanned(t, m, g)
 		n := len(r.Model.Graph.GetNode())
 		if err := AddSpacers(r, []Spacer{c.s}); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("AddSpacers(%v): %v, want an error with %q", c.s, err, c.want)
@@ -99,4 +87,32 @@ func TestAddSpacers(t *testing.T) {
 			t.Errorf("AddSpacers(%v) failed but changed the result", c.s)
 		}
 	}
+}
+
+// TestVerifySpacerOnMerge checks that Verify refuses a spacer before a loop's Merge
+// (testgraph.GPULoop), which reads the Enter and waits for the NextIteration that runs after
+// that Merge: a cycle, and a step that never ends.
+func TestVerifySpacerOnMerge(t *testing.T) {
+	m, g := testgraph.Parse(t, testgraph.GPULoop, "loop.pbtxt")
+	res, opts := unplanned(t, m, g)
+	if err := AddSpacers(res, []Spacer{{Node: "merge", Reads: "enter", After: []string{"next"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := Verify(g, res, opts.Gate); err == nil || !strings.Contains(err.Error(), "spacer") {
+		t.Errorf("Verify of a spacer before a Merge: %v, want an error naming the spacer", err)
+	}
+}
+
+// unplanned returns the rewrite of m (whose graph is g) with no swaps, and the options.
+func unplanned(t *testing.T, m *graphdef.Model, g *graphdef.Graph) (*Result, Options) {
+	t.Helper()
+	opts, err := Options{}.WithDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Apply(m, Analyze(g, opts), &Plan{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, opts
 }
