@@ -2,6 +2,7 @@ package plan
 
 import (
 	"cmp"
+	"fmt"
 	"github.com/tfswap/tfswap/rewrite"
 	"math/rand"
 	"reflect"
@@ -355,5 +356,15 @@ func TestDropSweepAgreesWithSweep(t *testing.T) {
 	// Some plans stall: copies queue, and the replay carries the delays forward.
 	if allStalls == 0 {
 		t.Fatal("no plan stalls")
+	}
+}
+
+// TestNoGateErrorMessage: triggeredGroups' error for a trigger that gates none of the consumers
+// left reads as the message it had when it was formatted at once (PlanLMS's skip reasons show
+// it).
+func TestNoGateErrorMessage(t *testing.T) {
+	var err error = noGateError{"block1/conv/Relu"}
+	if got, want := fmt.Sprintf("%v", err), `trigger "block1/conv/Relu" cannot gate any of the consumers left`; got != want {
+		t.Errorf("message %q, want %q", got, want)
 	}
 }

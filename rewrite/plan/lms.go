@@ -73,12 +73,21 @@ func triggeredGroups(g *graphdef.Graph, uses []graphdef.Use, choose func([]*grap
 			}
 		}
 		if len(kept) == 0 {
-			return out, uses, fmt.Errorf("trigger %q cannot gate any of the consumers left", trig.Name)
+			return out, uses, noGateError{trig.Name}
 		}
 		out = append(out, rewrite.SwapInGroup{Uses: kept, Trigger: trig})
 		uses = rest
 	}
 	return out, nil, nil
+}
+
+// noGateError is triggeredGroups' error when its trigger cannot gate any of the consumers
+// left. Its message is made when it is read: lmsPlan drops these errors, and formatting each
+// was 1% of the CPU profile of planning ResNet-50 at 4x its batch.
+type noGateError struct{ trigger string }
+
+func (e noGateError) Error() string {
+	return fmt.Sprintf("trigger %q cannot gate any of the consumers left", e.trigger)
 }
 
 // runsWith reports whether trigger t may gate a swap-in read by consumer c: whenever a step
