@@ -883,7 +883,9 @@ The anchor. The adaptive-window paper (`../shared/papers/out-of-core-adaptive-wi
 55% of in-core speed on a V100 16 GB connected to the CPU by two NVLinks (50 GB/s each), swapping everything,
 with its own allocator, under no VirtualCluster accounting. On tfswap's closest profile, `v100-16gb-nvlink`
 (NVLink 2.0 to a POWER9 host, 40.6 GB/s each way), `bench/ceiling.py --device v100-16gb-nvlink` gives NVLINK.
-The target is missed on `v100-16gb`: by tfswap's accounting 6x B0 now fits at +72.0% (since 3a1765b, above), but
+The target is missed on `v100-16gb`: by tfswap's accounting 6x B0 now fits at +60.6% (since 001b744, the tuple-bypass
+pass's re-plan also where tfswap's accounting alone is required and the plan costs more than +50%; +72.0% since
+3a1765b, above), but
 by all accountings the largest batch is 6x B0 with `L2Loss` gates (+60.6% since the tuple-bypass pass, +339.1% before;
 with `Identity` gates 4x, +137.0%, and none from 5x on); 8x fits since the spacers (d5095b6, below) but at
 +820.3%, far from the target (before them no plan, lowest 15.13 GiB by tfswap's own accounting; each accounting's

@@ -14,7 +14,7 @@ import (
 // accountings without the tuple-bypass pass (Grappler's VirtualCluster counts each
 // tf.gradients tuple Identity as a buffer of its own); with it one does, on the graph whose
 // tuple Identities are NoOps that no data input reads. With tfswap's accounting alone the
-// pass does not run.
+// pass runs only where the best plan costs more than +50% (TestTupleBypassCostlyByTfswap).
 func TestTupleBypassPass(t *testing.T) {
 	m, err := graphdef.Load("../../testmodels/fixtures/resnet.pb", graphdef.LoadOptions{})
 	if err != nil {
@@ -61,5 +61,43 @@ func TestTupleBypassPass(t *testing.T) {
 		t.Fatal(err)
 	} else if len(p2.Bypassed) != 0 || strings.Contains(p2.Eval.Strategy, "bypass") {
 		t.Errorf("by tfswap's accounting alone: plan from %s bypassed %d Identities, want none", p2.Eval.Strategy, len(p2.Bypassed))
+	}
+}
+
+// TestTupleBypassCostlyByTfswap: with tfswap's accounting alone, the tuple-bypass pass runs
+// where auto's best plan fits at more than +50% (it plans again, so planning simulates more)
+// and keeps its plan only when it is better; where the best plan is cheaper it does not run.
+func TestTupleBypassCostlyByTfswap(t *testing.T) {
+	m, err := graphdef.Load("../../testmodels/fixtures/resnet.pb", graphdef.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := func(budget int64, on bool) *Planned {
+		t.Helper()
+		defer func(old bool) { TupleBypass = old }(TupleBypass)
+		TupleBypass = on
+		p, err := RewriteWithPlanner(m, rewrite.Options{MinTensorBytes: -1}, PlanOptions{Strategy: "auto", Budget: budget, FitAccounting: "tfswap",
+			Sim: cost.Options{Fetch: []string{"train"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, c := range []struct {
+		budget int64
+		runs   bool
+	}{{2560 << 10, true}, {6 << 20, false}} {
+		off, on := plan(c.budget, false), plan(c.budget, true)
+		t.Logf("budget %d: without the pass %s %+.1f%% (%d simulations), with it %s %+.1f%% (%d)", c.budget,
+			off.Eval.Strategy, 100*off.Eval.Overhead, off.Simulations, on.Eval.Strategy, 100*on.Eval.Overhead, on.Simulations)
+		if costly := off.Eval.Overhead > tupleOrderOverhead; costly != c.runs {
+			t.Fatalf("budget %d: the plan without the pass costs %+.1f%%; the case needs it %v +50%%", c.budget, 100*off.Eval.Overhead, map[bool]string{true: "above", false: "within"}[c.runs])
+		}
+		if ran := on.Simulations > off.Simulations; ran != c.runs {
+			t.Errorf("budget %d: the pass ran: %v, want %v", c.budget, ran, c.runs)
+		}
+		if on.Eval.StepTime > off.Eval.StepTime {
+			t.Errorf("budget %d: with the pass the plan is slower: %d ns against %d", c.budget, on.Eval.StepTime, off.Eval.StepTime)
+		}
 	}
 }
