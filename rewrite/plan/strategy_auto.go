@@ -113,8 +113,9 @@ func (e searchEffort) note() string {
 		"without its greedy, its improvement, recomputation and the tighter budgets", e.candidates, e.limit, strings.Join(names, ", "))
 }
 
-// autoPruneTries bounds the simulations pruning spends; autoStarts is how many plans (the
-// best fitting plan of each strategy, best first) are improved.
+// autoPruneTries bounds the simulations pruning spends that do not improve the plan (a drop
+// that improves it costs none: there is at most one per unit of the plan); autoStarts is how
+// many plans (the best fitting plan of each strategy, best first) are improved.
 const (
 	autoPruneTries = 8
 	autoStarts     = 2
@@ -413,7 +414,11 @@ func (pr *planRun) improve(start *Evaluation) (*Evaluation, error) {
 		}
 	}
 	// Pruning: drop whole buffers the fast model says the budget does not need, the
-	// simulator confirming.
+	// simulator confirming. Only the drops the simulator rejects count against
+	// autoPruneTries: at ResNet-50 8x B0 on v100-16gb (tfswap's accounting, --gate-kind
+	// reduce, simulated) the first eight tries on auto's 47-unit plan each dropped a unit, and
+	// counting them stopped pruning at +479.7% before merging (+286.2% after); pruning on
+	// while drops are kept gives +176.1%.
 	tries := 0
 	for tries < autoPruneTries {
 		base := pr.fast.predict(cur.Plan)
@@ -461,6 +466,7 @@ func (pr *planRun) improve(start *Evaluation) (*Evaluation, error) {
 			if ev.Fits && better(ev, cur) {
 				cur = ev
 				improved = true
+				tries--
 				break
 			}
 		}
