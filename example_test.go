@@ -47,14 +47,15 @@ func Example() {
 	fmt.Printf("step %v (unswapped %v), %d KiB to the host and %d KiB back\n", p.StepTime, p.UnswappedStepTime, p.ToHost>>10, p.ToDevice>>10)
 	fmt.Printf("simulated: the fan-in of %v, %d nodes\n", p.Fetch, p.SimulatedNodes)
 	// Output:
-	// swap stem/conv/Conv2D:0 (512 KiB), back in before gradients/block1/b/conv/Conv2D_grad/Conv2DBackpropFilter
-	// swap stem/Relu:0 (512 KiB), back in before gradients/AddN_2
-	// swap block1/a/conv/Conv2D:0 (512 KiB), back in before gradients/block2/a/Relu_grad/ReluGrad
-	// swap block1/a/Relu:0 (512 KiB), back in before gradients/block2/out_grad/ReluGrad
-	// swap block1/b/conv/Conv2D:0 (512 KiB), back in before gradients/block3/a/bn/FusedBatchNormV3_grad/FusedBatchNormGradV3
+	// swap stem/conv/Conv2D:0 (512 KiB), back in before gradients/block2/a/conv/Conv2D_grad/Conv2DBackpropFilter
+	// swap stem/Relu:0 (512 KiB), back in before gradients/block2/a/Relu_grad/ReluGrad
+	// swap block1/a/conv/Conv2D:0 (512 KiB), back in before gradients/block2/b/conv/Conv2D_grad/Conv2DBackpropInput
+	// swap block1/b/conv/Conv2D:0 (512 KiB), back in before gradients/AddN_1
+	// swap block1/out:0 (512 KiB), back in before gradients/block3/shortcut/conv/Conv2D_grad/Conv2DBackpropFilter
+	// swap block2/a/Relu:0 (512 KiB), back in before gradients/AddN
 	// strategy auto on v100-16gb (default), fits: true
-	// /device:GPU:0: peak 5.4 MiB of 6.0 MiB (unswapped 7.9 MiB); by Grappler's rules 5.2 MiB, 5.6 MiB in microseconds; judged by [tfswap grappler-ns grappler-us]
-	// step 1.097339ms (unswapped 1.09006ms), 2560 KiB to the host and 2560 KiB back
+	// /device:GPU:0: peak 5.0 MiB of 6.0 MiB (unswapped 7.9 MiB); by Grappler's rules 4.7 MiB, 5.1 MiB in microseconds; judged by [tfswap grappler-ns grappler-us]
+	// step 1.090066ms (unswapped 1.09006ms), 3072 KiB to the host and 3072 KiB back
 	// simulated: the fan-in of [train], 512 nodes
 }
 

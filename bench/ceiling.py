@@ -851,7 +851,7 @@ time until the plan fits. Five spacers (the three residual adds of `stage2`, `st
 all three accountings. TensorFlow 2.18's VirtualCluster (`tools/vcluster/vcluster.py` on the rewrite) reads
 15,446,454,424 bytes by the nanosecond trace and 15,548,635,988 by `DeterminePeakMemoryUsage`, both within the
 budget. Each spacer reads a 4.43 GiB tensor, about 5 ms of the step each. The overhead is that plan's, the
-only one the bypassed run found within tfswap's accounting; the +479.7% plan by tfswap's accounting (+286.2% since 03b6f88, the same figures) reads
+only one the bypassed run found within tfswap's accounting; the +479.7% plan by tfswap's accounting (+286.2% since 03b6f88, +171.2% since 618265c, the same figures) reads
 22.13 / 27.66 GiB by the VirtualCluster, mostly tuple Identities (the list above), which spacers do not remove
 (spaced by hand, 5 spacers: 22.13 / 23.24 GiB).
 
@@ -866,18 +866,35 @@ each chain made apart reading its input itself (from `tfswap rewrite -v`). Where
 after pruning, `auto`'s improvement now merges each swap-in with the next of the same tensor wherever the plan
 still fits and is faster (docs/PLANNING.md): 50 swap-ins, 83.13 GiB back, 13.79 s, +286.2% (the table).
 
-What bounds 8x now (the +286.2% plan; its trace from `tfswap simulate --trace`): the compute stream is busy 5.13 s
-(the unswapped 3.57 s and the recomputation) and idle 8.66 s waiting for swap-ins, 4.4 s of it in `stage2`
-(2.0 s in recomputation chains, 1.5 s in its gradients, 0.8 s in forward ops held until a swap-out reached the
-host) and 1.4 s in `stage3`'s gradients; the links are busy 4.61 s device-to-host and 6.97 s host-to-device,
-neither for the whole step. In `stage2`'s backward three 4.43 GiB tensors are live at every batch-norm gradient
-(13.47 GiB of 14.97 with the variables), so a 4.43 GiB copy can only land after one of them is freed: it cannot be
-fetched ahead, and each stalls the step about 0.37 s (4.43 GiB at 12.8 GB/s); `stage2/block1/out` and
-`stage2/block3/out` are still swapped in 3 and 4 times. The screening's link bound for the recomputed graph (its
-17.3 GiB excess moved once each way) is 5.09 s, +42.6%, and the compute alone is +43.7%: the gap to +286.2% is
-these stalls. Going lower needs the stage2 checkpoints brought back once per block and held across it (a block
-remade once, its tensors released one at a time, with room for one 4.43 GiB copy beside the three live ones,
-which 8x does not have: 4 x 4.43 + 0.19 = 17.90 GiB), or fewer of them needed there: not built.
+Pruning on while drops are kept (7746d61) and first swap-ins dropped (618265c; simulated v100-16gb,
+`--gate-kind reduce`, tfswap's accounting; the 8x rows re-planned at 618265c, the run took 30.0 s user, 2:22
+wall at load 7 to 11). `auto`'s pruning spent its eight simulations on eight kept drops and stopped with the
++479.7% plan still holding needless swaps; only rejected drops count now, and the same start is pruned from 47
+units to 11 tensors before merging: +176.1%. Merging then first tries each tensor's first swap-in dropped, its
+reads reading the original, where the fast model says the plan still fits (`stage4/block5/out` and
+`stage5/block1`'s first convolution output keep their original for their first reads): +171.2% (the table), 11
+tensors swapped by 20 swap-ins, 22.41 GiB to the host and 50.07 GiB back a step.
+
+What bounds 8x now (the +171.2% plan; its trace from `tfswap simulate --trace`): the compute stream is busy 5.12 s
+(the unswapped 3.57 s and 1.47 s of recomputation) and idle 4.57 s waiting for swap-ins: 2.06 s in `stage2`'s
+backward, 1.06 s in `stage3`'s, 0.84 s and 0.41 s in the forward at `stage2/block2/add` and `stage3/block4/add`
+(`stage2/block1/out` and `stage3/block3/out` go to the host and come straight back for the block's sum, which does
+not fit without the round trip), 0.2 s elsewhere; the links are busy 1.88 s device-to-host and 4.20 s
+host-to-device. In `stage2`'s backward three 4.43 GiB tensors are live at every batch-norm gradient (13.47 GiB of
+14.97 with the variables), so a 4.43 GiB copy can only land after one of them is freed: it cannot be fetched
+ahead, and each stalls the step about 0.37 s (4.43 GiB at 12.8 GB/s); `stage2/block3/out` (the input of
+`stage3/block1`) is swapped in 4 times and `stage2/block1/out` 3 times, and `stage2/block3`'s output gradient
+goes to the host and back once. The screening's link bound for the recomputed graph (its 17.3 GiB excess moved
+once each way) is 5.09 s, +42.6%, and the compute alone is +43.3%: the gap to +171.2% is these stalls. A block's
+input is read at its recomputation, at its first convolution's filter gradient and at the previous block's ReLU
+gradient, the last two next to each other: twice per block at least, where holding it across the block needs
+4 x 4.43 + 0.19 = 17.90 GiB. With two 0.37 s copies for each of `stage2/block1/out` and `stage2/block2/out` and
+three for `stage2/block3/out`, none hidden (2.6 s), and everything else hidden, the step would be 5.12 + 2.6 =
+7.7 s, +116% (an estimate from these counts, not a bound): +82% (6.50 s) needs most of those copies hidden behind
+compute, which the three live 4.43 GiB tensors do not allow, less recomputation, or a `stage2` that needs fewer
+checkpoints in its backward. Remaking a block output from `pool1` instead of bringing it back does not fit
+either, by count: the recomputed sum `stage2/blockN/add` holds its two inputs and its output, three 4.43 GiB
+tensors, beside the live 4.43 GiB gradient (17.90 GiB with the variables). Not built.
 
 The anchor. The adaptive-window paper (`../shared/papers/out-of-core-adaptive-window.txt`) measured 7.5x at
 55% of in-core speed on a V100 16 GB connected to the CPU by two NVLinks (50 GB/s each), swapping everything,
@@ -889,7 +906,7 @@ pass's re-plan also where tfswap's accounting alone is required and the plan cos
 by all accountings the largest batch is 6x B0 with `L2Loss` gates (+60.6% since the tuple-bypass pass, +339.1% before;
 with `Identity` gates 4x, +137.0%, and none from 5x on); 8x fits since the spacers (d5095b6, below) but at
 +820.3%, far from the target (before them no plan, lowest 15.13 GiB by tfswap's own accounting; each accounting's
-least excess: tfswap's -1.51, the nanosecond figure's -1.69 and the microsecond figure's +7.16 GiB); by tfswap's, 8x B0 (+286.2% at f53415c, +479.7% at 55419d8, +1276.0% at d808eec, +1382.0% at c3ff82c, +1379.9% at 65bb28a),
+least excess: tfswap's -1.51, the nanosecond figure's -1.69 and the microsecond figure's +7.16 GiB); by tfswap's, 8x B0 (+171.2% at 618265c, +286.2% at f53415c, +479.7% at 55419d8, +1276.0% at d808eec, +1382.0% at c3ff82c, +1379.9% at 65bb28a),
 bound in overhead by the host link (at least 63 GiB of the 8x excess would have to be
 recomputed to meet +82%; recomputing every candidate is 86 GiB at +21.6% but leaves the 15.68 GiB bound of
 `stage3/block1`'s input gradients) and, at about 9x, by `FusedBatchNormGradV3`."""

@@ -151,7 +151,10 @@ def section_header(res, out):
         "(`--fit-accounting all`).\n"
         "* **measured on CPU**: wall-clock time of `tfswap rewrite` on this machine with "
         "`GOMAXPROCS=1` (one core), loading and writing the graph included; other engineers' jobs "
-        "shared the machine, so times are upper bounds.\n")
+        "shared the machine, so times are upper bounds.%s\n" % (
+            " The run also recorded each rewrite's CPU time (user + system of the tfswap process), "
+            "which such jobs inflate far less; the planning-time target is judged by it."
+            if any(r.get("rewrite_cpu_s") is not None for r in res.rows) else ""))
     s = [strategy_label(x) for x in res.strategies]
     out.append("Strategies: %s. %s\n" % (
         ", ".join(s),
@@ -571,6 +574,27 @@ def best_row(rows):
     return min(ok, key=lambda r: r["overhead"]) if ok else None
 
 
+def planning_target(rows, have_auto, jobs):
+    """planning_target returns the verdict and evidence of the 4x planning-time target from
+    the rows of ResNet-50 at 4x B0 on v100-16gb. Rows with the tfswap process's CPU time
+    (rewrite_cpu_s, recorded by the harness since it measures it) are judged by it, since
+    other jobs on the machine inflate wall time but not CPU time; older rows by wall time."""
+    t = {r["strategy"]: r.get("rewrite_s") for r in rows}
+    cpu = {r["strategy"]: r.get("rewrite_cpu_s") for r in rows}
+    how = "measured on CPU (GOMAXPROCS=1, graph I/O included)"
+    figures = ", ".join("%s %.2f s" % (strategy_label(s), v) for s, v in t.items() if v is not None)
+    if any(v is not None for v in cpu.values()):
+        how += (", judged by the tfswap process's CPU time (user + system); wall time in brackets "
+                "(the harness ran %d jobs beside other work)" % jobs)
+        figures = ", ".join("%s %s (%.2f s)" % (strategy_label(s), "-" if cpu[s] is None else "%.2f s" % cpu[s], v)
+                            for s, v in t.items() if v is not None)
+        t = cpu
+    subj = t.get("auto") if have_auto else None
+    verdict = "**met**" if subj is not None and subj < 2.0 else ("**missed**" if subj is not None else "not measured")
+    return verdict, ("batch %d on `v100-16gb`, %s: %s" % (rows[0]["batch"], how, figures)
+                     + ("" if have_auto else "; no auto strategy at this commit"))
+
+
 def section_targets(res, out, docs):
     m = res.meta
     out.append("## Targets (issue 4)\n")
@@ -781,15 +805,8 @@ def section_targets(res, out, docs):
     # 6. Planning ResNet-50 at 4x in under 2 s on one core.
     rows = res.select(model="resnet50", device="v100-16gb", tag="ladder", multiple=4)
     if rows:
-        t = {r["strategy"]: r.get("rewrite_s") for r in rows}
-        subj = t.get("auto") if have_auto else None
-        met = subj is not None and subj < 2.0
-        items.append(("Planning ResNet-50 at a 4x batch takes under 2 s on one core",
-                      "**met**" if met else ("**missed**" if subj is not None else "not measured"),
-                      "batch %d on `v100-16gb`, measured on CPU (GOMAXPROCS=1, graph I/O included): %s" % (
-                          rows[0]["batch"], ", ".join("%s %.2f s" % (strategy_label(s), v)
-                                                      for s, v in t.items() if v is not None))
-                      + ("" if have_auto else "; no auto strategy at this commit")))
+        items.append(("Planning ResNet-50 at a 4x batch takes under 2 s on one core",)
+                     + planning_target(rows, have_auto, res.meta.get("jobs", 2)))
     out.append("| target | verdict | evidence and reason |\n|---|---|---|")
     for t, v, e in items:
         out.append("| %s | %s | %s |" % (t, v, e.replace("|", "/")))

@@ -27,6 +27,7 @@ import multiprocessing as mp
 import os
 import platform
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -92,9 +93,17 @@ class Tfswap:
         self.env = dict(os.environ, GOMAXPROCS="1")
 
     def run(self, args, timeout=None):
+        """Runs tfswap with args; returns the completed process and its wall seconds, and
+        sets self.last_cpu to its CPU seconds (user + system, from the worker's reaped
+        children: a worker runs one child at a time, so the difference is this child's)."""
         t0 = time.perf_counter()
-        p = subprocess.run([self.binary] + args, capture_output=True, text=True,
-                           timeout=timeout or self.timeout, env=self.env)
+        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        try:
+            p = subprocess.run([self.binary] + args, capture_output=True, text=True,
+                               timeout=timeout or self.timeout, env=self.env)
+        finally:
+            r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            self.last_cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
         return p, time.perf_counter() - t0
 
     def device_flags(self, device):
@@ -517,6 +526,7 @@ def evaluate(model, device, batch, strategy, budget, src, base, vc_policy, tag, 
                 rec["error"] = "timeout after %ds" % ts.timeout
                 return rec
             rec["rewrite_s"] = round(secs, 3)
+            rec["rewrite_cpu_s"] = round(ts.last_cpu, 3)
             rec["plan"] = _summarize_report(rep)
             rec["plan_peaks"] = _report_peaks(rep)
             if p.returncode != 0:

@@ -25,9 +25,10 @@ import (
 // data inputs and a control input from the Identity's input's producer (the tuple's group);
 // on the device its input's producer is on; outside while loops and conditional branches
 // (a.InLoop, a.Conditional), its producer and readers too; read by no control-flow op
-// (Enter, Merge, Switch and the like, whose inputs the rewrite never redirects); not named by keep (the step's fetches and
-// feeds, as "name", "name:port" or "^name"); and not reading another such Identity (the
-// outer one of two stays).
+// (Enter, Merge, Switch and the like, whose inputs the rewrite never redirects) nor by a
+// preserved node (Options.Preserve, whose inputs tfswap never redirects); not preserved
+// itself; not named by keep (the step's fetches and feeds, as "name", "name:port" or
+// "^name"); and not reading another such Identity (the outer one of two stays).
 func TupleIdentities(g *graphdef.Graph, a *Analysis, keep []string) []*graphdef.Node {
 	kept := map[string]bool{}
 	for _, k := range keep {
@@ -37,7 +38,7 @@ func TupleIdentities(g *graphdef.Graph, a *Analysis, keep []string) []*graphdef.
 	}
 	ok := make([]bool, len(g.Nodes))
 	for _, n := range g.Nodes {
-		if n.Op != "Identity" || len(n.Inputs) != 1 || len(n.ControlInputs) == 0 || kept[n.Name] {
+		if n.Op != "Identity" || len(n.Inputs) != 1 || len(n.ControlInputs) == 0 || kept[n.Name] || a.Preserved(n) {
 			continue
 		}
 		x := n.Inputs[0].Node
@@ -54,9 +55,9 @@ func TupleIdentities(g *graphdef.Graph, a *Analysis, keep []string) []*graphdef.
 		}
 		readers := true
 		for _, u := range n.Consumers[0] {
-			// A control-flow op's inputs are never redirected (notConsumers), nor a reader's
-			// in a loop or conditional branch.
-			if notConsumers[u.Node.Op] || a.InLoop(u.Node) || a.Conditional(u.Node) {
+			// A control-flow op's inputs are never redirected (notConsumers), nor a preserved
+			// reader's, nor a reader's in a loop or conditional branch.
+			if notConsumers[u.Node.Op] || a.Preserved(u.Node) || a.InLoop(u.Node) || a.Conditional(u.Node) {
 				readers = false
 			}
 		}

@@ -57,3 +57,31 @@ func TestTupleIdentitiesThatStay(t *testing.T) {
 		t.Errorf("TupleIdentities = %v, want %v", names, want)
 	}
 }
+
+// TestTupleIdentitiesPreserved checks that a preserved tuple Identity (Options.Preserve, as
+// the Grappler bridge passes a session's fed nodes and Grappler's nodes to preserve) stays,
+// and so does one read by a preserved node, whose inputs tfswap never redirects; without
+// either preserved, both go.
+func TestTupleIdentitiesPreserved(t *testing.T) {
+	_, g := testgraph.Parse(t, tupleGraph, "tuple.pbtxt")
+	found := func(preserve ...string) []string {
+		opts, err := Options{Preserve: preserve}.WithDefaults()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, n := range TupleIdentities(g, Analyze(g, opts), []string{"r7", "id3"}) {
+			names = append(names, n.Name)
+		}
+		return names
+	}
+	if got, want := found(), []string{"id1", "id2"}; !slices.Equal(got, want) {
+		t.Fatalf("nothing preserved: TupleIdentities = %v, want %v", got, want)
+	}
+	if got, want := found("id1"), []string{"id2"}; !slices.Equal(got, want) {
+		t.Errorf("id1 preserved: TupleIdentities = %v, want %v", got, want)
+	}
+	if got, want := found("twice"), []string{"id1"}; !slices.Equal(got, want) {
+		t.Errorf("twice (a reader of id2) preserved: TupleIdentities = %v, want %v", got, want)
+	}
+}

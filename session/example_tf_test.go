@@ -81,10 +81,10 @@ func Example() {
 		}
 	}
 	// Output:
-	// planned: 5 tensors swapped, predicted peak 5.4 MiB of 6.0 MiB
+	// planned: 6 tensors swapped, predicted peak 5.0 MiB of 6.0 MiB
 	// step 1: loss 2.6151, bit-identical to the unswapped graph's: true
 	// step 2: loss 2.2514, bit-identical to the unswapped graph's: true
-	// rewritten: 7 tensors to the device (5 swap-ins), 6 to the host (5 swap-outs), 6 control edges across
+	// rewritten: 8 tensors to the device (6 swap-ins), 7 to the host (6 swap-outs), 7 control edges across
 	// unswapped: 2 tensors to the device (0 swap-ins), 1 to the host (0 swap-outs), 1 control edges across
 	// /job:localhost/replica:0/task:0/device:CPU:1 ran the step: its allocator "cpu" is shared with the host: true
 }

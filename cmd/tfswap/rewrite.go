@@ -27,7 +27,7 @@ func lmsFlags() []cli.Flag {
 		&cli.StringFlag{Name: "min-bytes", Value: "64KiB", Usage: "smallest tensor to swap (e.g. 65536, 64KiB, 1MiB; 0 for no minimum)"},
 		&cli.StringSliceFlag{Name: "exclude-scope", Usage: "never swap tensors made in this name scope (repeatable)"},
 		&cli.StringSliceFlag{Name: "exclude-op", Usage: "never swap outputs of this op type (repeatable)"},
-		&cli.StringSliceFlag{Name: "preserve", Usage: "leave this node exactly as it is: never swap or recompute its outputs, never redirect or add to its inputs (repeatable; the node must exist)"},
+		&cli.StringSliceFlag{Name: "preserve", Usage: "leave this node exactly as it is (name the nodes a step feeds): never swap or recompute its outputs, never redirect or add to its inputs (repeatable; the node must exist)"},
 		&cli.StringSliceFlag{Name: "compute-device", Usage: "a device whose tensors are swapped, e.g. /device:GPU:1; repeat it or give a comma list for the replicas of a data-parallel step, each planned with its own budget (default: every GPU; nodes without a device count as the first named, or /device:GPU:0)"},
 		&cli.StringFlag{Name: "host-device", Usage: "the device swapped tensors are kept on (default: CPU:0 of the producer's task)"},
 		&cli.StringFlag{Name: "gate-kind", Value: "identity", Usage: "the op each gate (the node a swap-in's control edge comes from) is: identity (an Identity of the trigger's output) or reduce (an L2Loss of a floating-point output, 4 bytes, which Grappler's VirtualCluster counts as 4 bytes instead of the whole tensor; an Identity where the trigger has none)"},

@@ -311,6 +311,57 @@ func withOrderEdges(model *graphdef.Model, edges []rewrite.OrderEdge) (*graphdef
 	return out, added
 }
 
+// acyclicOrderEdges returns the edges of found, in order, that name two nodes of g and
+// close no cycle in g with the edges kept before them: an edge (Node waits for After) is
+// dropped when Node is After or After descends from Node through g's data and control
+// edges (a loop's NextIteration back edges aside, as in graphdef.Graph.Descendants) and
+// the edges kept so far.
+func acyclicOrderEdges(g *graphdef.Graph, found []rewrite.OrderEdge) []rewrite.OrderEdge {
+	var kept []rewrite.OrderEdge
+	extra := map[*graphdef.Node][]*graphdef.Node{} // After -> the nodes that wait for it
+	for _, e := range found {
+		n, after := g.Node(e.Node), g.Node(e.After)
+		if n == nil || after == nil || n == after || reaches(g, n, after, extra) {
+			continue
+		}
+		kept = append(kept, e)
+		extra[after] = append(extra[after], n)
+	}
+	return kept
+}
+
+// reaches reports whether to descends from from in g, through g's data and control edges
+// (not out of a loop's back edge) and the edges of extra (from a node to those waiting for it).
+func reaches(g *graphdef.Graph, from, to *graphdef.Node, extra map[*graphdef.Node][]*graphdef.Node) bool {
+	mark := make([]bool, len(g.Nodes))
+	stack := []*graphdef.Node{from}
+	for len(stack) > 0 {
+		p := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		visit := func(c *graphdef.Node) {
+			if !mark[c.Index] {
+				mark[c.Index] = true
+				stack = append(stack, c)
+			}
+		}
+		for _, c := range extra[p] {
+			visit(c)
+		}
+		if p.Op == "NextIteration" || p.Op == "RefNextIteration" {
+			continue
+		}
+		for _, uses := range p.Consumers {
+			for _, u := range uses {
+				visit(u.Node)
+			}
+		}
+		for _, c := range p.ControlOutputs {
+			visit(c)
+		}
+	}
+	return mark[to.Index]
+}
+
 // passReorder: when no plan fits, auto adds the ordering edges at the lowest plan's peak
 // (peakEdges; those between nodes of the input graph) to the input graph and plans it again
 // from the start, up to orderRounds times (each round may add edges at the new lowest peak);
@@ -344,19 +395,10 @@ func passReorder(st *planState) error {
 	if err != nil {
 		return err
 	}
-	var edges []rewrite.OrderEdge
-	for _, e := range found {
-		n, after := st.g.Node(e.Node), st.g.Node(e.After)
-		if n == nil || after == nil {
-			continue
-		}
-		if src != st.final && st.g.Descendants(n)[after.Index] {
-			// Found on a recomputed graph, where the reader need not descend from the op
-			// at the peak though it does in the input graph (it read the original).
-			continue
-		}
-		edges = append(edges, e)
-	}
+	// Edges found on a recomputed graph (a recomputing plan's lowest peak, or the costly
+	// path's rcMiss) may close a cycle in the input graph: there the reader need not descend
+	// from the op at the peak though it does in the input graph (it read the original).
+	edges := acyclicOrderEdges(st.g, found)
 	m2, added := withOrderEdges(st.model, edges)
 	if added == 0 {
 		return nil

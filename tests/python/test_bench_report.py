@@ -51,3 +51,22 @@ def test_setup_names_the_rule_of_the_run():
     # A run with budgets of neither kind (say --budget by hand) is not called legacy.
     mixed = dict(old, budgets=dict(old["budgets"], v100=new["budgets"]["v100"]))
     assert not report.legacy_budgets(mixed)
+
+
+def test_planning_target_judged_by_cpu_time():
+    """The 4x planning-time target is judged by the tfswap process's CPU time where the run
+    recorded it (wall time grows with the other jobs on the machine), and by wall time for an
+    older run without it."""
+    rows = [{"strategy": "auto", "batch": 740, "rewrite_s": 3.28, "rewrite_cpu_s": 1.91},
+            {"strategy": "vdnn-all", "batch": 740, "rewrite_s": 0.17, "rewrite_cpu_s": 0.15},
+            {"strategy": "grappler", "batch": 740, "rewrite_s": 0.53}]
+    verdict, evidence = report.planning_target(rows, True, 2)
+    assert verdict == "**met**", evidence
+    assert "CPU time" in evidence and "auto 1.91 s (3.28 s)" in evidence
+    assert "Grappler (TF) - (0.53 s)" in evidence
+    slow = [dict(rows[0], rewrite_cpu_s=2.4)] + rows[1:]
+    assert report.planning_target(slow, True, 2)[0] == "**missed**"
+    old = [{k: v for k, v in r.items() if k != "rewrite_cpu_s"} for r in rows]
+    verdict, evidence = report.planning_target(old, True, 2)
+    assert verdict == "**missed**" and "CPU time" not in evidence and "auto 3.28 s" in evidence
+    assert report.planning_target(rows, False, 2)[0] == "not measured"
