@@ -213,6 +213,9 @@ func assemble(groups []*pendingGroup, keep func(*choice) bool) (*rewrite.Plan, [
 		ps.Groups = append(ps.Groups, rewrite.SwapInGroup{Uses: g.uses, Trigger: g.trigger, TriggerWaits: g.triggerWaits})
 	}
 	plan := &rewrite.Plan{}
+	if len(order) > 0 {
+		plan.Swaps = make([]rewrite.PlannedSwap, 0, len(order))
+	}
 	for _, t := range order {
 		plan.Swaps = append(plan.Swaps, *byT[t])
 	}

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/tfswap/tfswap/cost"
 	"github.com/tfswap/tfswap/graphdef"
@@ -954,28 +955,33 @@ func (pr *planRun) reportGrappler(ev *Evaluation) error {
 
 // planKey is a canonical string of a plan, for caching evaluations: its swaps and its
 // waits (two plans with the same swaps but different ops held back are different graphs).
+// It is written into a buffer kept between calls (planKeyBuf) and copied out once: a
+// million-node graph's plan has a key of megabytes, which a growing builder allocated about
+// twice over and kept with its spare room in the caches.
 func planKey(plan *rewrite.Plan) string {
 	swaps := rewrite.OrderSwaps(plan)
-	var b strings.Builder
+	bp := planKeyBuf.Get().(*[]byte)
+	b := (*bp)[:0]
+	num := func(x int) { b = strconv.AppendInt(b, int64(x), 10) }
 	for _, s := range swaps {
-		b.WriteString(strconv.Itoa(s.Tensor.Node.Index))
-		b.WriteByte(':')
-		b.WriteString(strconv.Itoa(s.Tensor.Port))
+		num(s.Tensor.Node.Index)
+		b = append(b, ':')
+		num(s.Tensor.Port)
 		for _, g := range s.Groups {
-			b.WriteByte('[')
-			b.WriteString(strconv.Itoa(g.Trigger.Index))
+			b = append(b, '[')
+			num(g.Trigger.Index)
 			if g.TriggerWaits {
-				b.WriteByte('!')
+				b = append(b, '!')
 			}
 			for _, u := range g.Uses {
-				b.WriteByte(' ')
-				b.WriteString(strconv.Itoa(u.Node.Index))
-				b.WriteByte('.')
-				b.WriteString(strconv.Itoa(u.Input))
+				b = append(b, ' ')
+				num(u.Node.Index)
+				b = append(b, '.')
+				num(u.Input)
 			}
-			b.WriteByte(']')
+			b = append(b, ']')
 		}
-		b.WriteByte(';')
+		b = append(b, ';')
 	}
 	if len(plan.Waits) > 0 {
 		ws := make([]string, len(plan.Waits))
@@ -983,10 +989,10 @@ func planKey(plan *rewrite.Plan) string {
 			ws[i] = strconv.Itoa(w.Node.Index) + "<" + strconv.Itoa(w.After.Node.Index) + ":" + strconv.Itoa(w.After.Port)
 		}
 		sort.Strings(ws)
-		b.WriteString("|waits")
+		b = append(b, "|waits"...)
 		for _, w := range ws {
-			b.WriteByte(' ')
-			b.WriteString(w)
+			b = append(b, ' ')
+			b = append(b, w...)
 		}
 	}
 	if len(plan.Accumulators) > 0 {
@@ -995,14 +1001,20 @@ func planKey(plan *rewrite.Plan) string {
 			ks[i] = n.Index
 		}
 		sort.Ints(ks)
-		b.WriteString("|accumulators")
+		b = append(b, "|accumulators"...)
 		for _, k := range ks {
-			b.WriteByte(' ')
-			b.WriteString(strconv.Itoa(k))
+			b = append(b, ' ')
+			num(k)
 		}
 	}
-	return b.String()
+	key := string(b)
+	*bp = b
+	planKeyBuf.Put(bp)
+	return key
 }
+
+// planKeyBuf holds planKey's buffers.
+var planKeyBuf = sync.Pool{New: func() any { return new([]byte) }}
 
 // timing is what a simulation with a timeline says about the original nodes.
 type timing struct {
