@@ -40,6 +40,10 @@ type Report struct {
 	// it starts a microsecond after the op before it ends and the VirtualCluster's trace does
 	// not count that op's freed inputs beside its outputs.
 	Spaced []string `json:"spaced,omitempty"`
+	// WidenedGates are the triggers whose L2Loss gates read their largest output instead of
+	// their smallest (rewrite.WidenGates), so that the VirtualCluster's one-nanosecond
+	// swap-in copy lands more than a microsecond after its trigger ends.
+	WidenedGates []string `json:"widened_gates,omitempty"`
 	// Offloaded are the variable groups kept in host memory (Options.Offload), largest
 	// first, and OffloadCopies the number of gated copies of their reads to the device.
 	Offloaded     []OffloadedVariable `json:"offloaded,omitempty"`
@@ -381,6 +385,7 @@ func reportOf(p *plan.Planned, t target, explain bool) *Report {
 	for _, sp := range r.Spacers {
 		rep.Spaced = append(rep.Spaced, sp.Node)
 	}
+	rep.WidenedGates = clone(r.WideGates)
 	for _, l := range r.FunctionalLoops {
 		rep.FunctionalLoops = append(rep.FunctionalLoops, FunctionalLoop{While: l.While, Pushes: l.Pushes})
 	}

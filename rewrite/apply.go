@@ -101,6 +101,9 @@ type Result struct {
 	// Spacers are the kernels planning put between two ops where Grappler's accountings
 	// would count the first's freed inputs with the second's outputs (AddSpacers).
 	Spacers []Spacer `json:",omitempty"`
+	// WideGates are the triggers whose L2Loss gates read their largest output instead of
+	// their smallest (WidenGates), in the order widened.
+	WideGates []string `json:",omitempty"`
 	// Accumulators are the while loops' stack and TensorList accumulators the LMS rewrite
 	// placed on the host (placeAccumulators), stacks then lists, each in graph order.
 	Accumulators []Accumulator `json:",omitempty"`

@@ -140,3 +140,63 @@ func verifySpacer(n *graphdef.Node) error {
 	}
 	return nil
 }
+
+// WidenGates makes the L2Loss gate (GateReduce) of each of triggers, named
+// GateNodeName(trigger), read its trigger's largest half, bfloat16, float or double output
+// of known size (the first of equals) instead of the smallest one GateOp picks, and records
+// them in res.WideGates. Grappler's VirtualCluster runs a swap-in's copy in a nanosecond, so
+// a swap-in released by a gate that reads a few bytes lands within the microsecond its
+// trigger ends, and Cluster.DeterminePeakMemoryUsage, which reads the trace in whole
+// microseconds, counts the copy beside the inputs the trigger has just freed. A gate that
+// reads the trigger's large output takes longer than a microsecond, so the copy lands after
+// them; it reads a tensor that exists until its own readers have run, which the gate runs
+// before, and changes no value. A trigger that is missing, whose gate is not an L2Loss or
+// has no such output is an error naming it; res is then unchanged.
+func WidenGates(res *Result, triggers []string) error {
+	if len(triggers) == 0 {
+		return nil
+	}
+	g, err := graphdef.NewGraph(res.Model.Graph, "rewritten")
+	if err != nil {
+		return fmt.Errorf("rewritten graph is invalid: %v", err)
+	}
+	m := res.Model.Clone()
+	for _, name := range triggers {
+		t := g.Node(name)
+		if t == nil {
+			return fmt.Errorf("widening a gate: trigger %q is not in the graph", name)
+		}
+		gate := g.Node(GateNodeName(t))
+		if gate == nil || gate.Op != "L2Loss" || len(gate.Inputs) != 1 || gate.Inputs[0].Node != t {
+			return fmt.Errorf("widening a gate: %q has no L2Loss gate reading it", name)
+		}
+		port, dt, ok := WidestGatePort(t)
+		if !ok {
+			return fmt.Errorf("widening a gate: %q has no half, bfloat16, float or double output of known size", name)
+		}
+		nd := proto.Clone(m.Graph.Node[gate.Index]).(*npb.NodeDef)
+		nd.Input[0] = graphdef.Tensor{Node: t, Port: port}.InputString()
+		nd.Attr["T"] = dtypeAttr(dt)
+		m.Graph.Node[gate.Index] = nd
+	}
+	res.Model = m
+	res.WideGates = append(res.WideGates, triggers...)
+	res.built = nil
+	return nil
+}
+
+// WidestGatePort returns the largest output of n an L2Loss gate may read (a half, bfloat16,
+// float or double output of known size; the first of equals) and its dtype; ok is false when
+// n has none.
+func WidestGatePort(n *graphdef.Node) (port int, dt graphdef.DataType, ok bool) {
+	best := int64(-1)
+	for p, t := range n.OutputTypes {
+		if !reduceGateTypes[t] {
+			continue
+		}
+		if b, known, _ := (graphdef.Tensor{Node: n, Port: p}).Bytes(); known && b > best {
+			port, dt, best, ok = p, t, b, true
+		}
+	}
+	return port, dt, ok
+}

@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -151,4 +152,83 @@ func BypassTupleIdentities(model *graphdef.Model, g *graphdef.Graph, ids []*grap
 		out.Graph.Node[i] = c
 	}
 	return out
+}
+
+// BypassWritten bypasses, in res's graph (a rewrite, by Apply, of the graph whose tuple
+// Identities names are: TupleIdentities of the graph planned), those of names that are
+// still Identities there whose input is made on their device by a node that is not a
+// relay, and that no node tfswap added reads (a swap-out, gate, recomputed copy or spacer,
+// which read the tensor they name and wait for nothing else): each as BypassTupleIdentities
+// does, so a reader of the Identity reads what the Identity read (the tensor itself, a
+// swap-in or a recomputed copy of it) and waits for the Identity's name, now a NoOp. The
+// plan was chosen with the Identities in its graph (tfswap's accounting models them as
+// forwarding their input's buffer, so its figures barely change); the bypass then removes
+// what Grappler's VirtualCluster counts as buffers of their own. A swap-in's recorded
+// readers (SwapIn.Consumers) follow: a bypassed Identity among them is replaced by its
+// readers. It returns the names bypassed, in the order of names, and records them in
+// res.Bypassed; res is unchanged when it returns an error or none.
+func BypassWritten(res *Result, names []string) ([]string, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	g, err := graphdef.NewGraph(res.Model.Graph, "rewritten")
+	if err != nil {
+		return nil, fmt.Errorf("rewritten graph is invalid: %v", err)
+	}
+	var ids []*graphdef.Node
+	var done []string
+	readers := map[string][]string{}
+	for _, name := range names {
+		n := g.Node(name)
+		if n == nil || n.Op != "Identity" || len(n.Inputs) != 1 || len(n.Consumers) == 0 || len(n.Consumers[0]) == 0 || n.Def.GetAttr()[RoleAttr] != nil || strings.HasPrefix(n.Name, Scope) {
+			continue
+		}
+		x := n.Inputs[0].Node
+		role := string(x.Def.GetAttr()[RoleAttr].GetS())
+		if (x.Def.GetDevice() != n.Def.GetDevice() && role != "swap_in") || role == RelayRole {
+			continue
+		}
+		ok := true
+		var rs []string
+		for _, u := range n.Consumers[0] {
+			if u.Node.Def.GetAttr()[RoleAttr] != nil || strings.HasPrefix(u.Node.Name, Scope) || notConsumers[u.Node.Op] {
+				ok = false
+				break
+			}
+			if !slices.Contains(rs, u.Node.Name) {
+				rs = append(rs, u.Node.Name)
+			}
+		}
+		if !ok || slices.ContainsFunc(ids, func(o *graphdef.Node) bool { return o == x }) {
+			continue
+		}
+		ids = append(ids, n)
+		done = append(done, name)
+		readers[name] = rs
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	res.Model = BypassTupleIdentities(res.Model, g, ids)
+	for i := range res.Swaps {
+		for j := range res.Swaps[i].SwapIns {
+			si := &res.Swaps[i].SwapIns[j]
+			var cs []string
+			for _, c := range si.Consumers {
+				rs, ok := readers[c]
+				if !ok {
+					rs = []string{c}
+				}
+				for _, r := range rs {
+					if !slices.Contains(cs, r) {
+						cs = append(cs, r)
+					}
+				}
+			}
+			si.Consumers = cs
+		}
+	}
+	res.Bypassed = append(res.Bypassed, done...)
+	res.built = nil
+	return done, nil
 }

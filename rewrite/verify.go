@@ -68,8 +68,21 @@ func verify(orig *graphdef.Graph, res *Result, gate Gate) error {
 			moved[name] = true
 		}
 	}
+	// The tuple Identities of orig the rewrite bypassed (BypassWritten) are NoOps in out.
+	bypassed := map[string]bool{}
+	for _, name := range res.Bypassed {
+		if on := orig.Node(name); on != nil && on.Op == "Identity" {
+			if err := verifyBypassed(on, out.Nodes[on.Index], orders); err != nil {
+				return err
+			}
+			bypassed[name] = true
+		}
+	}
 	for i, on := range orig.Nodes {
 		nn := out.Nodes[i]
+		if bypassed[on.Name] {
+			continue
+		}
 		if nn.Name != on.Name || nn.Op != on.Op {
 			return fmt.Errorf("node %d changed from %s(%s) to %s(%s)", i, on.Name, on.Op, nn.Name, nn.Op)
 		}
@@ -108,13 +121,22 @@ func verify(orig *graphdef.Graph, res *Result, gate Gate) error {
 		}
 		// Control inputs added after the original ones are waits (they name swap-outs) or
 		// the ordering edges planning added (Result.Orders).
+		// A reader of a bypassed Identity waits for its NoOp instead.
 		for _, c := range nn.ControlInputs[len(on.ControlInputs):] {
 			role := string(c.Def.GetAttr()[RoleAttr].GetS())
-			if role != "swap_out" && !orders[OrderEdge{Node: on.Name, After: c.Name}] && (role != SpacerRole || c.Name != SpacerName(on.Name)) {
+			if role != "swap_out" && !orders[OrderEdge{Node: on.Name, After: c.Name}] && (role != SpacerRole || c.Name != SpacerName(on.Name)) &&
+				!(bypassed[c.Name] && slices.ContainsFunc(on.Inputs, func(t graphdef.Tensor) bool { return t.Node.Name == c.Name })) {
 				return fmt.Errorf("node %q: added control input %q is not a swap-out", on.Name, c.Name)
 			}
 		}
 		for j, in := range on.Inputs {
+			if bypassed[in.Node.Name] {
+				// It reads what the Identity read, and waits for the Identity's NoOp.
+				if !slices.ContainsFunc(nn.ControlInputs, func(c *graphdef.Node) bool { return c.Name == in.Node.Name }) {
+					return fmt.Errorf("node %q input %d: reads past the bypassed Identity %q without waiting for it", on.Name, j, in.Node.Name)
+				}
+				in = in.Node.Inputs[0]
+			}
 			if err := carries(nn.Inputs[j], in); err != nil {
 				return fmt.Errorf("node %q input %d: %v", on.Name, j, err)
 			}
@@ -215,6 +237,44 @@ func verify(orig *graphdef.Graph, res *Result, gate Gate) error {
 		}
 	}
 	return verifyRecorded(orig, out, res)
+}
+
+// verifyBypassed checks nn, the rewrite's node at the place of on, a tf.gradients tuple
+// Identity of the graph planned that the rewrite bypassed (BypassWritten,
+// BypassTupleIdentities): a NoOp of the same name on the same device, with no data input,
+// on's control inputs first (any added ones swap-outs or ordering edges of orders) and on's attrs whose names begin with "_" but "_output_shapes", and none
+// other. Its readers are checked where they read it.
+func verifyBypassed(on, nn *graphdef.Node, orders map[OrderEdge]bool) error {
+	if nn.Name != on.Name || nn.Op != "NoOp" || nn.Def.GetDevice() != on.Def.GetDevice() || len(nn.Inputs) != 0 {
+		return fmt.Errorf("bypassed Identity %q is not a NoOp on its device without data inputs (%s on %q)", on.Name, nn.Op, nn.Def.GetDevice())
+	}
+	if len(nn.ControlInputs) < len(on.ControlInputs) {
+		return fmt.Errorf("bypassed Identity %q lost control inputs", on.Name)
+	}
+	for j, c := range on.ControlInputs {
+		if nn.ControlInputs[j].Name != c.Name {
+			return fmt.Errorf("bypassed Identity %q: control input %d changed from %q to %q", on.Name, j, c.Name, nn.ControlInputs[j].Name)
+		}
+	}
+	for _, c := range nn.ControlInputs[len(on.ControlInputs):] {
+		if string(c.Def.GetAttr()[RoleAttr].GetS()) != "swap_out" && !orders[OrderEdge{Node: on.Name, After: c.Name}] {
+			return fmt.Errorf("bypassed Identity %q: added control input %q is neither a swap-out nor an ordering edge", on.Name, c.Name)
+		}
+	}
+	want := 0
+	for k, v := range on.Def.GetAttr() {
+		if !strings.HasPrefix(k, "_") || k == "_output_shapes" {
+			continue
+		}
+		want++
+		if !proto.Equal(v, nn.Def.GetAttr()[k]) {
+			return fmt.Errorf("bypassed Identity %q: attr %q changed", on.Name, k)
+		}
+	}
+	if len(nn.Def.GetAttr()) != want {
+		return fmt.Errorf("bypassed Identity %q: attrs changed", on.Name)
+	}
+	return nil
 }
 
 // swappedTensor returns the tensor swap-in or swap-out n carries, "producer:port", for
@@ -335,7 +395,8 @@ func carries(got, want graphdef.Tensor) error {
 
 // verifyRecompute checks a recomputed copy n against the original op it copies: the same
 // op, device and attrs (besides the attrs every tfswap node has), data inputs that carry the
-// original's, and the original's control inputs plus one from a gate.
+// original's, and the original's control inputs plus one from a gate (and one from its
+// spacer, AddSpacers, when it has one).
 func verifyRecompute(orig *graphdef.Graph, n *graphdef.Node) error {
 	on := orig.Node(recomputedOp(n.Name))
 	if on == nil || !strings.HasPrefix(n.Name, Scope) {
@@ -360,14 +421,17 @@ func verifyRecompute(orig *graphdef.Graph, n *graphdef.Node) error {
 			return fmt.Errorf("recompute node %q input %d: %v", n.Name, j, err)
 		}
 	}
-	gates := 0
+	gates, spacers := 0, 0
 	for _, c := range n.ControlInputs {
-		if string(c.Def.GetAttr()[RoleAttr].GetS()) == "gate" {
+		switch {
+		case string(c.Def.GetAttr()[RoleAttr].GetS()) == "gate":
 			gates++
+		case string(c.Def.GetAttr()[RoleAttr].GetS()) == SpacerRole && c.Name == SpacerName(n.Name):
+			spacers++
 		}
 	}
-	if gates != 1 || len(n.ControlInputs) != len(on.ControlInputs)+1 {
-		return fmt.Errorf("recompute node %q: want %q's control inputs and one gate", n.Name, on.Name)
+	if gates != 1 || len(n.ControlInputs) != len(on.ControlInputs)+1+spacers {
+		return fmt.Errorf("recompute node %q: want %q's control inputs, one gate and at most its spacer", n.Name, on.Name)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@
 package tfrun
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -19,9 +20,62 @@ import (
 // TensorFlow runs no bypassed name as anything but a NoOp (or not at all: Grappler may
 // remove it).
 func TestTupleBypassInRuntime(t *testing.T) {
+	defer func(old bool) { plan.WrittenBypass = old }(plan.WrittenBypass)
+	plan.WrittenBypass = false
 	fx, placed, _, p := planResNet3MiB(t, "all")
+	checkBypassInRuntime(t, fx, placed, p, "+bypass")
+}
+
+// TestWrittenBypassInRuntime: auto's plan for the residual-network fixture within 3 MiB by
+// tfswap's accounting, written with its tf.gradients tuple Identities bypassed
+// (rewrite.BypassWritten, as the written bypass pass writes the plan tfswap's accounting
+// chooses), passes Verify, trains bit-identically to the original for 5 steps in the
+// two-device emulation, every variable compared, and TensorFlow runs no bypassed name as
+// anything but a NoOp. (The emulation's compute device is a CPU, where no spacer goes, so
+// the pass itself does not fit there: TestWrittenBypassPass checks it on a GPU profile.)
+func TestWrittenBypassInRuntime(t *testing.T) {
+	fx, placed, opts, p := planResNet3MiB(t, "tfswap")
+	g, err := graphdef.NewGraph(placed.Graph, "placed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, err = opts.WithDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, n := range rewrite.TupleIdentities(g, rewrite.Analyze(g, opts), []string{fx.TrainOp}) {
+		names = append(names, n.Name)
+	}
+	res := *p.Result
+	res.Swaps = slices.Clone(p.Swaps)
+	for i := range res.Swaps {
+		res.Swaps[i].SwapIns = slices.Clone(p.Swaps[i].SwapIns)
+	}
+	done, err := rewrite.BypassWritten(&res, names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(done) == 0 || len(res.Bypassed) != len(p.Bypassed)+len(done) {
+		t.Fatalf("bypassed %d of %d tuple Identities: nothing checked", len(done), len(names))
+	}
+	if err := rewrite.Verify(g, &res, opts.Gate); err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	t.Logf("plan from %s: %d swaps, %d recomputed tensors, %d of %d tuple Identities bypassed in the written graph", p.Eval.Strategy, len(p.Swaps), len(p.Recomputes), len(done), len(names))
+	q := *p
+	q.Result = &res
+	checkBypassInRuntime(t, fx, placed, &q, "")
+}
+
+// checkBypassInRuntime checks p, a plan of the fixture fx (placed model placed) made with
+// the bypass its strategy names by suffix: it bypasses tuple Identities, trains
+// bit-identically to placed for 5 steps, and runs every bypassed name as a NoOp or not at
+// all.
+func checkBypassInRuntime(t *testing.T, fx *Fixture, placed *graphdef.Model, p *plan.Planned, suffix string) {
+	t.Helper()
 	t.Logf("plan from %s: %d swaps, %d recomputed tensors, %d tuple Identities bypassed, %+.1f%%", p.Eval.Strategy, len(p.Swaps), len(p.Recomputes), len(p.Bypassed), 100*p.Eval.Overhead)
-	if len(p.Bypassed) == 0 || !strings.Contains(p.Eval.Strategy, "+bypass") {
+	if len(p.Bypassed) == 0 || !strings.Contains(p.Eval.Strategy, suffix) {
 		t.Fatal("the plan bypasses no tuple Identity: nothing checked")
 	}
 	checkTrainsLike(t, placed, p.Model, fx, 5)

@@ -47,8 +47,10 @@ func TestPlanOffload(t *testing.T) {
 	// still fits 3100 KiB, not 3050 KiB. The tuple-bypass pass takes swapping alone down to
 	// 2600 KiB (not 2450); with it auto with offload fits neither 2450 nor 2300 KiB (it fits
 	// 2150 KiB, spaced), so the case plans without the pass: what it checks is the offload.
-	defer func(old bool) { TupleBypass = old }(TupleBypass)
-	TupleBypass = false
+	// The written bypass (passWrittenBypass) fits 3100 KiB by swapping alone, so it is off
+	// too.
+	defer func(old, w bool) { TupleBypass, WrittenBypass = old, w }(TupleBypass, WrittenBypass)
+	TupleBypass, WrittenBypass = false, false
 	const tight = 3100 << 10
 	if _, err := RewriteWithPlanner(m, rewrite.Options{}, PlanOptions{Budget: tight, Sim: fetch}); err == nil {
 		t.Fatal("swapping alone fits 3100 KiB: the budget no longer tests the offload")

@@ -50,6 +50,7 @@ var planPasses = []planPass{
 	{"tuple-order", "auto, when nothing fits or the plan costs more than 50%: run each tf.gradients tuple's largest member after the others, and plan again", passTupleOrder},
 	{"tuple-bypass", "auto, where Grappler's accountings bind (nothing fits and a plan fitted tfswap's accounting, or the plan costs more than 50% and a faster one fitted tfswap's accounting only): add the tuple ordering edges, bypass the tf.gradients tuple Identities, which the VirtualCluster counts as buffers of their own, and plan again; when nothing fits there either, hold ops back by spacers where the VirtualCluster's trace counts an op's freed inputs with the next op's outputs", passTupleBypass},
 	{"reorder", "auto, when nothing fits (or the plan costs more than 50% and a recomputing plan missed): order a ready reader before the op at the lowest plan's peak where that frees a buffer, and plan again", passReorder},
+	{"written-bypass", "auto, where Grappler's accountings are required too and the plan costs more than 50% or nothing fits: plan by tfswap's accounting alone, bypass the tuple Identities in that plan's rewrite and space it; keep it when it fits by every accounting and is better", passWrittenBypass},
 	{"nofit", "fail with what is live at the lowest peak when no plan fits", passNoFit},
 	{"grappler-report", "simulate the chosen plan by every accounting, those it was not judged by too", passGrapplerReport},
 	{"apply", "graph surgery: build the rewritten graph from the chosen plan and its recomputations", passApply},
@@ -77,6 +78,8 @@ var passOrder = []passConstraint{
 	{"tuple-order", "tuple-bypass", "the tuple ordering edges are found through the tuples' Identities, which the bypass turns into NoOps"},
 	{"tuple-bypass", "reorder", "the reorder pass adds its edges at the lowest peak of the plans on the bypassed graph too"},
 	{"reorder", "nofit", "a plan on the reordered graph may be the only one that fits"},
+	{"reorder", "written-bypass", "the written bypass is tried only when the best plan so far, the reordered graph's included, does not fit or is costly"},
+	{"written-bypass", "nofit", "the written bypass's plan may be the only one that fits"},
 	{"nofit", "grappler-report", "only a plan that fits is reported and written"},
 	{"nofit", "apply", "the surgery performs only a plan that fits"},
 	{"apply", "verify", "verify checks the graph apply built"},
@@ -175,6 +178,9 @@ type planState struct {
 	// planning it does not bypass again; bypassed are the tuple Identities it bypassed.
 	tupleBypassed bool
 	bypassed      []string
+	// input is the model planning was asked for, set on the top state alone (the written
+	// bypass plans it again: passWrittenBypass).
+	input *graphdef.Model
 	// sims counts the simulations of every problem planned so far.
 	sims int
 	// effort is auto's effort rule's reading of the problem (the zero value for the other
@@ -561,6 +567,15 @@ func passApply(st *planState) error {
 	res.Recomputes = st.final.descs
 	res.Orders = st.orders
 	res.Bypassed = st.bypassed
+	if len(st.final.written) > 0 {
+		done, err := rewrite.BypassWritten(res, st.final.written)
+		if err != nil || len(done) != len(st.final.written) {
+			return fmt.Errorf("internal error: the written bypass changed: %v", err)
+		}
+	}
+	if err := rewrite.WidenGates(res, st.final.wide); err != nil {
+		return fmt.Errorf("internal error: %v", err)
+	}
 	if err := rewrite.AddSpacers(res, st.final.spacers); err != nil {
 		return fmt.Errorf("internal error: %v", err)
 	}
@@ -576,7 +591,7 @@ func passVerify(st *planState) error {
 	}
 	pr := st.pr
 	st.out = &Planned{Result: res, Strategy: st.planner.Name, Eval: st.final.ev, Base: pr.Base, Profile: pr.Profile, Budget: pr.Opts.Budget, Simulations: st.sims,
-		Accountings: st.final.pr.fit.names(), Effort: st.effort.note()}
+		Accountings: pr.fit.names(), Effort: st.effort.note()}
 	return nil
 }
 

@@ -108,7 +108,7 @@ func planPrepared(model *graphdef.Model, g *graphdef.Graph, opts rewrite.Options
 	if err != nil {
 		return nil, err
 	}
-	st := &planState{model: model, g: g, opts: opts, po: po, planner: planner, mode: mode}
+	st := &planState{model: model, g: g, opts: opts, po: po, planner: planner, mode: mode, input: model}
 	if err := runPlanPasses(st, dbg); err != nil {
 		return nil, err
 	}
@@ -148,8 +148,15 @@ type stage struct {
 	pr    *planRun
 	ev    *Evaluation
 	descs []rewrite.Recompute
-	// spacers are the spacers ev's plan is written with (spaceForGrappler), nil for none.
+	// spacers are the spacers ev's plan is written with (spaceForGrappler, spaceWritten),
+	// nil for none.
 	spacers []rewrite.Spacer
+	// written are the tuple Identities bypassed in the rewrite of ev's plan
+	// (passWrittenBypass, rewrite.BypassWritten), nil for none.
+	written []string
+	// wide are the triggers whose gates the rewrite of ev's plan widens (spaceWritten,
+	// rewrite.WidenGates), nil for none.
+	wide []string
 }
 
 // TighterBudgets are the budgets, in thousandths of the budget asked for, at which the auto

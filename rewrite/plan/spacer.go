@@ -161,6 +161,15 @@ func spacedEvaluation(cand *Evaluation, r *cost.Result) (*Evaluation, int64, []c
 // made on its device with a half, bfloat16, float or double dtype, and waiting for the
 // producers of its other data inputs on its device. ok is false when no buffer qualifies.
 func nextSpacer(g *graphdef.Graph, live []cost.LiveTensor, done []rewrite.Spacer) (rewrite.Spacer, bool) {
+	return nextSpacerReading(g, live, done, false)
+}
+
+// nextSpacerReading is nextSpacer; with swapIns, a spacer before an op that reads a
+// swap-in's copy reads that copy instead (the largest of them, the first of equals:
+// spacerSwapIn), so that it runs once the copy has landed, and a recomputed copy of an op
+// may be held back too (a recomputation chain's outputs, the conv output its batch norm
+// frees beside the add that reads the batch norm's).
+func nextSpacerReading(g *graphdef.Graph, live []cost.LiveTensor, done []rewrite.Spacer, swapIns bool) (rewrite.Spacer, bool) {
 	live = slices.Clone(live)
 	slices.SortStableFunc(live, func(a, b cost.LiveTensor) int {
 		return cmp.Or(cmp.Compare(b.Since, a.Since), strings.Compare(a.Name, b.Name))
@@ -168,12 +177,22 @@ func nextSpacer(g *graphdef.Graph, live []cost.LiveTensor, done []rewrite.Spacer
 	for _, t := range live {
 		name, _, _, err := graphdef.ParseInput(t.Name)
 		n := g.Node(name)
-		if err != nil || n == nil || n.Device.Type == "CPU" || !rewrite.SpacerMayHold(n.Op) || n.Def.GetAttr()[rewrite.RoleAttr] != nil || strings.HasPrefix(n.Name, rewrite.Scope) ||
+		tfswapNode := n != nil && (n.Def.GetAttr()[rewrite.RoleAttr] != nil || strings.HasPrefix(n.Name, rewrite.Scope))
+		if swapIns && n != nil && string(n.Def.GetAttr()[rewrite.RoleAttr].GetS()) == "recompute" {
+			tfswapNode = false
+		}
+		if err != nil || n == nil || n.Device.Type == "CPU" || !rewrite.SpacerMayHold(n.Op) || tfswapNode ||
 			slices.ContainsFunc(done, func(s rewrite.Spacer) bool { return s.Node == n.Name }) {
 			continue
 		}
 		s := rewrite.Spacer{Node: n.Name}
-		k := spacerInput(n)
+		k := -1
+		if swapIns {
+			k = spacerSwapIn(n)
+		}
+		if k < 0 {
+			k = spacerInput(n)
+		}
 		if k < 0 {
 			continue
 		}
@@ -201,9 +220,26 @@ func nextSpacer(g *graphdef.Graph, live []cost.LiveTensor, done []rewrite.Spacer
 // cross-entropy gradient's Mul: 369 KB at batch 92,330) takes about that long, and the
 // VirtualCluster then read the two in one microsecond where tfswap's model did not.
 func spacerInput(n *graphdef.Node) int {
+	return largestSpacerInput(n, func(in graphdef.Tensor) bool { return in.Node.Def.GetDevice() == n.Def.GetDevice() })
+}
+
+// spacerSwapIn returns the index of the data input of n that reads a swap-in's copy with
+// a half, bfloat16, float or double dtype, the largest of them by its static byte size
+// (the first of equals), or -1 when there is none. A swap-in on the host lands on n's
+// device when its trigger fires; a spacer that reads it runs after it has landed.
+func spacerSwapIn(n *graphdef.Node) int {
+	return largestSpacerInput(n, func(in graphdef.Tensor) bool {
+		return string(in.Node.Def.GetAttr()[rewrite.RoleAttr].GetS()) == "swap_in"
+	})
+}
+
+// largestSpacerInput returns the index of the largest data input of n (by its static byte
+// size, unknown sizes last; the first of equals) that a spacer may read (rewrite.SpacerType)
+// and that use accepts, or -1 when there is none.
+func largestSpacerInput(n *graphdef.Node, use func(graphdef.Tensor) bool) int {
 	best, bestBytes := -1, int64(-1)
 	for i, in := range n.Inputs {
-		if in.Node.Def.GetDevice() != n.Def.GetDevice() {
+		if !use(in) {
 			continue
 		}
 		dt, ok := in.DataType()

@@ -11,7 +11,8 @@ import (
 )
 
 // TestTupleBypassPass: on the ResNet fixture within 3 MiB, no plan of auto fits all three
-// accountings without the tuple-bypass pass (Grappler's VirtualCluster counts each
+// accountings without the tuple-bypass pass (and the written bypass, which
+// TestWrittenBypassPass checks there) (Grappler's VirtualCluster counts each
 // tf.gradients tuple Identity as a buffer of its own); with it one does, on the graph whose
 // tuple Identities are NoOps that no data input reads. With tfswap's accounting alone the
 // pass runs only where the best plan costs more than +50% (TestTupleBypassCostlyByTfswap).
@@ -22,8 +23,8 @@ func TestTupleBypassPass(t *testing.T) {
 	}
 	budget := int64(3 << 20)
 	plan := func(acc string, on bool) (*Planned, error) {
-		defer func(old bool) { TupleBypass = old }(TupleBypass)
-		TupleBypass = on
+		defer func(old, w bool) { TupleBypass, WrittenBypass = old, w }(TupleBypass, WrittenBypass)
+		TupleBypass, WrittenBypass = on, false
 		return RewriteWithPlanner(m, rewrite.Options{MinTensorBytes: -1}, PlanOptions{Strategy: "auto", Budget: budget, FitAccounting: acc,
 			Sim: cost.Options{Fetch: []string{"train"}}})
 	}

@@ -1,0 +1,141 @@
+package rewrite
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/tfswap/tfswap/graphdef"
+	"github.com/tfswap/tfswap/internal/testgraph"
+	npb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
+	"google.golang.org/protobuf/proto"
+)
+
+// writtenGraph is testdata/written.pbtxt: a tf.gradients-style tuple of m1 and m2 whose
+// Identities sum reads; bn (a batch norm, six outputs of known size) reads m1 and triggers
+// the swap-in of m1 that id1 reads in the plan writtenPlan builds, and id2 is also read by a
+// Merge, so it stays.
+const writtenGraph = "testdata/written.pbtxt"
+
+// writtenPlan returns the graph of writtenGraph, the Identities TupleIdentities finds there
+// (id1 alone) and its rewrite with GateReduce by a plan that swaps m1 out and back in, for
+// id1, triggered by bn.
+func writtenPlan(t *testing.T) (*graphdef.Graph, []string, *Result, Options) {
+	t.Helper()
+	text, err := os.ReadFile(writtenGraph)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, g := testgraph.Parse(t, string(text), writtenGraph)
+	opts, err := Options{GateKind: GateReduce}.WithDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := Analyze(g, opts)
+	var names []string
+	for _, n := range TupleIdentities(g, a, nil) {
+		names = append(names, n.Name)
+	}
+	if !slices.Equal(names, []string{"id1"}) {
+		t.Fatalf("TupleIdentities = %v, want [id1]", names)
+	}
+	plan := &Plan{Swaps: []PlannedSwap{{Tensor: graphdef.Tensor{Node: g.Node("m1")}, Bytes: 128,
+		Groups: []SwapInGroup{{Uses: []graphdef.Use{{Node: g.Node("id1"), Input: 0}}, Trigger: g.Node("bn")}}}}}
+	res, err := Apply(m, a, plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, names, res, opts
+}
+
+// TestBypassWritten bypasses the tuple Identity of a written plan whose input is a swap-in
+// on the host: sum reads the swap-in and waits for id1's NoOp, the swap-in's recorded
+// reader becomes sum, and Verify accepts it. Verify refuses a reader that reads past the
+// bypassed Identity without waiting for it, and an Identity made a NoOp that the rewrite
+// does not record as bypassed.
+func TestBypassWritten(t *testing.T) {
+	g, names, res, opts := writtenPlan(t)
+	done, err := BypassWritten(res, append(names, "id2", "gone"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(done, []string{"id1"}) || !slices.Equal(res.Bypassed, done) {
+		t.Fatalf("bypassed %v (recorded %v), want [id1]", done, res.Bypassed)
+	}
+	var got []string
+	for _, nd := range res.Model.Graph.GetNode() {
+		if n := nd.GetName(); n == "id1" || n == "sum" {
+			got = append(got, n+"="+nd.GetOp()+"["+strings.Join(nd.GetInput(), " ")+"]")
+		}
+	}
+	si := res.Swaps[0].SwapIns[0]
+	want := []string{"id1=NoOp[^group]", "sum=AddV2[" + si.Node + " id2 ^bn ^id1]"}
+	if !slices.Equal(got, want) {
+		t.Errorf("bypassed graph %v, want %v", got, want)
+	}
+	if !slices.Equal(si.Consumers, []string{"sum"}) {
+		t.Errorf("swap-in consumers %v, want [sum]", si.Consumers)
+	}
+	if err := Verify(g, res, opts.Gate); err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	// sum without the wait on id1's NoOp.
+	bad := *res
+	bad.Model = res.Model.Clone()
+	at := g.Node("sum").Index
+	sum := proto.Clone(bad.Model.Graph.Node[at]).(*npb.NodeDef)
+	sum.Input = slices.DeleteFunc(sum.Input, func(s string) bool { return s == "^id1" })
+	bad.Model.Graph.Node[at] = sum
+	if err := Verify(g, &bad, opts.Gate); err == nil || !strings.Contains(err.Error(), "without waiting") {
+		t.Errorf("Verify of a reader that does not wait for the bypassed Identity: %v", err)
+	}
+	// The same graph, not recorded as bypassed.
+	bad = *res
+	bad.Bypassed = nil
+	if err := Verify(g, &bad, opts.Gate); err == nil || !strings.Contains(err.Error(), "id1") {
+		t.Errorf("Verify of an unrecorded bypass: %v, want an error naming id1", err)
+	}
+	// A bypassed Identity that lost its control input on the group.
+	bad = *res
+	bad.Model = res.Model.Clone()
+	at = g.Node("id1").Index
+	id1 := proto.Clone(bad.Model.Graph.Node[at]).(*npb.NodeDef)
+	id1.Input = nil
+	bad.Model.Graph.Node[at] = id1
+	if err := Verify(g, &bad, opts.Gate); err == nil || !strings.Contains(err.Error(), `"id1" lost control inputs`) {
+		t.Errorf("Verify of a bypassed Identity without its control input: %v", err)
+	}
+}
+
+// TestWidenGates widens bn's gate, an L2Loss of bn's smallest output (a [4] scale output),
+// to bn's largest output (y, [8, 4]), checks that Verify accepts it, and that a trigger
+// without a gate is an error that leaves the result unchanged.
+func TestWidenGates(t *testing.T) {
+	g, _, res, opts := writtenPlan(t)
+	gate := func() *npb.NodeDef {
+		for _, nd := range res.Model.Graph.GetNode() {
+			if nd.GetName() == GateNodeName(g.Node("bn")) {
+				return nd
+			}
+		}
+		t.Fatal("no gate of bn")
+		return nil
+	}
+	if in := gate().GetInput(); gate().GetOp() != "L2Loss" || !slices.Equal(in, []string{"bn:1"}) {
+		t.Fatalf("gate %s reads %v, want an L2Loss of bn:1", gate().GetOp(), in)
+	}
+	if err := WidenGates(res, []string{"bn"}); err != nil {
+		t.Fatal(err)
+	}
+	if in := gate().GetInput(); !slices.Equal(in, []string{"bn"}) || !slices.Equal(res.WideGates, []string{"bn"}) {
+		t.Errorf("widened gate reads %v (recorded %v), want bn", in, res.WideGates)
+	}
+	if err := Verify(g, res, opts.Gate); err != nil {
+		t.Errorf("Verify: %v", err)
+	}
+	before := res.Model
+	if err := WidenGates(res, []string{"m2"}); err == nil || !strings.Contains(err.Error(), `"m2" has no L2Loss gate`) || res.Model != before {
+		t.Errorf("widening a trigger without a gate: %v", err)
+	}
+}
