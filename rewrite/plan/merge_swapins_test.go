@@ -28,6 +28,25 @@ func sharedReadsChain(n int) *gpb.GraphDef {
 	return b.g
 }
 
+// costlyPlan evaluates plan (what names it in a failure) on model m (graph g) on the
+// slow-link profile within budget, and fails the test unless it fits at more than +50%.
+func costlyPlan(t *testing.T, m *graphdef.Model, g *graphdef.Graph, plan *rewrite.Plan, budget int64, what string) (*planRun, *Evaluation) {
+	t.Helper()
+	pr, err := newProblemRun(m, rewrite.Analyze(g, rewrite.Options{}), PlanOptions{Profile: slowLinkProfile(), Budget: budget, FitAccounting: "tfswap"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := pr.Evaluate(plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ev.Fits || !costly(ev) {
+		t.Fatalf("%s fits %v at %+.1f%%; the test needs one that fits at more than %+.0f%%",
+			what, ev.Fits, 100*ev.Overhead, 100*tupleOrderOverhead)
+	}
+	return pr, ev
+}
+
 // TestMergeSwapIns: on sharedReadsChain(4) on the slow-link profile, a plan that swaps f1
 // out and in once for each of its backward reads h4..h1 (each swap-in triggered by the ReLU
 // gradient before its read) fits five activations at more than +50% (+268.9% when this test
@@ -48,19 +67,8 @@ func TestMergeSwapIns(t *testing.T) {
 		plan.Swaps[0].Groups = append(plan.Swaps[0].Groups, rewrite.SwapInGroup{
 			Uses: []graphdef.Use{{Node: g.Node(fmt.Sprintf("h%d", i)), Input: 1}}, Trigger: g.Node(fmt.Sprintf("g%d", i))})
 	}
-	pr, err := newProblemRun(m, rewrite.Analyze(g, rewrite.Options{}), PlanOptions{Profile: slowLinkProfile(), Budget: 5 * act, FitAccounting: "tfswap"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ev0, err := pr.Evaluate(plan)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !ev0.Fits || !costly(ev0) {
-		t.Fatalf("the plan with four swap-ins fits %v at %+.1f%%; the test needs one that fits at more than %+.0f%%",
-			ev0.Fits, 100*ev0.Overhead, 100*tupleOrderOverhead)
-	}
-	ev, err := pr.mergeSwapIns(ev0)
+	pr, ev0 := costlyPlan(t, m, g, plan, 5*act, "the plan with four swap-ins")
+	ev, _, err := pr.mergeSwapIns(ev0, autoMergeTries)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,19 +100,8 @@ func TestMergeSwapInsDropsFirst(t *testing.T) {
 		{Uses: []graphdef.Use{{Node: g.Node("f2"), Input: 0}}, Trigger: g.Node("f1")},
 		{Uses: []graphdef.Use{{Node: g.Node("g1"), Input: 1}}, Trigger: g.Node("g2")},
 	}}}}
-	pr, err := newProblemRun(m, rewrite.Analyze(g, rewrite.Options{}), PlanOptions{Profile: slowLinkProfile(), Budget: 16 * act, FitAccounting: "tfswap"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ev0, err := pr.Evaluate(plan)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !ev0.Fits || !costly(ev0) {
-		t.Fatalf("the plan with a forward swap-in fits %v at %+.1f%%; the test needs one that fits at more than %+.0f%%",
-			ev0.Fits, 100*ev0.Overhead, 100*tupleOrderOverhead)
-	}
-	ev, err := pr.mergeSwapIns(ev0)
+	pr, ev0 := costlyPlan(t, m, g, plan, 16*act, "the plan with a forward swap-in")
+	ev, _, err := pr.mergeSwapIns(ev0, autoMergeTries)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -113,11 +113,12 @@ func (e searchEffort) note() string {
 		"without its greedy, its improvement, recomputation and the tighter budgets", e.candidates, e.limit, strings.Join(names, ", "))
 }
 
-// autoPruneTries bounds the simulations pruning spends that do not improve the plan (a drop
-// that improves it costs none: there is at most one per unit of the plan); autoStarts is how
-// many plans (the best fitting plan of each strategy, best first) are improved.
+// autoPruneTries bounds the simulations pruning spends that do not improve the plan, and the
+// first autoPruneKept drops that improve it cost none; autoStarts is how many plans (the best
+// fitting plan of each strategy, best first) are improved.
 const (
 	autoPruneTries = 8
+	autoPruneKept  = 64
 	autoStarts     = 2
 )
 
@@ -419,7 +420,7 @@ func (pr *planRun) improve(start *Evaluation) (*Evaluation, error) {
 	// reduce, simulated) the first eight tries on auto's 47-unit plan each dropped a unit, and
 	// counting them stopped pruning at +479.7% before merging (+286.2% after); pruning on
 	// while drops are kept gives +176.1%.
-	tries := 0
+	tries, kept := 0, 0
 	for tries < autoPruneTries {
 		base := pr.fast.predict(cur.Plan)
 		calib := make([]int64, len(base.base))
@@ -466,7 +467,10 @@ func (pr *planRun) improve(start *Evaluation) (*Evaluation, error) {
 			if ev.Fits && better(ev, cur) {
 				cur = ev
 				improved = true
-				tries--
+				if kept < autoPruneKept {
+					kept++
+					tries--
+				}
 				break
 			}
 		}
@@ -481,12 +485,13 @@ func (pr *planRun) improve(start *Evaluation) (*Evaluation, error) {
 	// and a merge rejected early in a pass may fit and be faster after the later ones. At
 	// ResNet-50 8x B0 (tfswap's accounting, --gate-kind reduce, simulated) the second pass
 	// merges two swap-ins of stage2/block3/out: +171.2% to +160.8%.
-	for round := 0; round < mergeRounds; round++ {
-		next, err := pr.mergeSwapIns(cur)
+	left := autoMergeTries
+	for round := 0; round < mergeRounds && left > 0; round++ {
+		next, spent, err := pr.mergeSwapIns(cur, left)
 		if err != nil || next == cur {
 			return next, err
 		}
-		cur = next
+		cur, left = next, left-spent
 	}
 	return cur, nil
 }
@@ -597,16 +602,17 @@ func without(plan *rewrite.Plan, drop []int) *rewrite.Plan {
 	return out
 }
 
-// autoMergeTries bounds the simulations mergeSwapIns spends on one plan.
+// autoMergeTries bounds the simulations improve's passes of mergeSwapIns spend on one plan.
 const autoMergeTries = 256
 
 // MergeSwapIns lets improve merge the swap-ins of a costly plan (mergeSwapIns; switched off
 // only by tests, to show what it changes).
 var MergeSwapIns = true
 
-// mergeSwapIns merges swap-ins of a fitting plan that costs more than +50% (costly): for each
-// swapped tensor, in plan order, each swap-in and the next of the same tensor become one (the
-// earlier one's trigger, both groups' reads), kept when the plan still fits and is better,
+// mergeSwapIns merges swap-ins of a fitting plan that costs more than +50% (costly), spending
+// at most budget simulations and returning how many it spent: for each swapped tensor, in
+// plan order, each swap-in and the next of the same tensor become one (the earlier one's
+// trigger, both groups' reads), kept when the plan still fits and is better,
 // the simulator judging; a merged swap-in is tried again with the next. A plan the host link
 // binds often swaps a tensor in once for each of its later reads, each copy freed at once; one
 // copy serving two reads moves the tensor once less, where the memory between them allows it.
@@ -620,31 +626,35 @@ var MergeSwapIns = true
 // the swap-out (a residual block's sum, in the forward pass) costs a round trip over the link
 // that the compute stream waits for. At 8x B0 this keeps stage4/block5/out and
 // stage5/block1/conv1's output for their first reads: +176.1% to +171.2%.
-func (pr *planRun) mergeSwapIns(cur *Evaluation) (*Evaluation, error) {
+func (pr *planRun) mergeSwapIns(cur *Evaluation, budget int) (*Evaluation, int, error) {
+	// keep evaluates plan, derived from cur's for the reason why, and makes it cur when it
+	// fits and is better.
+	keep := func(plan *rewrite.Plan, why string) (bool, error) {
+		pr.Explain.derive(plan, cur.Plan, why)
+		ev, err := pr.Evaluate(plan)
+		if err != nil || !ev.Fits || !better(ev, cur) {
+			return false, err
+		}
+		cur = ev
+		return true, nil
+	}
 	tries := 0
 	var base *fastResult
 	baseOf := (*Evaluation)(nil)
 	for i := 0; i < len(cur.Plan.Swaps); i++ {
-		if len(cur.Plan.Swaps[i].Groups) > 1 && tries < autoMergeTries {
+		if len(cur.Plan.Swaps[i].Groups) > 1 && tries < budget {
 			if baseOf != cur {
 				base, baseOf = pr.fast.predict(cur.Plan), cur
 			}
-			plan := *cur.Plan
-			plan.Swaps = append([]rewrite.PlannedSwap(nil), cur.Plan.Swaps...)
-			plan.Swaps[i].Groups = append([]rewrite.SwapInGroup(nil), cur.Plan.Swaps[i].Groups[1:]...)
-			if pr.fastFits(&plan, cur, base) {
+			plan := withGroups(cur.Plan, i, append([]rewrite.SwapInGroup(nil), cur.Plan.Swaps[i].Groups[1:]...))
+			if pr.fastFits(plan, cur, base) {
 				tries++
-				pr.Explain.derive(&plan, cur.Plan, "the first swap-in of the tensor dropped, its reads reading the original")
-				ev, err := pr.Evaluate(&plan)
-				if err != nil {
-					return cur, err
-				}
-				if ev.Fits && better(ev, cur) {
-					cur = ev
+				if _, err := keep(plan, "the first swap-in of the tensor dropped, its reads reading the original"); err != nil {
+					return cur, tries, err
 				}
 			}
 		}
-		for j := 0; j+1 < len(cur.Plan.Swaps[i].Groups) && tries < autoMergeTries; {
+		for j := 0; j+1 < len(cur.Plan.Swaps[i].Groups) && tries < budget; {
 			tries++
 			ps := cur.Plan.Swaps[i]
 			m := ps.Groups[j]
@@ -655,22 +665,24 @@ func (pr *planRun) mergeSwapIns(cur *Evaluation) (*Evaluation, error) {
 			}
 			m.Uses = append(append([]graphdef.Use(nil), m.Uses...), ps.Groups[j+1].Uses...)
 			groups := append(append(append([]rewrite.SwapInGroup(nil), ps.Groups[:j]...), m), ps.Groups[j+2:]...)
-			plan := *cur.Plan
-			plan.Swaps = append([]rewrite.PlannedSwap(nil), cur.Plan.Swaps...)
-			plan.Swaps[i].Groups = groups
-			pr.Explain.derive(&plan, cur.Plan, "two swap-ins of the tensor merged into one")
-			ev, err := pr.Evaluate(&plan)
+			kept, err := keep(withGroups(cur.Plan, i, groups), "two swap-ins of the tensor merged into one")
 			if err != nil {
-				return cur, err
+				return cur, tries, err
 			}
-			if ev.Fits && better(ev, cur) {
-				cur = ev
-				continue
+			if !kept {
+				j++
 			}
-			j++
 		}
 	}
-	return cur, nil
+	return cur, tries, nil
+}
+
+// withGroups returns a copy of plan whose swap i has the swap-ins groups.
+func withGroups(plan *rewrite.Plan, i int, groups []rewrite.SwapInGroup) *rewrite.Plan {
+	out := *plan
+	out.Swaps = append([]rewrite.PlannedSwap(nil), plan.Swaps...)
+	out.Swaps[i].Groups = groups
+	return &out
 }
 
 // fastFits reports whether the fast model, calibrated on cur (the simulated peak less base,
