@@ -851,7 +851,7 @@ time until the plan fits. Five spacers (the three residual adds of `stage2`, `st
 all three accountings. TensorFlow 2.18's VirtualCluster (`tools/vcluster/vcluster.py` on the rewrite) reads
 15,446,454,424 bytes by the nanosecond trace and 15,548,635,988 by `DeterminePeakMemoryUsage`, both within the
 budget. Each spacer reads a 4.43 GiB tensor, about 5 ms of the step each. The overhead is that plan's, the
-only one the bypassed run found within tfswap's accounting; the +479.7% plan by tfswap's accounting (+286.2% since 03b6f88, +171.2% since 618265c, the same figures) reads
+only one the bypassed run found within tfswap's accounting; the +479.7% plan by tfswap's accounting (+286.2% since 03b6f88, +160.8% since b3ba9c4, the same figures) reads
 22.13 / 27.66 GiB by the VirtualCluster, mostly tuple Identities (the list above), which spacers do not remove
 (spaced by hand, 5 spacers: 22.13 / 23.24 GiB).
 
@@ -883,26 +883,28 @@ each chain made apart reading its input itself (from `tfswap rewrite -v`). Where
 after pruning, `auto`'s improvement now merges each swap-in with the next of the same tensor wherever the plan
 still fits and is faster (docs/PLANNING.md): 50 swap-ins, 83.13 GiB back, 13.79 s, +286.2% (the table).
 
-Pruning on while drops are kept (7746d61) and first swap-ins dropped (618265c; simulated v100-16gb,
-`--gate-kind reduce`, tfswap's accounting; the 8x rows re-planned at 618265c, the run took 30.0 s user, 2:22
-wall at load 7 to 11). `auto`'s pruning spent its eight simulations on eight kept drops and stopped with the
-+479.7% plan still holding needless swaps; only rejected drops count now, and the same start is pruned from 47
-units to 11 tensors before merging: +176.1%. Merging then first tries each tensor's first swap-in dropped, its
-reads reading the original, where the fast model says the plan still fits (`stage4/block5/out` and
-`stage5/block1`'s first convolution output keep their original for their first reads): +171.2% (the table), 11
-tensors swapped by 20 swap-ins, 22.41 GiB to the host and 50.07 GiB back a step.
+Pruning on while drops are kept (7746d61), first swap-ins dropped (618265c) and merging again (b3ba9c4, bounded by
+7b7f250; simulated v100-16gb, `--gate-kind reduce`, tfswap's accounting; the 8x rows re-planned at 9c3baa1, the
+table, and at 138233f, the same plans). `auto`'s pruning spent its eight simulations on eight kept drops and
+stopped with the +479.7% plan still holding needless swaps; only rejected drops count now (up to 64 kept ones), and the same start is pruned from 47 units to
+11 tensors before merging: +176.1%. Merging then first tries each tensor's first swap-in dropped, its reads
+reading the original, where the fast model says the plan still fits (`stage4/block5/out` and `stage5/block1`'s
+first convolution output keep their original for their first reads): +171.2%; and a second merging pass, after
+the first changed the timeline, merges two swap-ins of `stage2/block3/out`: +160.8% (the table), 11 tensors
+swapped by 19 swap-ins, 22.41 GiB to the host and 45.65 GiB back a step. The `all` row (+164.6%) is this plan
+written with the written bypass (above).
 
-What bounds 8x now (the +171.2% plan; its trace from `tfswap simulate --trace`): the compute stream is busy 5.12 s
-(the unswapped 3.57 s and 1.47 s of recomputation) and idle 4.57 s waiting for swap-ins: 2.06 s in `stage2`'s
-backward, 1.06 s in `stage3`'s, 0.84 s and 0.41 s in the forward at `stage2/block2/add` and `stage3/block4/add`
+What bounds 8x now (the +160.8% plan; its trace from `tfswap simulate --trace`): the compute stream is busy 5.12 s
+(the unswapped 3.57 s and 1.47 s of recomputation) and idle 4.20 s waiting for swap-ins: 2.06 s in `stage2`'s
+backward, 0.69 s in `stage3`'s, 0.84 s and 0.41 s in the forward at `stage2/block2/add` and `stage3/block4/add`
 (`stage2/block1/out` and `stage3/block3/out` go to the host and come straight back for the block's sum, which does
-not fit without the round trip), 0.2 s elsewhere; the links are busy 1.88 s device-to-host and 4.20 s
+not fit without the round trip), 0.2 s elsewhere; the links are busy 1.88 s device-to-host and 3.83 s
 host-to-device. In `stage2`'s backward three 4.43 GiB tensors are live at every batch-norm gradient (13.47 GiB of
 14.97 with the variables), so a 4.43 GiB copy can only land after one of them is freed: it cannot be fetched
 ahead, and each stalls the step about 0.37 s (4.43 GiB at 12.8 GB/s); `stage2/block3/out` (the input of
-`stage3/block1`) is swapped in 4 times and `stage2/block1/out` 3 times, and `stage2/block3`'s output gradient
-goes to the host and back once. The screening's link bound for the recomputed graph (its 17.3 GiB excess moved
-once each way) is 5.09 s, +42.6%, and the compute alone is +43.3%: the gap to +171.2% is these stalls. A block's
+`stage3/block1`) and `stage2/block1/out` are swapped in 3 times each, and `stage2/block3`'s output gradient goes
+to the host and back once. The screening's link bound for the recomputed graph (its 17.3 GiB excess moved once
+each way) is 5.09 s, +42.6%, and the compute alone is +43.3%: the gap to +160.8% is these stalls. A block's
 input is read at its recomputation, at its first convolution's filter gradient and at the previous block's ReLU
 gradient, the last two next to each other: twice per block at least, where holding it across the block needs
 4 x 4.43 + 0.19 = 17.90 GiB. With two 0.37 s copies for each of `stage2/block1/out` and `stage2/block2/out` and
@@ -923,7 +925,7 @@ pass's re-plan also where tfswap's accounting alone is required and the plan cos
 by all accountings the largest batch is 6x B0 with `L2Loss` gates (+60.6% since the tuple-bypass pass, +339.1% before;
 with `Identity` gates 4x, +137.0%, and none from 5x on); 8x fits at +164.6% since the written bypass (9c3baa1,
 above), +820.3% with the spacers alone (d5095b6), still far from the target (before them no plan, lowest 15.13 GiB by tfswap's own accounting; each accounting's
-least excess: tfswap's -1.51, the nanosecond figure's -1.69 and the microsecond figure's +7.16 GiB); by tfswap's, 8x B0 (+171.2% at 618265c, +286.2% at f53415c, +479.7% at 55419d8, +1276.0% at d808eec, +1382.0% at c3ff82c, +1379.9% at 65bb28a),
+least excess: tfswap's -1.51, the nanosecond figure's -1.69 and the microsecond figure's +7.16 GiB); by tfswap's, 8x B0 (+160.8% at 9c3baa1, +171.2% at 618265c, +286.2% at f53415c, +479.7% at 55419d8, +1276.0% at d808eec, +1382.0% at c3ff82c, +1379.9% at 65bb28a),
 bound in overhead by the host link (at least 63 GiB of the 8x excess would have to be
 recomputed to meet +82%; recomputing every candidate is 86 GiB at +21.6% but leaves the 15.68 GiB bound of
 `stage3/block1`'s input gradients) and, at about 9x, by `FusedBatchNormGradV3`."""

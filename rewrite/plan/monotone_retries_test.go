@@ -15,7 +15,13 @@ import (
 // testmodels/large.py).
 func loadResNet50B2(t *testing.T) *graphdef.Model {
 	t.Helper()
-	f, err := os.Open("testdata/resnet50_b2.pb.gz")
+	return loadGzipped(t, "resnet50_b2.pb")
+}
+
+// loadGzipped loads the binary GraphDef testdata/NAME.gz.
+func loadGzipped(t *testing.T, name string) *graphdef.Model {
+	t.Helper()
+	f, err := os.Open("testdata/" + name + ".gz")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +34,7 @@ func loadResNet50B2(t *testing.T) *graphdef.Model {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := graphdef.Parse(data, graphdef.FormatPB, "resnet50_b2.pb")
+	m, err := graphdef.Parse(data, graphdef.FormatPB, name)
 	if err != nil {
 		t.Fatal(err)
 	}

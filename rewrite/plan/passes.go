@@ -46,9 +46,10 @@ var planPasses = []planPass{
 	{"recompute", "plan again on the graph with recomputations and keep the better outcome (auto, or --recompute max)", passRecompute},
 	{"recompute-single", "where Grappler's accounting kept a faster plan from fitting, recompute chains of one large output each", passRecomputeSingle},
 	{"recompute-apart", "auto, when nothing fits, the plan stalls on the host link or costs more than 50%: recompute every tensor by its own chain, released just before its reads, and keep the better outcome", passRecomputeApart},
-	{"tighter", "auto: plan again for tighter budgets and keep a plan that fits and beats the best so far (monotone in the budget)", passTighter},
+	{"tighter", "auto: plan again for tighter budgets (where the tuple-bypass pass would run there, on the bypassed graph too) and keep a plan that fits and beats the best so far (monotone in the budget)", passTighter},
 	{"tuple-order", "auto, when nothing fits or the plan costs more than 50%: run each tf.gradients tuple's largest member after the others, and plan again", passTupleOrder},
 	{"tuple-bypass", "auto, where Grappler's accountings bind (nothing fits and a plan fitted tfswap's accounting, or the plan costs more than 50% and a faster one fitted tfswap's accounting only): add the tuple ordering edges, bypass the tf.gradients tuple Identities, which the VirtualCluster counts as buffers of their own, and plan again; when nothing fits there either, hold ops back by spacers where the VirtualCluster's trace counts an op's freed inputs with the next op's outputs", passTupleBypass},
+	{"tighter-bypass", "auto: keep the plan the tighter pass found on the bypassed graph at a tighter budget where it beats the best so far", passTighterBypass},
 	{"reorder", "auto, when nothing fits (or the plan costs more than 50% and a recomputing plan missed): order a ready reader before the op at the lowest plan's peak where that frees a buffer, and plan again", passReorder},
 	{"written-bypass", "auto, where Grappler's accountings are required too and the plan costs more than 50% or nothing fits: plan by tfswap's accounting alone, bypass the tuple Identities in that plan's rewrite and space it; keep it when it fits by every accounting and is better", passWrittenBypass},
 	{"nofit", "fail with what is live at the lowest peak when no plan fits", passNoFit},
@@ -77,6 +78,8 @@ var passOrder = []passConstraint{
 	{"tuple-order", "reorder", "the reorder pass adds its edges at the lowest peak of the plans on the graph with the tuple ordering edges too"},
 	{"tuple-order", "tuple-bypass", "the tuple ordering edges are found through the tuples' Identities, which the bypass turns into NoOps"},
 	{"tuple-bypass", "reorder", "the reorder pass adds its edges at the lowest peak of the plans on the bypassed graph too"},
+	{"tuple-bypass", "tighter-bypass", "the tuple passes plan the input graph as they would without the tighter budgets' bypassed plan"},
+	{"tighter-bypass", "reorder", "ordering edges are tried only when no plan fits, the tighter budgets' bypassed plan included"},
 	{"reorder", "nofit", "a plan on the reordered graph may be the only one that fits"},
 	{"reorder", "written-bypass", "the written bypass is tried only when the best plan so far, the reordered graph's included, does not fit or is costly"},
 	{"written-bypass", "nofit", "the written bypass's plan may be the only one that fits"},
@@ -178,6 +181,15 @@ type planState struct {
 	// planning it does not bypass again; bypassed are the tuple Identities it bypassed.
 	tupleBypassed bool
 	bypassed      []string
+	// retrySkip names the planning passes a re-plan for a tighter budget leaves out
+	// (tighterBypass), nil for none.
+	retrySkip map[string]bool
+	// tighter is what the tighter pass planned at the tighter budgets, and on which graph.
+	tighter tighterPlanned
+	// tighterSub is the state the tighter pass planned the bypassed graph with at a tighter
+	// budget (tighterBypass), whose plan, judged by this budget, passTighterBypass keeps
+	// when it beats the best so far; nil for none.
+	tighterSub *planState
 	// input is the model planning was asked for, set on the top state alone (the written
 	// bypass plans it again: passWrittenBypass).
 	input *graphdef.Model
@@ -507,21 +519,37 @@ func linkBound(ev *Evaluation, pr *Problem) bool {
 
 // passTighter: a plan found for a tighter budget fits this one too; auto plans again for
 // tighter budgets, with recomputations too where the recompute pass ran, and keeps such a
-// plan when it is better (issue 14 item 3: auto monotone in the budget).
+// plan when it is better (issue 14 item 3: auto monotone in the budget). After each tighter
+// budget's plans it bypasses the tuple Identities there where the tuple-bypass pass would
+// run (tighterBypass); once that beats the best plan so far, the tighter budgets after it
+// are not planned.
 func passTighter(st *planState) error {
 	if st.planner != autoStrategy || st.effort.bounded() {
 		return nil
 	}
-	rs, rpr, n, err := st.pr.planTighter(st.planner, st.final.ev, st.recomputing && st.mode == "auto", st.model, st.a)
+	st.tighter = tighterPlanned{model: st.model, g: st.g, a: st.a, orders: st.orders, tupleOrders: st.tupleOrders}
+	base := st.tighter
+	rs, rpr, n, runs, err := st.pr.planTighter(st.planner, st.final.ev, st.recomputing && st.mode == "auto", st.model, st.a,
+		func(r tighterRun) (bool, error) { return st.tighterBypass(r, base) })
 	if err != nil {
 		return err
 	}
 	st.sims += n
+	st.tighter.runs = runs
 	if rs != nil {
-		st.final = rs
-		st.xpr = rpr
+		st.final, st.xpr = rs, rpr
 	}
 	return nil
+}
+
+// tighterPlanned is what the tighter pass planned (runs, one per tighter budget planned)
+// and the graph it planned them on, with its ordering edges.
+type tighterPlanned struct {
+	runs                []tighterRun
+	model               *graphdef.Model
+	g                   *graphdef.Graph
+	a                   *rewrite.Analysis
+	orders, tupleOrders []rewrite.OrderEdge
 }
 
 // passNoFit fails when the best plan does not fit.

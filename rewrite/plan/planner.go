@@ -195,23 +195,26 @@ var LinkBoundSkip = true
 // when cur fits and its link bounds show that neither plan could beat cur
 // (LinkBoundSkip). It returns a nil stage when the
 // unswapped step fits, when cur fits without overhead, or when no tighter plan beats it.
-// model and a are pr's graph and analysis, for the swap-only stages.
-func (pr *planRun) planTighter(planner *Strategy, cur *Evaluation, recompute bool, model *graphdef.Model, a *rewrite.Analysis) (*stage, *planRun, int, error) {
+// model and a are pr's graph and analysis, for the swap-only stages. It also returns, per
+// tighter budget planned, what was planned there (tighterRun), which it passes to after (nil
+// for none) once planned; when after returns true, the tighter budgets left are not planned.
+func (pr *planRun) planTighter(planner *Strategy, cur *Evaluation, recompute bool, model *graphdef.Model, a *rewrite.Analysis, after func(tighterRun) (bool, error)) (*stage, *planRun, int, []tighterRun, error) {
 	if pr.Base.Fits || (cur != nil && cur.Fits && cur.StepTime <= pr.Base.StepTime) {
-		return nil, nil, 0, nil
+		return nil, nil, 0, nil, nil
 	}
 	// A recomputed plan at a tighter budget is tried only once a plan fits: where none
 	// does, the swap-only retries are the cheaper search.
 	recompute = recompute && TighterRecompute && cur != nil && cur.Fits
 	var best *stage
 	var bestPr *planRun
+	var runs []tighterRun
 	sims := 0
 	keep := func(s *stage, xpr *planRun) {
 		if s.ev.Fits && better(s.ev, cur) && (best == nil || better(s.ev, best.ev)) {
 			best, bestPr = s, xpr
 		}
 	}
-	for _, th := range TighterBudgets {
+	one := func(th int64) error {
 		po := pr.Opts
 		po.Budget = pr.Opts.Budget * th / 1000
 		if len(pr.Opts.DeviceBudgets) > 0 {
@@ -222,7 +225,7 @@ func (pr *planRun) planTighter(planner *Strategy, cur *Evaluation, recompute boo
 		}
 		p2, err := newProblem(pr.Model, pr.Analysis, po)
 		if err != nil {
-			return nil, nil, sims, err
+			return err
 		}
 		pr2 := p2.newRun(planner.Name)
 		// A plan at this budget is kept only if it is faster than cur (or as fast and moves
@@ -233,15 +236,15 @@ func (pr *planRun) planTighter(planner *Strategy, cur *Evaluation, recompute boo
 		if pr2.linkBoundSkips(cur) && pr2.swapBound() > cur.StepTime {
 			if !recompute {
 				sims += pr2.sims
-				continue
+				return nil
 			}
 			screened, err = pr2.screenRecomputes("auto", false, false)
 			if err != nil {
-				return nil, nil, sims, err
+				return err
 			}
 			if screened == nil || screened.est > cur.StepTime {
 				sims += pr2.sims
-				continue
+				return nil
 			}
 		}
 		// Every strategy runs again before auto's own search: one that did not do best at
@@ -251,8 +254,10 @@ func (pr *planRun) planTighter(planner *Strategy, cur *Evaluation, recompute boo
 		ev, err := planner.planOnly(pr2, nil)
 		sims += pr2.sims
 		if err != nil {
-			return nil, nil, sims, err
+			return err
 		}
+		runs = append(runs, tighterRun{pr: pr2, at: &stage{model: model, a: a, pr: pr2, ev: ev}})
+		tr := &runs[len(runs)-1]
 		if ev != nil && ev.Fits && len(ev.Plan.Swaps) > 0 {
 			// Judged by this problem's budgets and accountings (the plan fits them: its
 			// peaks are within tighter budgets by the same accountings).
@@ -262,12 +267,12 @@ func (pr *planRun) planTighter(planner *Strategy, cur *Evaluation, recompute boo
 			pr.strategy = planner.Name
 			sims += pr.sims - before
 			if err != nil {
-				return nil, nil, sims, err
+				return err
 			}
 			keep(&stage{model: model, a: a, pr: pr, ev: e}, pr2)
 		}
 		if !recompute {
-			continue
+			return nil
 		}
 		before := pr2.sims
 		var rs *stage
@@ -281,20 +286,51 @@ func (pr *planRun) planTighter(planner *Strategy, cur *Evaluation, recompute boo
 		if err != nil || rs == nil {
 			// As in the recompute pass, a recomputation that cannot be planned leaves the
 			// swap-only plans.
-			continue
+			return nil
 		}
 		sims += rs.pr.sims
+		tr.rs = rs
+		if better(rs.ev, tr.at.ev) {
+			tr.at = rs
+		}
 		if !rs.ev.Fits {
-			continue
+			return nil
 		}
 		js, n, err := pr.judgeRecomputed(rs)
 		sims += n
 		if err != nil {
-			return nil, nil, sims, err
+			return err
 		}
 		keep(js, rs.pr)
+		return nil
 	}
-	return best, bestPr, sims, nil
+	for _, th := range TighterBudgets {
+		n := len(runs)
+		if err := one(th); err != nil {
+			return nil, nil, sims, nil, err
+		}
+		if after == nil || len(runs) == n {
+			continue
+		}
+		stop, err := after(runs[n])
+		if err != nil {
+			return nil, nil, sims, nil, err
+		}
+		if stop {
+			break
+		}
+	}
+	return best, bestPr, sims, runs, nil
+}
+
+// tighterRun is what planTighter planned at one tighter budget: the problem (pr, the
+// swap-only plans), the recomputed stage (rs, nil when none was planned) and the better of
+// the two by that budget (at: its ev nil when no plan was made), as the recompute pass
+// would have kept it there.
+type tighterRun struct {
+	pr *planRun
+	rs *stage
+	at *stage
 }
 
 // linkBoundSkips reports whether a planning of pr may be skipped by its link bound when its

@@ -459,6 +459,9 @@ func (st *planState) replan(sub *planState, m2 *graphdef.Model, what string) err
 		if p.name == "nofit" {
 			break
 		}
+		if sub.retrySkip[p.name] {
+			continue
+		}
 		if err := p.fn(sub); err != nil {
 			return err
 		}
