@@ -11,6 +11,8 @@ import (
 	"github.com/tfswap/tfswap/graphdef"
 	"github.com/tfswap/tfswap/internal/testgraph"
 	"github.com/tfswap/tfswap/rewrite"
+	npb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
+	"google.golang.org/protobuf/proto"
 )
 
 // TestWrittenSteps plans a swap of m1 for id1 triggered by bn on rewrite's testdata
@@ -143,6 +145,54 @@ func TestWrittenBypassPass(t *testing.T) {
 	for _, name := range p.Bypassed {
 		if n := g.Node(name); n == nil || n.Op != "NoOp" {
 			t.Errorf("bypassed %s: %v in the rewrite, want a NoOp", name, n)
+		}
+	}
+}
+
+// TestVerifyInputBypass checks verifyInputBypass on rewrite's testdata written.pbtxt with id1
+// bypassed in the input (as the tuple-bypass pass does) and an ordering edge: it accepts
+// that graph, and refuses one where sum reads past id1 without waiting for it and one where
+// a node the bypass does not touch reads another tensor.
+func TestVerifyInputBypass(t *testing.T) {
+	path := filepath.Join("..", "testdata", "written.pbtxt")
+	text, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, g := testgraph.Parse(t, string(text), path)
+	opts, err := rewrite.Options{}.WithDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := rewrite.TupleIdentities(g, rewrite.Analyze(g, opts), nil)
+	edges := []rewrite.OrderEdge{{Node: "late", After: "m2"}}
+	ordered, _ := withOrderEdges(m, edges)
+	st := &planState{input: m, model: rewrite.BypassTupleIdentities(ordered, g, ids), bypassed: []string{"id1"}, orders: edges, opts: opts}
+	if err := verifyInputBypass(st); err != nil {
+		t.Fatalf("the bypassed input: %v", err)
+	}
+	for _, c := range []struct{ node, from, to, want string }{
+		{"sum", "^id1", "", "without waiting"},
+		{"late", "bn", "m1", `"late" input 0`},
+	} {
+		bad := *st
+		bad.model = st.model.Clone()
+		i := g.Node(c.node).Index
+		nd := proto.Clone(bad.model.Graph.Node[i]).(*npb.NodeDef)
+		var in []string
+		for _, s := range nd.Input {
+			if s == c.from {
+				if c.to == "" {
+					continue
+				}
+				s = c.to
+			}
+			in = append(in, s)
+		}
+		nd.Input = in
+		bad.model.Graph.Node[i] = nd
+		if err := verifyInputBypass(&bad); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s with %s as %q: %v, want an error with %q", c.node, c.from, c.to, err, c.want)
 		}
 	}
 }
