@@ -55,7 +55,7 @@ var planPasses = []planPass{
 	{"nofit", "fail with what is live at the lowest peak when no plan fits", passNoFit},
 	{"grappler-report", "simulate the chosen plan by every accounting, those it was not judged by too", passGrapplerReport},
 	{"apply", "graph surgery: build the rewritten graph from the chosen plan and its recomputations", passApply},
-	{"verify", "check the rewrite's invariants", passVerify},
+	{"verify", "check the rewrite's invariants (and, where the tuple-bypass pass bypassed the input's Identities, the graph planned against the input)", passVerify},
 	{"explain", "the reasoning per tensor (--explain)", passExplain},
 }
 
@@ -617,10 +617,35 @@ func passVerify(st *planState) error {
 	if err := rewrite.Verify(st.g, res, st.opts.Gate); err != nil {
 		return fmt.Errorf("internal error: the planned rewrite breaks an invariant: %v", err)
 	}
+	if err := verifyInputBypass(st); err != nil {
+		return fmt.Errorf("internal error: the planned graph breaks an invariant: %v", err)
+	}
 	pr := st.pr
 	st.out = &Planned{Result: res, Strategy: st.planner.Name, Eval: st.final.ev, Base: pr.Base, Profile: pr.Profile, Budget: pr.Opts.Budget, Simulations: st.sims,
 		Accountings: pr.fit.names(), Effort: st.effort.note()}
 	return nil
+}
+
+// verifyInputBypass checks the graph planned (st.model) against the input where the
+// tuple-bypass pass bypassed tuple Identities in the input before planning (st.bypassed):
+// Verify, which checks the rewrite against the graph planned, would otherwise take those
+// NoOps as given. The graph planned is the input with the ordering edges planning added
+// (st.orders) and those Identities bypassed, and nothing else: Verify of it as a rewrite of
+// the input that records them (and adds no node) checks each bypassed Identity's NoOp and
+// each reader's wait, every other node unchanged but for the ordering edges.
+func verifyInputBypass(st *planState) error {
+	if len(st.bypassed) == 0 || st.input == nil {
+		return nil
+	}
+	g0, err := graphdef.NewGraph(st.input.Graph, st.input.Source)
+	if err != nil {
+		return err
+	}
+	planned := &rewrite.Result{Model: st.model, Orders: st.orders, Bypassed: st.bypassed}
+	if len(st.model.Graph.GetNode()) != len(g0.Nodes) {
+		return fmt.Errorf("the graph planned has %d nodes, the input %d", len(st.model.Graph.GetNode()), len(g0.Nodes))
+	}
+	return rewrite.Verify(g0, planned, st.opts.Gate)
 }
 
 // passExplain records the reasoning per tensor when PlanOptions.Explain asks for it.
