@@ -139,3 +139,44 @@ func TestWidenGates(t *testing.T) {
 		t.Errorf("widening a trigger without a gate: %v", err)
 	}
 }
+
+// TestVerifyBypassedRefuses checks that Verify refuses each way a written bypass of
+// writtenGraph's id1 can go wrong that TestBypassWritten does not try: the NoOp moved to
+// another device, given a data input, waiting for an op the Identity did not wait for, or
+// keeping an attr of the Identity's (a NoOp has none, and TensorFlow refuses a NodeDef that
+// names one); and a node that never read id1 gaining a wait on its NoOp (an ordering edge
+// that is in no plan).
+func TestVerifyBypassedRefuses(t *testing.T) {
+	g, names, res, opts := writtenPlan(t)
+	if _, err := BypassWritten(res, names); err != nil {
+		t.Fatal(err)
+	}
+	if err := Verify(g, res, opts.Gate); err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	// edited returns res with the node named name changed by edit.
+	edited := func(name string, edit func(*npb.NodeDef)) *Result {
+		bad := *res
+		bad.Model = res.Model.Clone()
+		at := g.Node(name).Index
+		nd := proto.Clone(bad.Model.Graph.Node[at]).(*npb.NodeDef)
+		edit(nd)
+		bad.Model.Graph.Node[at] = nd
+		return &bad
+	}
+	for _, c := range []struct {
+		what, node string
+		edit       func(*npb.NodeDef)
+		want       string
+	}{
+		{"the NoOp on another device", "id1", func(nd *npb.NodeDef) { nd.Device = "/device:CPU:0" }, `"id1" is not a NoOp on its device`},
+		{"the NoOp with a data input", "id1", func(nd *npb.NodeDef) { nd.Input = append([]string{"m1"}, nd.Input...) }, `"id1" is not a NoOp on its device without data inputs`},
+		{"the NoOp waiting for an op the Identity did not", "id1", func(nd *npb.NodeDef) { nd.Input = append(nd.Input, "^late") }, `added control input "late"`},
+		{"the NoOp keeping the Identity's T", "id1", func(nd *npb.NodeDef) { nd.Attr = g.Node("id1").Def.GetAttr() }, `"id1": attrs changed`},
+		{"a node that never read id1 waiting for it", "late", func(nd *npb.NodeDef) { nd.Input = append(nd.Input, "^id1") }, `"late": added control input "id1"`},
+	} {
+		if err := Verify(g, edited(c.node, c.edit), opts.Gate); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Verify of %s: %v, want an error containing %s", c.what, err, c.want)
+		}
+	}
+}
