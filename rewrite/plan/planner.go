@@ -447,20 +447,11 @@ func (pr *planRun) screenRecomputes(mode string, single, apart bool) (*rcLevel, 
 		}
 		levels = recomputeLevels(excess)
 	}
-	ks := make([]int, 0, len(levels)+1)
-	for _, want := range levels {
-		ks = append(ks, rp.level(want))
-	}
-	if mode == "auto" && len(levels) > 0 && LinkLevel {
-		// The targets cheaper to make again than to move to the host and back: at ResNet-50
-		// 8x B0 on v100-16gb (tfswap's accounting, --gate-kind reduce, simulated) 70 of the 76
-		// candidates, 1.03 s of compute instead of 1.47 s, and +153.3% instead of +160.8%.
-		ks = append(ks, rp.linkLevel(1e9/pr.Profile.D2H+1e9/pr.Profile.H2D))
-	}
 	var best *rcLevel
 	var screened []*rcLevel
 	seen := map[int]bool{}
-	for _, k := range ks {
+	for _, want := range levels {
+		k := rp.level(want)
 		if seen[k] {
 			continue
 		}
@@ -499,10 +490,6 @@ func (pr *planRun) screenRecomputes(mode string, single, apart bool) (*rcLevel, 
 	}
 	return best, nil
 }
-
-// LinkLevel lets auto's screening of recomputation levels try the link's level
-// (rcPlanner.linkLevel) beside the byte levels (switched off only by tests, to compare).
-var LinkLevel = true
 
 // planRecomputeLevel is planRecomputed's planning of best, the level its screening chose.
 func (pr *planRun) planRecomputeLevel(planner *Strategy, mode string, ev0 *Evaluation, best *rcLevel) (*stage, error) {
