@@ -56,11 +56,11 @@ func TestWrittenSteps(t *testing.T) {
 
 	f := &stage{a: a}
 	cur := writtenState{plan: plan}
-	if s, ok := retrigger(f, res, cur, si, g.Node("late")); !ok || s.plan.Swaps[0].Groups[0].Trigger.Name != "late" || plan.Swaps[0].Groups[0].Trigger.Name != "bn" {
+	if s, ok := retrigger(f, res, w, cur, si, g.Node("late")); !ok || s.plan.Swaps[0].Groups[0].Trigger.Name != "late" || plan.Swaps[0].Groups[0].Trigger.Name != "bn" {
 		t.Errorf("retrigger by late: ok %v (or it changed the plan given)", ok)
 	}
 	for _, by := range []string{"sum", "m2"} {
-		if _, ok := retrigger(f, res, cur, si, g.Node(by)); ok {
+		if _, ok := retrigger(f, res, w, cur, si, g.Node(by)); ok {
 			t.Errorf("retrigger by %s: ok, want refused", by)
 		}
 	}
