@@ -180,3 +180,45 @@ func TestVerifyBypassedRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestVerifySpacedRecompute recomputes writtenGraph's m1 for id1 (triggered by bn), spaces
+// the recomputed copy and late (AddSpacers), and checks that Verify accepts a recomputed copy
+// that waits for its own spacer, and refuses one that also waits for another node's spacer
+// (late's): a wait that is in no plan.
+func TestVerifySpacedRecompute(t *testing.T) {
+	text, err := os.ReadFile(writtenGraph)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, g := testgraph.Parse(t, string(text), writtenGraph)
+	opts, err := Options{GateKind: GateReduce}.WithDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcs := []*PlannedRecompute{{Tensor: graphdef.Tensor{Node: g.Node("m1")}, Bytes: 128, Chain: []*graphdef.Node{g.Node("m1")},
+		Uses: []graphdef.Use{{Node: g.Node("id1"), Input: 0}}, Trigger: g.Node("bn")}}
+	rm, descs, err := ApplyRecomputes(m, Analyze(g, opts), rcs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := &Result{Model: rm, Recomputes: descs}
+	copyName := descs[0].Copies[0]
+	if err := AddSpacers(res, []Spacer{{Node: copyName, Reads: "p"}, {Node: "late", Reads: "bn"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := Verify(g, res, opts.Gate); err != nil {
+		t.Fatalf("Verify of the spaced recomputation: %v", err)
+	}
+	bad := *res
+	bad.Model = res.Model.Clone()
+	for i, nd := range bad.Model.Graph.GetNode() {
+		if nd.GetName() == copyName {
+			c := proto.Clone(nd).(*npb.NodeDef)
+			c.Input = append(c.Input, "^"+SpacerName("late"))
+			bad.Model.Graph.Node[i] = c
+		}
+	}
+	if err := Verify(g, &bad, opts.Gate); err == nil || !strings.Contains(err.Error(), "at most its spacer") {
+		t.Errorf("Verify of a recomputed copy waiting for late's spacer too: %v, want it refused", err)
+	}
+}

@@ -23,16 +23,7 @@ import (
 // m1); laterTrigger picks late where its output is allocated after the copy; and, once id1
 // is bypassed, a spacer before sum reads the copy (nextSpacer's does not).
 func TestWrittenSteps(t *testing.T) {
-	path := filepath.Join("..", "testdata", "written.pbtxt")
-	text, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, g := testgraph.Parse(t, string(text), path)
-	opts, err := rewrite.Options{GateKind: rewrite.GateReduce}.WithDefaults()
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, g, opts := loadWritten(t, rewrite.Options{GateKind: rewrite.GateReduce})
 	a := rewrite.Analyze(g, opts)
 	plan := &rewrite.Plan{Swaps: []rewrite.PlannedSwap{{Tensor: graphdef.Tensor{Node: g.Node("m1")}, Bytes: 128,
 		Groups: []rewrite.SwapInGroup{{Uses: []graphdef.Use{{Node: g.Node("id1"), Input: 0}}, Trigger: g.Node("bn")}}}}}
@@ -65,11 +56,11 @@ func TestWrittenSteps(t *testing.T) {
 
 	f := &stage{a: a}
 	cur := writtenState{plan: plan}
-	if s, ok := retrigger(f, res, cur, si, g.Node("late")); !ok || s.plan.Swaps[0].Groups[0].Trigger.Name != "late" || plan.Swaps[0].Groups[0].Trigger.Name != "bn" {
+	if s, ok := retrigger(f, res, w, cur, si, g.Node("late")); !ok || s.plan.Swaps[0].Groups[0].Trigger.Name != "late" || plan.Swaps[0].Groups[0].Trigger.Name != "bn" {
 		t.Errorf("retrigger by late: ok %v (or it changed the plan given)", ok)
 	}
 	for _, by := range []string{"sum", "m2"} {
-		if _, ok := retrigger(f, res, cur, si, g.Node(by)); ok {
+		if _, ok := retrigger(f, res, w, cur, si, g.Node(by)); ok {
 			t.Errorf("retrigger by %s: ok, want refused", by)
 		}
 	}
@@ -154,16 +145,7 @@ func TestWrittenBypassPass(t *testing.T) {
 // that graph, and refuses one where sum reads past id1 without waiting for it and one where
 // a node the bypass does not touch reads another tensor.
 func TestVerifyInputBypass(t *testing.T) {
-	path := filepath.Join("..", "testdata", "written.pbtxt")
-	text, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, g := testgraph.Parse(t, string(text), path)
-	opts, err := rewrite.Options{}.WithDefaults()
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, g, opts := loadWritten(t, rewrite.Options{})
 	ids := rewrite.TupleIdentities(g, rewrite.Analyze(g, opts), nil)
 	edges := []rewrite.OrderEdge{{Node: "late", After: "m2"}}
 	ordered, _ := withOrderEdges(m, edges)
@@ -257,4 +239,21 @@ func TestWrittenBypassReportsOnlyFits(t *testing.T) {
 			t.Errorf("%d KiB: reported fitting with peaks %d / %d (+%d) / %d of %d", c.kib, d.Peak, d.GrapplerPeak, d.GrapplerMargin, d.GrapplerPeakUS, d.Budget)
 		}
 	}
+}
+
+// loadWritten parses rewrite's testdata written.pbtxt and returns its model, graph and opts
+// with their defaults.
+func loadWritten(t *testing.T, opts rewrite.Options) (*graphdef.Model, *graphdef.Graph, rewrite.Options) {
+	t.Helper()
+	path := filepath.Join("..", "testdata", "written.pbtxt")
+	text, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, g := testgraph.Parse(t, string(text), path)
+	opts, err = opts.WithDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, g, opts
 }

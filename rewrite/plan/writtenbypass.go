@@ -435,7 +435,7 @@ func laterTrigger(f *stage, res *rewrite.Result, g *graphdef.Graph, live []cost.
 		if tried[what] {
 			continue
 		}
-		if s, ok := retrigger(f, res, cur, name, n); ok {
+		if s, ok := retrigger(f, res, g, cur, name, n); ok {
 			s.retriggered++
 			return s, what, true
 		}
@@ -443,11 +443,17 @@ func laterTrigger(f *stage, res *rewrite.Result, g *graphdef.Graph, live []cost.
 	return cur, "", false
 }
 
-// retrigger returns cur with the group of the swap-in named swapIn (of cur's rewrite res)
-// triggered by n, an op of f's graph; ok is false when the group is not found or n may not
-// trigger it (it reads the swapped tensor's copy or descends from a reader of it, or does not
-// descend from the tensor's producer).
-func retrigger(f *stage, res *rewrite.Result, cur writtenState, swapIn string, n *graphdef.Node) (writtenState, bool) {
+// retrigger returns cur with the group of the swap-in named swapIn (of cur's rewrite res,
+// whose graph is w) triggered by n, an op of f's graph; ok is false when the group is not
+// found or n may not trigger it (it reads the swapped tensor's copy or descends from a reader
+// of it, or does not descend from the tensor's producer, in f's graph; or it descends from
+// the swap-in in w, through the edges the rewrite added: another swap-in triggered after a
+// reader of this copy, whose own reader n descends from, and the like, where n's gate would
+// close a cycle).
+func retrigger(f *stage, res *rewrite.Result, w *graphdef.Graph, cur writtenState, swapIn string, n *graphdef.Node) (writtenState, bool) {
+	if sn, wn := w.Node(swapIn), w.Node(n.Name); sn == nil || wn == nil || w.Reachable(sn, wn) {
+		return cur, false
+	}
 	for _, rs := range res.Swaps {
 		for _, si := range rs.SwapIns {
 			if si.Node != swapIn {
