@@ -18,10 +18,9 @@ import (
 // Merge, so it stays.
 const writtenGraph = "testdata/written.pbtxt"
 
-// writtenPlan returns the graph of writtenGraph, the Identities TupleIdentities finds there
-// (id1 alone) and its rewrite with GateReduce by a plan that swaps m1 out and back in, for
-// id1, triggered by bn.
-func writtenPlan(t *testing.T) (*graphdef.Graph, []string, *Result, Options) {
+// loadWritten returns the model and graph of writtenGraph and the options (GateReduce)
+// its tests rewrite it with.
+func loadWritten(t *testing.T) (*graphdef.Model, *graphdef.Graph, Options) {
 	t.Helper()
 	text, err := os.ReadFile(writtenGraph)
 	if err != nil {
@@ -32,6 +31,15 @@ func writtenPlan(t *testing.T) (*graphdef.Graph, []string, *Result, Options) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return m, g, opts
+}
+
+// writtenPlan returns the graph of writtenGraph, the Identities TupleIdentities finds there
+// (id1 alone) and its rewrite with GateReduce by a plan that swaps m1 out and back in, for
+// id1, triggered by bn.
+func writtenPlan(t *testing.T) (*graphdef.Graph, []string, *Result, Options) {
+	t.Helper()
+	m, g, opts := loadWritten(t)
 	a := Analyze(g, opts)
 	var names []string
 	for _, n := range TupleIdentities(g, a, nil) {
@@ -186,15 +194,7 @@ func TestVerifyBypassedRefuses(t *testing.T) {
 // that waits for its own spacer, and refuses one that also waits for another node's spacer
 // (late's): a wait that is in no plan.
 func TestVerifySpacedRecompute(t *testing.T) {
-	text, err := os.ReadFile(writtenGraph)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, g := testgraph.Parse(t, string(text), writtenGraph)
-	opts, err := Options{GateKind: GateReduce}.WithDefaults()
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, g, opts := loadWritten(t)
 	rcs := []*PlannedRecompute{{Tensor: graphdef.Tensor{Node: g.Node("m1")}, Bytes: 128, Chain: []*graphdef.Node{g.Node("m1")},
 		Uses: []graphdef.Use{{Node: g.Node("id1"), Input: 0}}, Trigger: g.Node("bn")}}
 	rm, descs, err := ApplyRecomputes(m, Analyze(g, opts), rcs)
