@@ -52,6 +52,7 @@ var planPasses = []planPass{
 	{"tighter-bypass", "auto: keep the plan the tighter pass found on the bypassed graph at a tighter budget where it beats the best so far", passTighterBypass},
 	{"reorder", "auto, when nothing fits (or the plan costs more than 50% and a recomputing plan missed): order a ready reader before the op at the lowest plan's peak where that frees a buffer, and plan again", passReorder},
 	{"written-bypass", "auto, where Grappler's accountings are required too and the plan costs more than 50% or nothing fits: plan by tfswap's accounting alone, bypass the tuple Identities in that plan's rewrite and space it; keep it when it fits by every accounting and is better", passWrittenBypass},
+	{"tighter-wbypass", "auto, where the written-bypass pass did not run: try the written bypass at the tighter budgets where its gate holds, spaced by the budget asked for, and keep its plan when it fits and beats the best so far (monotone in the budget)", passTighterWritten},
 	{"nofit", "fail with what is live at the lowest peak when no plan fits", passNoFit},
 	{"grappler-report", "simulate the chosen plan by every accounting, those it was not judged by too", passGrapplerReport},
 	{"apply", "graph surgery: build the rewritten graph from the chosen plan and its recomputations", passApply},
@@ -83,6 +84,9 @@ var passOrder = []passConstraint{
 	{"reorder", "nofit", "a plan on the reordered graph may be the only one that fits"},
 	{"reorder", "written-bypass", "the written bypass is tried only when the best plan so far, the reordered graph's included, does not fit or is costly"},
 	{"written-bypass", "nofit", "the written bypass's plan may be the only one that fits"},
+	{"written-bypass", "tighter-wbypass", "the tighter budgets' written bypass runs only where the written-bypass pass did not, and its plan must beat that pass's outcome"},
+	{"tighter", "tighter-wbypass", "the tighter budgets' written bypass runs at the budgets the tighter pass planned"},
+	{"tighter-wbypass", "nofit", "the tighter budgets' written bypass's plan fits the budget asked for"},
 	{"nofit", "grappler-report", "only a plan that fits is reported and written"},
 	{"nofit", "apply", "the surgery performs only a plan that fits"},
 	{"apply", "verify", "verify checks the graph apply built"},
@@ -190,6 +194,9 @@ type planState struct {
 	// budget (tighterBypass), whose plan, judged by this budget, passTighterBypass keeps
 	// when it beats the best so far; nil for none.
 	tighterSub *planState
+	// writtenRan is set where the written-bypass pass planned the input by tfswap's
+	// accounting at the budget asked for (the tighter-wbypass pass then does not run).
+	writtenRan bool
 	// input is the model planning was asked for, set on the top state alone (the written
 	// bypass plans it again: passWrittenBypass).
 	input *graphdef.Model

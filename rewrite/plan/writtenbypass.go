@@ -32,59 +32,90 @@ var WrittenBypass = true
 // plan tfswap's accounting chooses is +286.2%, and the only plan on the bypassed input that
 // fitted its accounting +820.3%.
 func passWrittenBypass(st *planState) error {
-	if !WrittenBypass || st.input == nil || st.planner != autoStrategy || st.effort.bounded() || st.final == nil || st.pr == nil || len(st.opts.Fetch) == 0 {
-		return nil
-	}
-	fit := st.pr.Problem.fit
-	if !fit.tfswap || !fit.grappler() || st.pr.relabel || len(st.pr.gpuDevices()) != 1 {
+	if !writtenMay(st) {
 		return nil
 	}
 	cur := st.final.ev
 	if cur != nil && cur.Fits && (!costly(cur) || !writtenMayWin(st)) {
 		return nil
 	}
-	tmp := *st
-	tmp.po.FitAccounting = "tfswap"
-	sub := &planState{}
-	if err := tmp.replan(sub, st.input, "input graph planned by tfswap's accounting"); err != nil {
+	st.writtenRan = true
+	best, sub, err := st.writtenAt(st.po, nil, cur)
+	if err != nil || best == nil {
 		return err
+	}
+	st.keepWritten(best, sub)
+	return nil
+}
+
+// writtenMay reports whether the written bypass may run on st: auto's planning of the input
+// (the top state), not bounded by the effort rule, with a plan so far and the step's fetches
+// known, where tfswap's accounting and Grappler's are required and the graph runs on one
+// GPU.
+func writtenMay(st *planState) bool {
+	if !WrittenBypass || st.input == nil || st.planner != autoStrategy || st.effort.bounded() || st.final == nil || st.pr == nil || len(st.opts.Fetch) == 0 {
+		return false
+	}
+	fit := st.pr.Problem.fit
+	return fit.tfswap && fit.grappler() && !st.pr.relabel && len(st.pr.gpuDevices()) == 1
+}
+
+// writtenAt plans st's input again by tfswap's accounting alone, with the options po (st.po,
+// or a tighter budget's, planned without the passes skip names as the tighter pass plans
+// one), and, when that plan is faster than cur (nil when nothing fits), writes it with its
+// tuple Identities bypassed and spaces it (spaceWritten) by the budgets asked for (st.pr's);
+// when that rewrite does not fit, it tries up to writtenTries-1 more of the fastest plans that
+// fitted tfswap's accounting there (writtenCandidates). It returns the first rewrite that
+// fits by every accounting required and is better than cur, as a stage, and the state the
+// input was planned with; a nil stage for none. Its simulations count in st.sims.
+func (st *planState) writtenAt(po PlanOptions, skip map[string]bool, cur *Evaluation) (*stage, *planState, error) {
+	tmp := *st
+	tmp.po = po
+	tmp.po.FitAccounting = "tfswap"
+	sub := &planState{retrySkip: skip}
+	if err := tmp.replan(sub, st.input, "input graph planned by tfswap's accounting"); err != nil {
+		return nil, nil, err
 	}
 	st.sims += sub.sims
 	f := sub.final
 	if f == nil || f.ev == nil || !f.ev.Fits || f.ev.Plan == nil || len(f.spacers) > 0 || (cur != nil && cur.Fits && f.ev.StepTime >= cur.StepTime) {
-		return nil
+		return nil, nil, nil
 	}
 	ids := rewrite.TupleIdentities(f.a.Graph, f.a, st.opts.Fetch)
 	names := make([]string, len(ids))
 	for i, n := range ids {
 		names[i] = n.Name
 	}
-	var best *stage
 	for _, cand := range writtenCandidates(f, cur) {
 		c := *f
 		c.ev = cand
+		if po.Budget != st.po.Budget {
+			// Spaced and judged by the budgets asked for.
+			c.ev = withBudgets(cand, st.pr.Problem)
+		}
 		ev, ws, err := spaceWritten(st.pr, &c, names)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		if ev == nil {
 			continue
 		}
 		if debugOrder {
-			fmt.Fprintf(os.Stderr, "order: written bypass of %d tuple Identities (plan %+.1f%%), %d spacers, %d gates widened, %d swap-ins triggered later: fits %v (excess %d), step %+.1f%%\n", len(ws.bypassed), 100*cand.Overhead, len(ws.spacers), len(ws.wide), ws.retriggered, ev.Fits, ev.Excess, 100*ev.Overhead)
+			fmt.Fprintf(os.Stderr, "order: written bypass of %d tuple Identities (plan %+.1f%%, budget %d), %d spacers, %d gates widened, %d swap-ins triggered later: fits %v (excess %d), step %+.1f%%\n", len(ws.bypassed), 100*cand.Overhead, po.Budget, len(ws.spacers), len(ws.wide), ws.retriggered, ev.Fits, ev.Excess, 100*ev.Overhead)
 		}
 		if ev.Fits && (cur == nil || better(ev, cur)) {
-			best = &stage{model: f.model, a: f.a, pr: f.pr, ev: ev, descs: f.descs, spacers: ws.spacers, written: ws.bypassed, wide: ws.wide}
-			break
+			return &stage{model: f.model, a: f.a, pr: f.pr, ev: ev, descs: f.descs, spacers: ws.spacers, written: ws.bypassed, wide: ws.wide}, sub, nil
 		}
 	}
-	if best == nil {
-		return nil
-	}
+	return nil, nil, nil
+}
+
+// keepWritten makes best, a written bypass's stage (writtenAt), st's plan, with the graph
+// and ordering edges of sub, the state its plan was planned with.
+func (st *planState) keepWritten(best *stage, sub *planState) {
 	st.final = best
 	st.xpr, st.orders, st.tupleOrders, st.bypassed = sub.xpr, sub.orders, sub.tupleOrders, sub.bypassed
 	st.model, st.g, st.a = sub.model, sub.g, sub.a
-	return nil
 }
 
 // writtenState is a rewrite spaceWritten tries: the plan (its swap-ins' triggers may be
