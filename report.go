@@ -442,6 +442,9 @@ func predictionOf(p *plan.Planned, t target, explain bool) Prediction {
 		pr.Explanation = append(pr.Explanation, te)
 	}
 	pr.Warnings = warnings(&pr)
+	for _, d := range p.Dropped {
+		pr.Warnings = append(pr.Warnings, "planning: "+d+" (an internal error of tfswap, please report it; the plan is the best found without that candidate)")
+	}
 	return pr
 }
 

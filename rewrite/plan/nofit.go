@@ -55,6 +55,9 @@ type NoFitError struct {
 	// that plan; TupleOrders are those of the tuple-order pass among them.
 	Orders      []rewrite.OrderEdge
 	TupleOrders []rewrite.OrderEdge
+	// Dropped says which optional candidates planning dropped on an internal error
+	// (Planned.Dropped).
+	Dropped []string
 }
 
 // AccountingExcess is how far one accounting is from fitting: the smallest excess over the
@@ -165,6 +168,9 @@ func (e *NoFitError) Error() string {
 		for _, l := range e.Largest {
 			fmt.Fprintf(&w, "    %-60s %10s  %s\n", l.Name, b(l.Bytes), l.Op)
 		}
+	}
+	for _, d := range e.Dropped {
+		fmt.Fprintf(&w, "  planning: %s (an internal error of tfswap, please report it; the figures are of the plans found without that candidate)\n", d)
 	}
 	w.WriteString("  what would have to change:\n")
 	for _, a := range e.Advice {

@@ -202,6 +202,8 @@ type planState struct {
 	input *graphdef.Model
 	// sims counts the simulations of every problem planned so far.
 	sims int
+	// dropped says which optional candidates were dropped on an internal error (dropPass).
+	dropped []string
 	// effort is auto's effort rule's reading of the problem (the zero value for the other
 	// strategies): when bounded, auto does not plan again for recomputations or tighter
 	// budgets.
@@ -564,7 +566,7 @@ func passNoFit(st *planState) error {
 	if ev := st.final.ev; ev == nil || !ev.Fits {
 		err := st.final.pr.noFit(st.planner.Name, ev)
 		if e, ok := err.(*NoFitError); ok {
-			e.Orders, e.TupleOrders = st.orders, st.tupleOrders
+			e.Orders, e.TupleOrders, e.Dropped = st.orders, st.tupleOrders, st.dropped
 		}
 		return err
 	}
@@ -629,7 +631,7 @@ func passVerify(st *planState) error {
 	}
 	pr := st.pr
 	st.out = &Planned{Result: res, Strategy: st.planner.Name, Eval: st.final.ev, Base: pr.Base, Profile: pr.Profile, Budget: pr.Opts.Budget, Simulations: st.sims,
-		Accountings: pr.fit.names(), Effort: st.effort.note()}
+		Accountings: pr.fit.names(), Effort: st.effort.note(), Dropped: st.dropped}
 	return nil
 }
 

@@ -28,6 +28,9 @@ type Planned struct {
 	// Effort says how auto's effort rule bounded the search (PlanOptions.SearchCandidates),
 	// in a sentence; empty when it did not.
 	Effort string `json:",omitempty"`
+	// Dropped says which optional candidates planning dropped on an internal error (see
+	// StrictPasses), each with its error; the plan is the best found without them.
+	Dropped []string `json:",omitempty"`
 	// Accountings are those the plan was required to fit by (ParseFitAccounting); Eval's
 	// devices carry the figures of all three.
 	Accountings []string

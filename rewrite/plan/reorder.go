@@ -467,6 +467,7 @@ func (st *planState) replan(sub *planState, m2 *graphdef.Model, what string) err
 		}
 	}
 	st.sims += sub.sims
+	st.dropped = append(st.dropped, sub.dropped...)
 	return nil
 }
 

@@ -74,9 +74,10 @@ func (st *planState) writtenAt(po PlanOptions, skip map[string]bool, cur *Evalua
 	tmp.po.FitAccounting = "tfswap"
 	sub := &planState{retrySkip: skip}
 	if err := tmp.replan(sub, st.input, "input graph planned by tfswap's accounting"); err != nil {
-		return nil, nil, err
+		return nil, nil, st.dropPass("the written bypass", err)
 	}
 	st.sims += sub.sims
+	st.dropped = append(st.dropped, sub.dropped...)
 	f := sub.final
 	if f == nil || f.ev == nil || !f.ev.Fits || f.ev.Plan == nil || len(f.spacers) > 0 || (cur != nil && cur.Fits && f.ev.StepTime >= cur.StepTime) {
 		return nil, nil, nil
@@ -93,9 +94,12 @@ func (st *planState) writtenAt(po PlanOptions, skip map[string]bool, cur *Evalua
 			// Spaced and judged by the budgets asked for.
 			c.ev = withBudgets(cand, st.pr.Problem)
 		}
-		ev, ws, err := spaceWritten(st.pr, &c, names)
+		ev, ws, err := spaceWrittenFn(st.pr, &c, names)
 		if err != nil {
-			return nil, nil, err
+			if err := st.dropPass("the written bypass of the plan from "+cand.Strategy, err); err != nil {
+				return nil, nil, err
+			}
+			continue
 		}
 		if ev == nil {
 			continue
@@ -109,6 +113,9 @@ func (st *planState) writtenAt(po PlanOptions, skip map[string]bool, cur *Evalua
 	}
 	return nil, nil, nil
 }
+
+// spaceWrittenFn is spaceWritten; tests replace it to make a candidate fail.
+var spaceWrittenFn = spaceWritten
 
 // keepWritten makes best, a written bypass's stage (writtenAt), st's plan, with the graph
 // and ordering edges of sub, the state its plan was planned with.

@@ -1,0 +1,52 @@
+package plan
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/tfswap/tfswap/cost"
+	"github.com/tfswap/tfswap/graphdef"
+	"github.com/tfswap/tfswap/rewrite"
+)
+
+// TestWrittenBypassErrorDropped: an internal error while the written bypass spaces a
+// candidate fails the rewrite under StrictPasses (as under go test), and otherwise drops the
+// candidate: on the ResNet fixture within 3 MiB (TestWrittenBypassPass's case, where only
+// the written bypass fits) the rewrite then finds no plan, as with the pass off, instead of
+// failing with the error, and the no-fit message names the error (NoFitError.Dropped).
+func TestWrittenBypassErrorDropped(t *testing.T) {
+	m, err := graphdef.Load("../../testmodels/fixtures/resnet.pb", graphdef.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	injected := errors.New("injected spacing failure")
+	plan := func(budget int64, strict, on, fail bool) (*Planned, error) {
+		defer func(old, w, s bool, f func(*planRun, *stage, []string) (*Evaluation, writtenState, error)) {
+			TupleBypass, WrittenBypass, StrictPasses, spaceWrittenFn = old, w, s, f
+		}(TupleBypass, WrittenBypass, StrictPasses, spaceWrittenFn)
+		TupleBypass, WrittenBypass, StrictPasses = false, on, strict
+		if fail {
+			spaceWrittenFn = func(*planRun, *stage, []string) (*Evaluation, writtenState, error) {
+				return nil, writtenState{}, injected
+			}
+		}
+		return RewriteWithPlanner(m, rewrite.Options{MinTensorBytes: -1}, PlanOptions{Strategy: "auto", Budget: budget,
+			Sim: cost.Options{Fetch: []string{"train"}}})
+	}
+	if _, err := plan(3<<20, true, true, true); !errors.Is(err, injected) {
+		t.Errorf("strict: %v, want the injected error", err)
+	}
+	var nf *NoFitError
+	_, err = plan(3<<20, false, true, true)
+	if !errors.As(err, &nf) {
+		t.Fatalf("not strict: %v, want no plan to fit (the candidate dropped)", err)
+	}
+	if len(nf.Dropped) == 0 || !strings.Contains(nf.Dropped[0], injected.Error()) || !strings.Contains(err.Error(), injected.Error()) {
+		t.Errorf("not strict: Dropped %q; the message does not name the injected error:\n%v", nf.Dropped, err)
+	}
+	_, off := plan(3<<20, false, false, false)
+	if !errors.As(off, &nf) || len(nf.Dropped) != 0 || strings.Contains(off.Error(), "dropped") {
+		t.Errorf("the pass off: %v, want no plan to fit and nothing dropped", off)
+	}
+}
