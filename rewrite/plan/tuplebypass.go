@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"slices"
 
@@ -160,14 +161,20 @@ func passTighterBypass(st *planState) error {
 var tighterRetrySkips = map[string]bool{"recompute-single": true, "recompute-apart": true, "tighter": true, "reorder": true}
 
 // withBudgets returns a copy of ev, evaluated for another budget of pr's graph, with pr's
-// budgets and its excess over them.
+// budgets and its excess over them. A device's Grappler margin (a share of its budget:
+// recomputeGrapplerMargin under the legacy "both" accounting) is scaled to the new budget,
+// so that a plan of a tighter budget is judged with the margin of the budget asked for.
 func withBudgets(ev *Evaluation, pr *Problem) *Evaluation {
 	e := *ev
 	e.Devices = slices.Clone(ev.Devices)
 	e.Excess = -1 << 62
 	for i := range e.Devices {
 		d := &e.Devices[i]
-		d.Budget = pr.budgetOf(d.simName)
+		b := pr.budgetOf(d.simName)
+		if d.GrapplerMargin != 0 && d.Budget > 0 && b != d.Budget {
+			d.GrapplerMargin = int64(math.Round(float64(d.GrapplerMargin) * float64(b) / float64(d.Budget)))
+		}
+		d.Budget = b
 		e.Excess = max(e.Excess, d.Over())
 	}
 	e.Fits = e.Excess <= 0
