@@ -1,7 +1,6 @@
 package plan
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/tfswap/tfswap/cost"
@@ -29,28 +28,7 @@ func TestAutoMonotoneTighterBypass(t *testing.T) {
 		t.Fatal(err)
 	}
 	const loose, tight = 6977878584, 5582302867
-	plan := func(budget int64, on bool) *Planned {
-		t.Helper()
-		defer func(old bool) { TighterBypass = old }(TighterBypass)
-		TighterBypass = on
-		p, err := RewriteWithPlanner(m, rewrite.Options{}, PlanOptions{Profile: prof, Budget: budget, Sim: cost.Options{Fetch: []string{"train"}}})
-		if err != nil {
-			t.Fatalf("budget %d: %v", budget, err)
-		}
-		if !p.Eval.Fits {
-			t.Fatalf("budget %d: the plan does not fit", budget)
-		}
-		return p
-	}
-	pt := plan(tight, true)
-	pl := plan(loose, true)
-	t.Logf("at %d: %s %+.2f%%; at %d: %s %+.2f%%", tight, pt.Eval.Strategy, 100*pt.Eval.Overhead, loose, pl.Eval.Strategy, 100*pl.Eval.Overhead)
-	if !strings.Contains(pt.Eval.Strategy, "+bypass") {
-		t.Errorf("at %d the plan is %s: want the bypass's (the case no longer needs it)", tight, pt.Eval.Strategy)
-	}
-	if pl.Eval.StepTime > pt.Eval.StepTime {
-		t.Errorf("not monotone in the budget: %s at %d takes %d ns a step, %s at the smaller %d takes %d ns", pl.Eval.Strategy, loose, pl.Eval.StepTime, pt.Eval.Strategy, tight, pt.Eval.StepTime)
-	}
+	plan, pt, pl := planMonotonePair(t, m, rewrite.Options{}, prof, tight, loose, &TighterBypass, "+bypass")
 	for _, d := range pl.Eval.Devices {
 		if d.Peak > loose || d.GrapplerPeak > loose || d.GrapplerPeakUS > loose {
 			t.Errorf("at %d the plan does not fit every accounting: %+v", loose, d)

@@ -30,28 +30,7 @@ func TestAutoMonotoneTighterWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	const tight, loose = 3 << 20, 3200 << 10
-	plan := func(budget int64, on bool) *Planned {
-		t.Helper()
-		defer func(old bool) { TighterWritten = old }(TighterWritten)
-		TighterWritten = on
-		p, err := RewriteWithPlanner(m, rewrite.Options{MinTensorBytes: -1}, PlanOptions{Profile: prof, Budget: budget, Sim: cost.Options{Fetch: []string{"train"}}})
-		if err != nil {
-			t.Fatalf("budget %d: %v", budget, err)
-		}
-		if !p.Eval.Fits {
-			t.Fatalf("budget %d: the plan does not fit", budget)
-		}
-		return p
-	}
-	pt := plan(tight, true)
-	pl := plan(loose, true)
-	t.Logf("at %d: %s %+.2f%%; at %d: %s %+.2f%%", tight, pt.Eval.Strategy, 100*pt.Eval.Overhead, loose, pl.Eval.Strategy, 100*pl.Eval.Overhead)
-	if !strings.Contains(pt.Eval.Strategy, "+wbypass") {
-		t.Errorf("at %d the plan is %s: want the written bypass's (the case no longer needs it)", tight, pt.Eval.Strategy)
-	}
-	if pl.Eval.StepTime > pt.Eval.StepTime {
-		t.Errorf("not monotone in the budget: %s at %d takes %d ns a step, %s at the smaller %d takes %d ns", pl.Eval.Strategy, loose, pl.Eval.StepTime, pt.Eval.Strategy, tight, pt.Eval.StepTime)
-	}
+	plan, pt, pl := planMonotonePair(t, m, rewrite.Options{MinTensorBytes: -1}, prof, tight, loose, &TighterWritten, "+wbypass")
 	if got := strings.Join(pl.Accountings, ","); got != "tfswap,grappler-ns,grappler-us" {
 		t.Errorf("accountings %s, want all three", got)
 	}
@@ -73,4 +52,36 @@ func TestAutoMonotoneTighterWritten(t *testing.T) {
 	if off := plan(loose, false); off.Eval.StepTime <= pt.Eval.StepTime {
 		t.Errorf("without the tighter budgets' written bypass the plan at %d (%s %+.2f%%) is no slower than the one at %d: the test no longer exercises it", loose, off.Eval.Strategy, 100*off.Eval.Overhead, tight)
 	}
+}
+
+// planMonotonePair plans m on prof by auto at the budgets tight and loose with *flag (a
+// package var that turns a pass off) on, each plan required to fit, and fails t when the
+// plan at tight is not from a strategy with suffix (the case no longer needs the pass) or
+// the plan at loose is slower than the one at tight. It returns the planning, by budget and
+// flag, and the two plans.
+func planMonotonePair(t *testing.T, m *graphdef.Model, ro rewrite.Options, prof *cost.Profile, tight, loose int64, flag *bool, suffix string) (func(int64, bool) *Planned, *Planned, *Planned) {
+	t.Helper()
+	plan := func(budget int64, on bool) *Planned {
+		t.Helper()
+		defer func(old bool) { *flag = old }(*flag)
+		*flag = on
+		p, err := RewriteWithPlanner(m, ro, PlanOptions{Profile: prof, Budget: budget, Sim: cost.Options{Fetch: []string{"train"}}})
+		if err != nil {
+			t.Fatalf("budget %d: %v", budget, err)
+		}
+		if !p.Eval.Fits {
+			t.Fatalf("budget %d: the plan does not fit", budget)
+		}
+		return p
+	}
+	pt := plan(tight, true)
+	pl := plan(loose, true)
+	t.Logf("at %d: %s %+.2f%%; at %d: %s %+.2f%%", tight, pt.Eval.Strategy, 100*pt.Eval.Overhead, loose, pl.Eval.Strategy, 100*pl.Eval.Overhead)
+	if !strings.Contains(pt.Eval.Strategy, suffix) {
+		t.Errorf("at %d the plan is %s: want one with %s (the case no longer needs it)", tight, pt.Eval.Strategy, suffix)
+	}
+	if pl.Eval.StepTime > pt.Eval.StepTime {
+		t.Errorf("not monotone in the budget: %s at %d takes %d ns a step, %s at the smaller %d takes %d ns", pl.Eval.Strategy, loose, pl.Eval.StepTime, pt.Eval.Strategy, tight, pt.Eval.StepTime)
+	}
+	return plan, pt, pl
 }
