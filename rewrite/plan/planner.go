@@ -43,10 +43,13 @@ type Planned struct {
 }
 
 // Unchanged reports whether the rewrite changed nothing: no variable offloaded, no swap, no
-// wait, no recomputation (the graph fits its budget as it is, or fixed thresholds found
-// nothing to swap).
+// wait, no recomputation, no ordering edge, no tuple Identity bypassed, no spacer and no
+// widened gate (the graph fits its budget as it is, or fixed thresholds found nothing to
+// swap). A plan made of a bypass and spacers alone changes the graph: written unchanged, it
+// would not fit by Grappler's accountings.
 func (p *Planned) Unchanged() bool {
-	return len(p.Swaps) == 0 && len(p.Waits) == 0 && len(p.Recomputes) == 0 && len(p.Accumulators) == 0 && (p.Offload == nil || len(p.Offload.Variables) == 0)
+	return len(p.Swaps) == 0 && len(p.Waits) == 0 && len(p.Recomputes) == 0 && len(p.Accumulators) == 0 && (p.Offload == nil || len(p.Offload.Variables) == 0) &&
+		len(p.Orders) == 0 && len(p.Bypassed) == 0 && len(p.Spacers) == 0 && len(p.WideGates) == 0
 }
 
 // RewriteWithPlanner validates model, plans its swaps for the budget with the strategy in
