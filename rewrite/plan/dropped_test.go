@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/tfswap/tfswap/cost"
-	"github.com/tfswap/tfswap/graphdef"
+	"github.com/tfswap/tfswap/internal/testgraph"
 	"github.com/tfswap/tfswap/rewrite"
 )
 
@@ -16,10 +16,7 @@ import (
 // the written bypass fits) the rewrite then finds no plan, as with the pass off, instead of
 // failing with the error, and the no-fit message names the error (NoFitError.Dropped).
 func TestWrittenBypassErrorDropped(t *testing.T) {
-	m, err := graphdef.Load("../../testmodels/fixtures/resnet.pb", graphdef.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, _ := testgraph.Load(t, "../../testmodels/fixtures/resnet.pb")
 	injected := errors.New("injected spacing failure")
 	plan := func(budget int64, strict, on, fail bool) (*Planned, error) {
 		defer func(old, w, s bool, f func(*planRun, *stage, []string) (*Evaluation, writtenState, error)) {
@@ -38,7 +35,7 @@ func TestWrittenBypassErrorDropped(t *testing.T) {
 		t.Errorf("strict: %v, want the injected error", err)
 	}
 	var nf *NoFitError
-	_, err = plan(3<<20, false, true, true)
+	_, err := plan(3<<20, false, true, true)
 	if !errors.As(err, &nf) {
 		t.Fatalf("not strict: %v, want no plan to fit (the candidate dropped)", err)
 	}
