@@ -163,6 +163,11 @@ type stage struct {
 	// wide are the triggers whose gates the rewrite of ev's plan widens (spaceWritten,
 	// rewrite.WidenGates), nil for none.
 	wide []string
+	// replaced is the other level's stage where planRecomputeLevel planned two levels (the
+	// link's and the byte level beside it) and kept this one, nil otherwise: the written
+	// bypass tries its plan too (writtenCandidates), since the plan that is better by
+	// tfswap's accounting may be the one it finds no spacing of.
+	replaced *stage
 }
 
 // TighterBudgets are the budgets, in thousandths of the budget asked for, at which the auto
@@ -539,7 +544,11 @@ func (pr *planRun) planRecomputeLevel(planner *Strategy, mode string, ev0 *Evalu
 		return nil, err
 	}
 	if alt != nil && (st == nil || better(alt.ev, st.ev)) {
+		alt.replaced = st
 		return alt, nil
+	}
+	if st != nil {
+		st.replaced = alt
 	}
 	return st, nil
 }
