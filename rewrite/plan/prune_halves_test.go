@@ -1,0 +1,72 @@
+package plan
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/tfswap/tfswap/graphdef"
+	"github.com/tfswap/tfswap/rewrite"
+)
+
+// TestPruneHalvesSpendsFewerSimulations: on TestPruneCountsOnlyRejectedDrops's chain, whose
+// twelve swaps can all go, improve with PruneHalves drops half the candidates in one
+// simulation while the fast model says the plan still fits, and so reaches the same plan (no
+// swap) with fewer simulations than pruning one swap per simulation.
+func TestPruneHalvesSpendsFewerSimulations(t *testing.T) {
+	const n = 12
+	act := int64(512 * 1024 * 4)
+	m := graphdef.NewModel(planChain(n, ""))
+	m.Source = "chain"
+	g, err := graphdef.NewGraph(m.Graph, "chain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := &rewrite.Plan{}
+	for i := 1; i <= n; i++ {
+		trigger := "loss_grad"
+		if i < n {
+			trigger = fmt.Sprintf("g%d", i+1)
+		}
+		plan.Swaps = append(plan.Swaps, rewrite.PlannedSwap{Tensor: graphdef.Tensor{Node: g.Node(fmt.Sprintf("f%d", i)), Port: 0}, Bytes: act,
+			Groups: []rewrite.SwapInGroup{{Uses: []graphdef.Use{{Node: g.Node(fmt.Sprintf("g%d", i)), Input: 1}}, Trigger: g.Node(trigger)}}})
+	}
+	improved := func(halves bool) (*Evaluation, int) {
+		t.Helper()
+		defer func(v bool) { PruneHalves = v }(PruneHalves)
+		PruneHalves = halves
+		pr, err := newProblemRun(m, rewrite.Analyze(g, rewrite.Options{}), PlanOptions{Profile: slowLinkProfile(), Budget: 4 * n * act, FitAccounting: "tfswap"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev0, err := pr.Evaluate(plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ev0.Fits || len(ev0.Plan.Swaps) != n {
+			t.Fatalf("the plan of %d swaps fits %v; the test needs one of %d that fits", len(ev0.Plan.Swaps), ev0.Fits, n)
+		}
+		before := pr.sims
+		ev, err := pr.improve(ev0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ev, pr.sims - before
+	}
+	one, simsOne := improved(false)
+	half, simsHalf := improved(true)
+	for _, c := range []struct {
+		name string
+		ev   *Evaluation
+	}{{"one per simulation", one}, {"halves", half}} {
+		if !c.ev.Fits || len(c.ev.Plan.Swaps) != 0 {
+			t.Errorf("%s: fits %v, %d swaps left; want none", c.name, c.ev.Fits, len(c.ev.Plan.Swaps))
+		}
+	}
+	if half.StepTime != one.StepTime {
+		t.Errorf("halves: step %d ns, one per simulation %d ns; want the same plan's", half.StepTime, one.StepTime)
+	}
+	if simsHalf >= simsOne {
+		t.Errorf("improve spent %d simulations with halves, %d one swap per simulation; want fewer", simsHalf, simsOne)
+	}
+	t.Logf("improve: %d simulations with halves, %d one swap per simulation", simsHalf, simsOne)
+}
