@@ -53,6 +53,7 @@ var planPasses = []planPass{
 	{"reorder", "auto, when nothing fits (or the plan costs more than 50% and a recomputing plan missed): order a ready reader before the op at the lowest plan's peak where that frees a buffer, and plan again", passReorder},
 	{"written-bypass", "auto, where Grappler's accountings are required too and the plan costs more than 50% or nothing fits: plan by tfswap's accounting alone, bypass the tuple Identities in that plan's rewrite and space it; keep it when it fits by every accounting and is better", passWrittenBypass},
 	{"tighter-wbypass", "auto, where the written-bypass pass did not run: try the written bypass at the tighter budgets where its gate holds, spaced by the budget asked for, and keep its plan when it fits and beats the best so far (monotone in the budget)", passTighterWritten},
+	{"swap-only", "auto, where the recompute pass ran and neither the swap-only plan nor the best plan fits under +50%: run the passes from recompute on again from the swap-only plan without recomputation, as --recompute off does, and keep that outcome when it fits and is better", passSwapOnly},
 	{"nofit", "fail with what is live at the lowest peak when no plan fits", passNoFit},
 	{"grappler-report", "simulate the chosen plan by every accounting, those it was not judged by too", passGrapplerReport},
 	{"apply", "graph surgery: build the rewritten graph from the chosen plan and its recomputations", passApply},
@@ -87,6 +88,9 @@ var passOrder = []passConstraint{
 	{"written-bypass", "tighter-wbypass", "the tighter budgets' written bypass runs only where the written-bypass pass did not, and its plan must beat that pass's outcome"},
 	{"tighter", "tighter-wbypass", "the tighter budgets' written bypass runs at the budgets the tighter pass planned"},
 	{"tighter-wbypass", "nofit", "the tighter budgets' written bypass's plan fits the budget asked for"},
+	{"recompute", "swap-only", "the swap-only planning continues from the state the recompute pass found (snapshotSwapOnly)"},
+	{"tighter-wbypass", "swap-only", "the swap-only outcome replaces auto's only when it beats every pass before, the written bypass's included"},
+	{"swap-only", "nofit", "the swap-only planning's plan may be the only one that fits"},
 	{"nofit", "grappler-report", "only a plan that fits is reported and written"},
 	{"nofit", "apply", "the surgery performs only a plan that fits"},
 	{"apply", "verify", "verify checks the graph apply built"},
@@ -194,6 +198,9 @@ type planState struct {
 	// budget (tighterBypass), whose plan, judged by this budget, passTighterBypass keeps
 	// when it beats the best so far; nil for none.
 	tighterSub *planState
+	// swapOnly is the state before the recompute pass, from which the swap-only pass plans
+	// on without recomputation (snapshotSwapOnly); nil for none.
+	swapOnly *planState
 	// writtenRan is set where the written-bypass pass planned the input by tfswap's
 	// accounting at the budget asked for (the tighter-wbypass pass then does not run).
 	writtenRan bool
@@ -411,6 +418,7 @@ func passRecompute(st *planState) error {
 	if !(mode == "max" || (mode == "auto" && st.planner == autoStrategy && !st.effort.bounded() && (ev == nil || !ev.Fits || ev.StepTime > pr.Base.StepTime))) {
 		return nil
 	}
+	st.snapshotSwapOnly()
 	st.recomputing = true
 	rs, err := pr.planRecomputed(st.planner, mode, ev, false, false)
 	if err != nil && mode == "max" {
