@@ -187,6 +187,9 @@ func TestVerifyInputBypass(t *testing.T) {
 // figure reported must then be within the budget and be the written graph's own, by
 // tfswap's accounting as by Grappler's.
 func TestWrittenBypassReportsOnlyFits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plans the ResNet fixture twice with the written bypass (about 16 s of CPU time)")
+	}
 	m, err := graphdef.Load("../../testmodels/fixtures/resnet.pb", graphdef.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
