@@ -214,3 +214,43 @@ func TestSetupCacheRelease(t *testing.T) {
 		}
 	}
 }
+
+// TestSetupCacheSpare checks that a spare cache (Spare) makes no estimate table however many
+// simulations use it, drops the tables it has, takes no estimate from the cache, and gives
+// the results of simulations without a cache.
+func TestSetupCacheSpare(t *testing.T) {
+	g := constGradGraph(t)
+	p := unitProfile()
+	train := []string{"train"}
+	warmed := NewSetupCache(g, p)
+	spare := NewSetupCache(g, p)
+	spare.Spare()
+	for i := 0; i < cacheUsesBefore+2; i++ {
+		for _, conv := range []Conventions{{}, GrapplerConventions()} {
+			fresh, err := Simulate(g, p, Options{Fetch: train, Conventions: conv})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range []*SetupCache{warmed, spare} {
+				r, err := Simulate(g, p, Options{Fetch: train, Conventions: conv, Setup: c})
+				if err != nil {
+					t.Fatal(err)
+				}
+				r.Options.Setup = nil
+				if !reflect.DeepEqual(r, fresh) {
+					t.Fatalf("%s, spare %v: the simulation with the cache differs from one without", ConventionsName(conv), c.spare)
+				}
+			}
+		}
+	}
+	if spare.est[0] != nil || spare.est[1] != nil || spare.Hits() != 0 {
+		t.Errorf("the spare cache made tables (%v/%v) or took %d estimates from them", spare.est[0] != nil, spare.est[1] != nil, spare.Hits())
+	}
+	if warmed.est[0] == nil || warmed.est[1] == nil || warmed.Hits() == 0 {
+		t.Fatalf("the cache was not warmed: estimates %v/%v, %d hits", warmed.est[0] != nil, warmed.est[1] != nil, warmed.Hits())
+	}
+	warmed.Spare()
+	if warmed.est[0] != nil || warmed.est[1] != nil {
+		t.Errorf("Spare kept the tables the cache had")
+	}
+}

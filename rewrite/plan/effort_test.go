@@ -77,3 +77,47 @@ func TestSearchEffortRule(t *testing.T) {
 		t.Errorf("the note does not give the candidate count %d: %q", len(cands), bounded.Effort)
 	}
 }
+
+// TestBoundedAutoSparesSetupCache: auto past its effort bound simulates a few whole plans,
+// so it keeps no estimate tables in its set-up cache (cost.SetupCache.Spare): on a synthetic
+// residual graph at half its unswapped peak, the bounded search takes no estimate from the
+// cache (with tables it takes some), while the full search does. That the results are the
+// same with tables and without is TestSetupCacheMatchesFresh's and TestSetupCacheSpare's.
+func TestBoundedAutoSparesSetupCache(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plans a synthetic graph twice")
+	}
+	m, v100, sim := synthV100(t, 400)
+	base, err := RewriteWithPlanner(m, rewrite.Options{}, PlanOptions{Profile: v100, Budget: 1 << 50, Sim: sim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	budget := base.Base.Devices[0].Peak / 2
+	run := func(limit int) (*planRun, *Evaluation) {
+		t.Helper()
+		g, err := graphdef.NewGraph(m.Graph, "synth400")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pr, err := newProblemRun(m, rewrite.Analyze(g, rewrite.Options{}), PlanOptions{Profile: v100, Budget: budget, Sim: sim, SearchCandidates: limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev, err := autoStrategy.plan(pr)
+		if err != nil {
+			t.Fatalf("--search-candidates %d: %v", limit, err)
+		}
+		return pr, ev
+	}
+	bounded, ev := run(1)
+	if h := bounded.simOpts.Setup.Hits(); h != 0 {
+		t.Errorf("the bounded search took %d estimates from its set-up cache after %d simulations, want none (no tables)", h, bounded.sims)
+	}
+	if !ev.Fits {
+		t.Fatalf("the bounded search's plan does not fit")
+	}
+	full, _ := run(-1)
+	if full.simOpts.Setup.Hits() == 0 {
+		t.Errorf("the full search took no estimates from its set-up cache after %d simulations", full.sims)
+	}
+}

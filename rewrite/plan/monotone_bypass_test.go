@@ -18,10 +18,16 @@ import (
 // +19.4%, found on the bypassed graph at 90% of that budget. The test fails when the plan
 // for the larger budget is slower than the one for the smaller, and when turning the
 // tighter budgets' bypass off no longer makes it slower (the case would no longer test it).
+// The tighter budgets' written bypass (TighterWritten) is off throughout: since improve's
+// pruning drops halves (2d48c87) it finds a faster plan at 50% (window+wbypass+space, +7.6%,
+// simulated), with or without the tighter budgets' bypass, which would hide what this test
+// checks.
 func TestAutoMonotoneTighterBypass(t *testing.T) {
 	if testing.Short() {
 		t.Skip("plans U-Net at batch 63 three times (about 4 s of CPU time)")
 	}
+	defer func(v bool) { TighterWritten = v }(TighterWritten)
+	TighterWritten = false
 	m := loadGzipped(t, "unet_b63.pb")
 	prof, err := cost.LookupProfile("v100-16gb")
 	if err != nil {

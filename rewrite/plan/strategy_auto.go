@@ -130,6 +130,11 @@ func (p autoPlanner) Plan(pass *Pass) (*Evaluation, error) {
 		return pr.Base, nil
 	}
 	st := &autoState{pass: pass, pr: pr, effort: searchEffortOf(pr.Problem)}
+	if st.effort.bounded() {
+		// A few whole plans are simulated: estimate tables the size of the graph would be
+		// live through the largest of them for little use (cost.SetupCache.Spare).
+		pr.simOpts.Setup.Spare()
+	}
 	dbg := readPassDebug() // its names checked by planPrepared
 	for _, ap := range autoPasses {
 		t0 := time.Now()
