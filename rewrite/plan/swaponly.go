@@ -71,10 +71,11 @@ func passSwapOnly(st *planState) error {
 			continue
 		}
 		if err := p.fn(&sub); err != nil {
-			if err := st.dropPass("auto's swap-only planning", err); err != nil {
-				return err
-			}
-			return nil
+			// The simulations spent and the candidates dropped before the error count, as
+			// they do for every other pass.
+			st.sims += sub.sims - snap.sims
+			st.dropped = append(st.dropped, sub.dropped[len(snap.dropped):]...)
+			return st.dropPass("auto's swap-only planning", err)
 		}
 	}
 	sims := st.sims + sub.sims - snap.sims
