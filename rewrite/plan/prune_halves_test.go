@@ -1,10 +1,8 @@
 package plan
 
 import (
-	"fmt"
 	"testing"
 
-	"github.com/tfswap/tfswap/graphdef"
 	"github.com/tfswap/tfswap/rewrite"
 )
 
@@ -15,21 +13,7 @@ import (
 func TestPruneHalvesSpendsFewerSimulations(t *testing.T) {
 	const n = 12
 	act := int64(512 * 1024 * 4)
-	m := graphdef.NewModel(planChain(n, ""))
-	m.Source = "chain"
-	g, err := graphdef.NewGraph(m.Graph, "chain")
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan := &rewrite.Plan{}
-	for i := 1; i <= n; i++ {
-		trigger := "loss_grad"
-		if i < n {
-			trigger = fmt.Sprintf("g%d", i+1)
-		}
-		plan.Swaps = append(plan.Swaps, rewrite.PlannedSwap{Tensor: graphdef.Tensor{Node: g.Node(fmt.Sprintf("f%d", i)), Port: 0}, Bytes: act,
-			Groups: []rewrite.SwapInGroup{{Uses: []graphdef.Use{{Node: g.Node(fmt.Sprintf("g%d", i)), Input: 1}}, Trigger: g.Node(trigger)}}})
-	}
+	m, g, plan := chainSwapPlan(t, n, act)
 	improved := func(halves bool) (*Evaluation, int) {
 		t.Helper()
 		defer func(v bool) { PruneHalves = v }(PruneHalves)

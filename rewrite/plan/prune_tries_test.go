@@ -16,21 +16,7 @@ import (
 func TestPruneCountsOnlyRejectedDrops(t *testing.T) {
 	const n = 12
 	act := int64(512 * 1024 * 4)
-	m := graphdef.NewModel(planChain(n, ""))
-	m.Source = "chain"
-	g, err := graphdef.NewGraph(m.Graph, "chain")
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan := &rewrite.Plan{}
-	for i := 1; i <= n; i++ {
-		trigger := "loss_grad"
-		if i < n {
-			trigger = fmt.Sprintf("g%d", i+1)
-		}
-		plan.Swaps = append(plan.Swaps, rewrite.PlannedSwap{Tensor: graphdef.Tensor{Node: g.Node(fmt.Sprintf("f%d", i)), Port: 0}, Bytes: act,
-			Groups: []rewrite.SwapInGroup{{Uses: []graphdef.Use{{Node: g.Node(fmt.Sprintf("g%d", i)), Input: 1}}, Trigger: g.Node(trigger)}}})
-	}
+	m, g, plan := chainSwapPlan(t, n, act)
 	pr, err := newProblemRun(m, rewrite.Analyze(g, rewrite.Options{}), PlanOptions{Profile: slowLinkProfile(), Budget: 4 * n * act, FitAccounting: "tfswap"})
 	if err != nil {
 		t.Fatal(err)
@@ -58,4 +44,27 @@ func TestPruneCountsOnlyRejectedDrops(t *testing.T) {
 	if len(plan.Swaps) != n {
 		t.Errorf("the plan improved from was changed: %d swaps", len(plan.Swaps))
 	}
+}
+
+// chainSwapPlan returns the model and graph of planChain(n) and a plan that swaps each of
+// f1..fn (act bytes) out and back in for its ReLU gradient, triggered by the gradient before
+// it (loss_grad for fn).
+func chainSwapPlan(t *testing.T, n int, act int64) (*graphdef.Model, *graphdef.Graph, *rewrite.Plan) {
+	t.Helper()
+	m := graphdef.NewModel(planChain(n, ""))
+	m.Source = "chain"
+	g, err := graphdef.NewGraph(m.Graph, "chain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := &rewrite.Plan{}
+	for i := 1; i <= n; i++ {
+		trigger := "loss_grad"
+		if i < n {
+			trigger = fmt.Sprintf("g%d", i+1)
+		}
+		plan.Swaps = append(plan.Swaps, rewrite.PlannedSwap{Tensor: graphdef.Tensor{Node: g.Node(fmt.Sprintf("f%d", i)), Port: 0}, Bytes: act,
+			Groups: []rewrite.SwapInGroup{{Uses: []graphdef.Use{{Node: g.Node(fmt.Sprintf("g%d", i)), Input: 1}}, Trigger: g.Node(trigger)}}})
+	}
+	return m, g, plan
 }

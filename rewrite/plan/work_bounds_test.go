@@ -19,21 +19,7 @@ import (
 func TestPruneKeptCap(t *testing.T) {
 	const n = autoPruneKept + autoPruneTries + 4
 	act := int64(512 * 1024 * 4)
-	m := graphdef.NewModel(planChain(n, ""))
-	m.Source = "chain"
-	g, err := graphdef.NewGraph(m.Graph, "chain")
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan := &rewrite.Plan{}
-	for i := 1; i <= n; i++ {
-		trigger := "loss_grad"
-		if i < n {
-			trigger = fmt.Sprintf("g%d", i+1)
-		}
-		plan.Swaps = append(plan.Swaps, rewrite.PlannedSwap{Tensor: graphdef.Tensor{Node: g.Node(fmt.Sprintf("f%d", i)), Port: 0}, Bytes: act,
-			Groups: []rewrite.SwapInGroup{{Uses: []graphdef.Use{{Node: g.Node(fmt.Sprintf("g%d", i)), Input: 1}}, Trigger: g.Node(trigger)}}})
-	}
+	m, g, plan := chainSwapPlan(t, n, act)
 	defer func(v bool) { PruneHalves = v }(PruneHalves)
 	PruneHalves = false
 	pr, err := newProblemRun(m, rewrite.Analyze(g, rewrite.Options{}), PlanOptions{Profile: slowLinkProfile(), Budget: 4 * n * act, FitAccounting: "tfswap"})
