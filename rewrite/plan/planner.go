@@ -163,6 +163,11 @@ type stage struct {
 	// wide are the triggers whose gates the rewrite of ev's plan widens (spaceWritten,
 	// rewrite.WidenGates), nil for none.
 	wide []string
+	// replaced is the other level's stage where planRecomputeLevel planned two levels (the
+	// link's and the byte level beside it) and kept this one, nil otherwise: the written
+	// bypass tries its plan too (writtenCandidates), since the plan that is better by
+	// tfswap's accounting may be the one it finds no spacing of.
+	replaced *stage
 }
 
 // TighterBudgets are the budgets, in thousandths of the budget asked for, at which the auto
@@ -434,7 +439,14 @@ type rcLevel struct {
 	// graph is the graph with the level's recomputations, shared by the problems of one
 	// planning that select the same recomputations (rcGraph).
 	graph *rcGraph
+	// alt is the byte level planned beside the link's level when the latter screened
+	// better (planRecomputeLevel keeps the better plan), nil otherwise.
+	alt *rcLevel
 }
+
+// LinkLevel lets auto's screening of recomputation levels try the link's level
+// (rcPlanner.linkLevel) beside the byte levels (switched off only by tests, to compare).
+var LinkLevel = true
 
 // screenRecomputes is planRecomputed's screening of the levels of recomputation: it returns
 // the level planRecomputed plans (the least link bound with mode "auto", the only level
@@ -453,11 +465,21 @@ func (pr *planRun) screenRecomputes(mode string, single, apart bool) (*rcLevel, 
 		}
 		levels = recomputeLevels(excess)
 	}
-	var best *rcLevel
+	ks := make([]int, 0, len(levels)+1)
+	for _, want := range levels {
+		ks = append(ks, rp.level(want))
+	}
+	link := -1
+	if mode == "auto" && len(levels) > 0 && LinkLevel {
+		if k := rp.linkLevel(1e9/pr.Profile.D2H + 1e9/pr.Profile.H2D); !slices.Contains(ks, k) {
+			link = k
+			ks = append(ks, k)
+		}
+	}
+	var best, linkLv *rcLevel
 	var screened []*rcLevel
 	seen := map[int]bool{}
-	for _, want := range levels {
-		k := rp.level(want)
+	for _, k := range ks {
 		if seen[k] {
 			continue
 		}
@@ -484,13 +506,27 @@ func (pr *planRun) screenRecomputes(mode string, single, apart bool) (*rcLevel, 
 			}
 			lv.est = linkBoundStep(res, pr.Profile, excess)
 		}
-		if best == nil || lv.est < best.est {
+		if k == link {
+			linkLv = lv
+		} else if best == nil || lv.est < best.est {
 			best = lv
 		}
 		screened = append(screened, lv)
 	}
+	if linkLv != nil {
+		switch {
+		case best == nil:
+			best = linkLv
+		case linkLv.est < best.est:
+			// The link's level screens better; it is planned first and the byte level
+			// beside it (rcLevel.alt), the better plan kept: the estimate is tfswap's model
+			// of a swap-only plan, and where Grappler's accountings are required the byte
+			// level's plan can still be the better one (ResNet-50 6x B0, all accountings).
+			linkLv.alt, best = best, linkLv
+		}
+	}
 	for _, lv := range screened {
-		if lv != best {
+		if lv != best && lv != best.alt {
 			lv.graph.release()
 		}
 	}
@@ -499,6 +535,26 @@ func (pr *planRun) screenRecomputes(mode string, single, apart bool) (*rcLevel, 
 
 // planRecomputeLevel is planRecomputed's planning of best, the level its screening chose.
 func (pr *planRun) planRecomputeLevel(planner *Strategy, mode string, ev0 *Evaluation, best *rcLevel) (*stage, error) {
+	st, err := pr.planOneLevel(planner, mode, ev0, best)
+	if err != nil || best.alt == nil {
+		return st, err
+	}
+	alt, err := pr.planOneLevel(planner, mode, ev0, best.alt)
+	if err != nil {
+		return nil, err
+	}
+	if alt != nil && (st == nil || better(alt.ev, st.ev)) {
+		alt.replaced = st
+		return alt, nil
+	}
+	if st != nil {
+		st.replaced = alt
+	}
+	return st, nil
+}
+
+// planOneLevel plans one screened level for planRecomputeLevel.
+func (pr *planRun) planOneLevel(planner *Strategy, mode string, ev0 *Evaluation, best *rcLevel) (*stage, error) {
 	if mode == "auto" && ev0 != nil && ev0.Fits && best.est >= ev0.StepTime {
 		return nil, nil
 	}
@@ -512,7 +568,7 @@ func (pr *planRun) planRecomputeLevel(planner *Strategy, mode string, ev0 *Evalu
 	}
 	pr2 := p2.newRun(planner.Name)
 	var only map[string]bool
-	if mode == "auto" {
+	if mode == "auto" && !RerunEveryStrategy {
 		// The strategies that did best without recomputation are run again; the others
 		// are unlikely to win on the same graph with fewer tensors to swap.
 		only = pr.rerunStrategies(planner)

@@ -223,9 +223,11 @@ type rcPlanner struct {
 	// readers indexes chains: for each tensor, the selected targets whose chain reads it
 	// from outside itself (rcChain.reads), with their place in order.
 	readers map[graphdef.Tensor]map[graphdef.Tensor]int
-	// order is the selection order, bytes the cumulative bytes after each selection.
-	order []*rcTarget
-	bytes []int64
+	// order is the selection order, bytes the cumulative bytes after each selection, and
+	// deltas the compute (ns) each selection added.
+	order  []*rcTarget
+	bytes  []int64
+	deltas []int64
 	// single limits chains to one output larger than recomputeSmallBytes (the target's):
 	// a chain re-running a convolution, its batch normalisation, a residual sum and a ReLU
 	// holds four such tensors at its last op by Grappler's accounting, which counts every
@@ -528,6 +530,7 @@ func (pr *Problem) newRCPlannerWith(single, cache bool) *rcPlanner {
 			rp.setChain(t, c, ord)
 		}
 		rp.order = append(rp.order, best)
+		rp.deltas = append(rp.deltas, bestDelta)
 		total += best.bytes
 		rp.bytes = append(rp.bytes, total)
 		for i, rt := range left {
@@ -619,6 +622,18 @@ func (rp *rcPlanner) plan(k int) []*rewrite.PlannedRecompute {
 	return out
 }
 
+// linkLevel returns how many of the selected targets, in order, each add no more compute per
+// byte freed than nsPerByte (the time a byte takes to the host and back): past them, moving a
+// byte over the link costs less than making it again, where the link has the time.
+func (rp *rcPlanner) linkLevel(nsPerByte float64) int {
+	for i, rt := range rp.order {
+		if float64(rp.deltas[i]) > nsPerByte*float64(rt.bytes) {
+			return i
+		}
+	}
+	return len(rp.order)
+}
+
 // level returns how many of the selected targets reach want bytes (all when want < 0).
 func (rp *rcPlanner) level(want int64) int {
 	if want < 0 {
@@ -634,7 +649,8 @@ func (rp *rcPlanner) level(want int64) int {
 
 // recomputeLevels returns the byte targets of the recomputation levels tried for a step whose
 // worst device exceeds its budget by excess: half the excess (swaps do the rest), the excess,
-// one and a half times it, and every candidate (-1).
+// one and a half times it, and every candidate (-1). screenRecomputes adds the link's level
+// (rcPlanner.linkLevel).
 func recomputeLevels(excess int64) []int64 {
 	if excess <= 0 {
 		return nil

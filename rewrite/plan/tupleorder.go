@@ -167,16 +167,27 @@ func (st *planState) keepReplanned(sub *planState, model *graphdef.Model, suffix
 		}
 		return
 	}
-	e := *ev
-	if base := st.pr.Base.StepTime; base > 0 {
-		e.Overhead = float64(e.StepTime-base) / float64(base)
+	// rebased returns a copy of ev with its overhead against the input graph's unswapped
+	// step and suffix appended to its strategy.
+	rebased := func(ev *Evaluation) *Evaluation {
+		e := *ev
+		if base := st.pr.Base.StepTime; base > 0 {
+			e.Overhead = float64(e.StepTime-base) / float64(base)
+		}
+		if !strings.HasSuffix(e.Strategy, suffix) {
+			e.Strategy += suffix
+		}
+		return &e
 	}
-	if !strings.HasSuffix(e.Strategy, suffix) {
-		e.Strategy += suffix
-	}
-	if better(&e, st.final.ev) {
+	e := rebased(ev)
+	if better(e, st.final.ev) {
 		f := *sub.final
-		f.ev = &e
+		f.ev = e
+		if r := f.replaced; r != nil && r.ev != nil {
+			r2 := *r
+			r2.ev = rebased(r.ev)
+			f.replaced = &r2
+		}
 		keep(&f)
 	}
 }
