@@ -1,11 +1,7 @@
 package plan
 
 import (
-	"fmt"
 	"testing"
-
-	"github.com/tfswap/tfswap/graphdef"
-	"github.com/tfswap/tfswap/rewrite"
 )
 
 // TestPruneHalvesSpendsFewerSimulations: on TestPruneCountsOnlyRejectedDrops's chain, whose
@@ -14,30 +10,11 @@ import (
 // swap) with fewer simulations than pruning one swap per simulation.
 func TestPruneHalvesSpendsFewerSimulations(t *testing.T) {
 	const n = 12
-	act := int64(512 * 1024 * 4)
-	m := graphdef.NewModel(planChain(n, ""))
-	m.Source = "chain"
-	g, err := graphdef.NewGraph(m.Graph, "chain")
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan := &rewrite.Plan{}
-	for i := 1; i <= n; i++ {
-		trigger := "loss_grad"
-		if i < n {
-			trigger = fmt.Sprintf("g%d", i+1)
-		}
-		plan.Swaps = append(plan.Swaps, rewrite.PlannedSwap{Tensor: graphdef.Tensor{Node: g.Node(fmt.Sprintf("f%d", i)), Port: 0}, Bytes: act,
-			Groups: []rewrite.SwapInGroup{{Uses: []graphdef.Use{{Node: g.Node(fmt.Sprintf("g%d", i)), Input: 1}}, Trigger: g.Node(trigger)}}})
-	}
 	improved := func(halves bool) (*Evaluation, int) {
 		t.Helper()
 		defer func(v bool) { PruneHalves = v }(PruneHalves)
 		PruneHalves = halves
-		pr, err := newProblemRun(m, rewrite.Analyze(g, rewrite.Options{}), PlanOptions{Profile: slowLinkProfile(), Budget: 4 * n * act, FitAccounting: "tfswap"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		pr, plan := swappedChainRun(t, n)
 		ev0, err := pr.Evaluate(plan)
 		if err != nil {
 			t.Fatal(err)
