@@ -47,3 +47,44 @@ func TestWrittenBypassErrorDropped(t *testing.T) {
 		t.Errorf("the pass off: %v, want no plan to fit and nothing dropped", off)
 	}
 }
+
+// TestWrittenBypassCountsItsSimulations: the simulations spaceWritten spends (on the input's
+// problem, by Grappler's accounting) count in the report's total. On TestWrittenBypassPass's
+// case (the ResNet fixture within 3 MiB, the tuple-bypass pass off, where the written
+// bypass's plan is the one that fits) a spaceWritten that reports 1000 more simulations per
+// call must raise Planned.Simulations by 1000 per call; it did not when they were left out.
+func TestWrittenBypassCountsItsSimulations(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plans the ResNet fixture twice with the written bypass")
+	}
+	m, _ := testgraph.Load(t, "../../testmodels/fixtures/resnet.pb")
+	defer func(old, w bool, f func(*planRun, *stage, []string) (*Evaluation, writtenState, error)) {
+		TupleBypass, WrittenBypass, spaceWrittenFn = old, w, f
+	}(TupleBypass, WrittenBypass, spaceWrittenFn)
+	TupleBypass, WrittenBypass = false, true
+	plan := func() *Planned {
+		t.Helper()
+		p, err := RewriteWithPlanner(m, rewrite.Options{MinTensorBytes: -1}, PlanOptions{Strategy: "auto", Budget: 3 << 20,
+			Sim: cost.Options{Fetch: []string{"train"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	plain := plan()
+	calls := 0
+	spaceWrittenFn = func(top *planRun, f *stage, names []string) (*Evaluation, writtenState, error) {
+		calls++
+		ev, ws, err := spaceWritten(top, f, names)
+		top.sims += 1000
+		return ev, ws, err
+	}
+	padded := plan()
+	if calls == 0 || !strings.Contains(padded.Eval.Strategy, "+wbypass") {
+		t.Fatalf("spaceWritten ran %d times, plan from %s: the case no longer tests the written bypass", calls, padded.Eval.Strategy)
+	}
+	if got, want := padded.Simulations-plain.Simulations, 1000*calls; got != want {
+		t.Errorf("%d more simulations reported with spaceWritten's padded by 1000 per call (%d calls), want %d", got, calls, want)
+	}
+	t.Logf("%d simulations, %d spaceWritten calls", plain.Simulations, calls)
+}

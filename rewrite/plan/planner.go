@@ -568,7 +568,7 @@ func (pr *planRun) planOneLevel(planner *Strategy, mode string, ev0 *Evaluation,
 	}
 	pr2 := p2.newRun(planner.Name)
 	var only map[string]bool
-	if mode == "auto" {
+	if mode == "auto" && !RerunEveryStrategy {
 		// The strategies that did best without recomputation are run again; the others
 		// are unlikely to win on the same graph with fewer tensors to swap.
 		only = pr.rerunStrategies(planner)

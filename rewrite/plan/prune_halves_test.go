@@ -2,6 +2,8 @@ package plan
 
 import (
 	"testing"
+
+	"github.com/tfswap/tfswap/rewrite"
 )
 
 // TestPruneHalvesSpendsFewerSimulations: on TestPruneCountsOnlyRejectedDrops's chain, whose
@@ -10,11 +12,16 @@ import (
 // swap) with fewer simulations than pruning one swap per simulation.
 func TestPruneHalvesSpendsFewerSimulations(t *testing.T) {
 	const n = 12
+	act := int64(512 * 1024 * 4)
+	m, g, plan := chainSwapPlan(t, n, act)
 	improved := func(halves bool) (*Evaluation, int) {
 		t.Helper()
 		defer func(v bool) { PruneHalves = v }(PruneHalves)
 		PruneHalves = halves
-		pr, plan := swappedChainRun(t, n)
+		pr, err := newProblemRun(m, rewrite.Analyze(g, rewrite.Options{}), PlanOptions{Profile: slowLinkProfile(), Budget: 4 * n * act, FitAccounting: "tfswap"})
+		if err != nil {
+			t.Fatal(err)
+		}
 		ev0, err := pr.Evaluate(plan)
 		if err != nil {
 			t.Fatal(err)

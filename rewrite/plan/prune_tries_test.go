@@ -15,7 +15,12 @@ import (
 // four needless swaps left, as it did when every simulation counted.
 func TestPruneCountsOnlyRejectedDrops(t *testing.T) {
 	const n = 12
-	pr, plan := swappedChainRun(t, n)
+	act := int64(512 * 1024 * 4)
+	m, g, plan := chainSwapPlan(t, n, act)
+	pr, err := newProblemRun(m, rewrite.Analyze(g, rewrite.Options{}), PlanOptions{Profile: slowLinkProfile(), Budget: 4 * n * act, FitAccounting: "tfswap"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ev0, err := pr.Evaluate(plan)
 	if err != nil {
 		t.Fatal(err)
@@ -41,13 +46,11 @@ func TestPruneCountsOnlyRejectedDrops(t *testing.T) {
 	}
 }
 
-// swappedChainRun returns a planning run of planChain(n) on the slow-link profile with room
-// for every activation (a budget of 4n activations, tfswap's accounting), and the plan that
-// swaps each of f1..fn out and back in for its ReLU gradient gn, triggered by g(n+1) (the
-// last by loss_grad): every one of those swaps can go.
-func swappedChainRun(t *testing.T, n int) (*planRun, *rewrite.Plan) {
+// chainSwapPlan returns the model and graph of planChain(n) and a plan that swaps each of
+// f1..fn (act bytes) out and back in for its ReLU gradient, triggered by the gradient before
+// it (loss_grad for fn).
+func chainSwapPlan(t *testing.T, n int, act int64) (*graphdef.Model, *graphdef.Graph, *rewrite.Plan) {
 	t.Helper()
-	act := int64(512 * 1024 * 4)
 	m := graphdef.NewModel(planChain(n, ""))
 	m.Source = "chain"
 	g, err := graphdef.NewGraph(m.Graph, "chain")
@@ -63,9 +66,5 @@ func swappedChainRun(t *testing.T, n int) (*planRun, *rewrite.Plan) {
 		plan.Swaps = append(plan.Swaps, rewrite.PlannedSwap{Tensor: graphdef.Tensor{Node: g.Node(fmt.Sprintf("f%d", i)), Port: 0}, Bytes: act,
 			Groups: []rewrite.SwapInGroup{{Uses: []graphdef.Use{{Node: g.Node(fmt.Sprintf("g%d", i)), Input: 1}}, Trigger: g.Node(trigger)}}})
 	}
-	pr, err := newProblemRun(m, rewrite.Analyze(g, rewrite.Options{}), PlanOptions{Profile: slowLinkProfile(), Budget: int64(4*n) * act, FitAccounting: "tfswap"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pr, plan
+	return m, g, plan
 }

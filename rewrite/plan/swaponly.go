@@ -38,23 +38,41 @@ func (st *planState) snapshotSwapOnly() {
 // fit or is costly. Where the swap-only plan fits under +50%, planning on from it without
 // recomputation keeps it or a tighter budget's swap-only plan, both of which auto's passes had
 // as candidates, since the gated passes do not run on it. Where auto's own plan fits under
-// +50%, the pass is not run either: it would plan the whole problem a second time (on
-// ResNet-50 at 4x B0 on v100-16gb, the benchmark's planning-time target, 252 more
-// simulations, doubling the planning time), and no benchmark run found a swap-only plan that
-// beat such a plan.
+// +50%, the pass runs only when that plan is slower than the swap-only link bound
+// (swapOnlyBelow): the pass plans the whole problem a second time (on ResNet-50 at 4x B0 on
+// v100-16gb, the benchmark's planning-time target, 252 more simulations, doubling the
+// planning time, where auto's plan is below the bound).
 func swapOnlyMayWin(ev *Evaluation) bool {
 	return ev == nil || !ev.Fits || costly(ev)
 }
 
-// passSwapOnly: where the recompute pass ran, and both the swap-only plan and auto's plan do
-// not fit or are costly, the passes after the strategy's run again from the swap-only plan without
+// swapOnlyBelow reports whether a swap-only plan of pr's problem could be faster than ev, a
+// plan that fits: pr judges by tfswap's accounting, whose excess over the budget every plan
+// must move to the host before the unswapped step's peak and back after it (swapBound), and
+// that bound is below ev's step. The tuple bypass and spacers change only Grappler's
+// accountings, so the bound holds for the written bypass's plans too.
+func swapOnlyBelow(pr *planRun, ev *Evaluation) bool {
+	if !SwapOnlyBelowBound {
+		return false
+	}
+	return pr.fit.tfswap && len(pr.Base.Devices) == 1 && pr.swapBound() < ev.StepTime
+}
+
+// SwapOnlyBelowBound says whether the swap-only pass also runs where auto's plan fits under
+// +50% but its step is above the swap-only link bound (swapOnlyBelow). Tests turn it off to
+// compare.
+var SwapOnlyBelowBound = true
+
+// passSwapOnly: where the recompute pass ran, the swap-only plan does not fit or is costly,
+// and auto's plan does not fit, is costly or is slower than any swap-only plan need be
+// (swapOnlyBelow), the passes after the strategy's run again from the swap-only plan without
 // recomputation (every pass from recompute to tighter-wbypass, as `--recompute off` runs
 // them), and that outcome replaces auto's when it fits and is better (auto never worse than
 // its own swap-only planning).
 func passSwapOnly(st *planState) error {
 	snap := st.swapOnly
 	st.swapOnly = nil
-	if snap == nil || !swapOnlyMayWin(snap.ev) || !swapOnlyMayWin(st.final.ev) {
+	if snap == nil || !swapOnlyMayWin(snap.ev) || !(swapOnlyMayWin(st.final.ev) || swapOnlyBelow(snap.pr, st.final.ev)) {
 		return nil
 	}
 	sub := *snap

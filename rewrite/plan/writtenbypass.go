@@ -103,7 +103,10 @@ func (st *planState) writtenAt(po PlanOptions, skip map[string]bool, cur *Evalua
 			// Spaced and judged by the budgets asked for.
 			c.ev = withBudgets(cand, st.pr.Problem)
 		}
+		// spaceWritten simulates on st.pr; those simulations count in the report too.
+		before := st.pr.sims
 		ev, ws, err := spaceWrittenFn(st.pr, &c, names)
+		st.sims += st.pr.sims - before
 		if err != nil {
 			if err := st.dropPass("the written bypass of the plan from "+cand.Strategy, err); err != nil {
 				return nil, nil, err
