@@ -2,8 +2,6 @@ package plan
 
 import (
 	"testing"
-
-	"github.com/tfswap/tfswap/rewrite"
 )
 
 // TestPruneHalvesSpendsFewerSimulations: on TestPruneCountsOnlyRejectedDrops's chain, whose
@@ -13,22 +11,11 @@ import (
 func TestPruneHalvesSpendsFewerSimulations(t *testing.T) {
 	const n = 12
 	act := int64(512 * 1024 * 4)
-	m, g, plan := chainSwapPlan(t, n, act)
 	improved := func(halves bool) (*Evaluation, int) {
 		t.Helper()
 		defer func(v bool) { PruneHalves = v }(PruneHalves)
 		PruneHalves = halves
-		pr, err := newProblemRun(m, rewrite.Analyze(g, rewrite.Options{}), PlanOptions{Profile: slowLinkProfile(), Budget: 4 * n * act, FitAccounting: "tfswap"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ev0, err := pr.Evaluate(plan)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !ev0.Fits || len(ev0.Plan.Swaps) != n {
-			t.Fatalf("the plan of %d swaps fits %v; the test needs one of %d that fits", len(ev0.Plan.Swaps), ev0.Fits, n)
-		}
+		pr, ev0 := chainSwapStart(t, n, act)
 		before := pr.sims
 		ev, err := pr.improve(ev0)
 		if err != nil {

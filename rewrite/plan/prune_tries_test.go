@@ -16,19 +16,11 @@ import (
 func TestPruneCountsOnlyRejectedDrops(t *testing.T) {
 	const n = 12
 	act := int64(512 * 1024 * 4)
-	m, g, plan := chainSwapPlan(t, n, act)
-	pr, err := newProblemRun(m, rewrite.Analyze(g, rewrite.Options{}), PlanOptions{Profile: slowLinkProfile(), Budget: 4 * n * act, FitAccounting: "tfswap"})
-	if err != nil {
-		t.Fatal(err)
+	if n <= autoPruneTries {
+		t.Fatalf("the test needs more swaps than autoPruneTries (%d)", autoPruneTries)
 	}
-	ev0, err := pr.Evaluate(plan)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !ev0.Fits || len(ev0.Plan.Swaps) <= autoPruneTries {
-		t.Fatalf("the plan of %d swaps fits %v; the test needs one that fits with more swaps than autoPruneTries (%d)",
-			len(ev0.Plan.Swaps), ev0.Fits, autoPruneTries)
-	}
+	pr, ev0 := chainSwapStart(t, n, act)
+	plan := ev0.Plan
 	ev, err := pr.improve(ev0)
 	if err != nil {
 		t.Fatal(err)
@@ -67,4 +59,24 @@ func chainSwapPlan(t *testing.T, n int, act int64) (*graphdef.Model, *graphdef.G
 			Groups: []rewrite.SwapInGroup{{Uses: []graphdef.Use{{Node: g.Node(fmt.Sprintf("g%d", i)), Input: 1}}, Trigger: g.Node(trigger)}}})
 	}
 	return m, g, plan
+}
+
+// chainSwapStart returns a planning of chainSwapPlan(n)'s graph on the slow-link profile
+// with room for every activation (4n of act bytes, tfswap's accounting) and its evaluation
+// of the plan there, failing the test unless that plan fits with its n swaps.
+func chainSwapStart(t *testing.T, n int, act int64) (*planRun, *Evaluation) {
+	t.Helper()
+	m, g, plan := chainSwapPlan(t, n, act)
+	pr, err := newProblemRun(m, rewrite.Analyze(g, rewrite.Options{}), PlanOptions{Profile: slowLinkProfile(), Budget: 4 * int64(n) * act, FitAccounting: "tfswap"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev0, err := pr.Evaluate(plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ev0.Fits || len(ev0.Plan.Swaps) != n {
+		t.Fatalf("the plan of %d swaps fits %v; the test needs one of %d that fits", len(ev0.Plan.Swaps), ev0.Fits, n)
+	}
+	return pr, ev0
 }

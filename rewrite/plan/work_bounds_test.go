@@ -15,24 +15,14 @@ import (
 // autoPruneTries + 4, has every swap droppable, one per simulation with PruneHalves off. The
 // first autoPruneKept drops cost no try, the next autoPruneTries use up the tries, and four
 // swaps are left: improve's work is bounded by the two constants, not by the plan's size.
-// Checked by raising autoPruneKept to 1000: improve then drops all n and the test fails.
+// Checked by mutation: with improve's cap raised to 1000, improve drops all n and the test
+// fails.
 func TestPruneKeptCap(t *testing.T) {
 	const n = autoPruneKept + autoPruneTries + 4
 	act := int64(512 * 1024 * 4)
-	m, g, plan := chainSwapPlan(t, n, act)
 	defer func(v bool) { PruneHalves = v }(PruneHalves)
 	PruneHalves = false
-	pr, err := newProblemRun(m, rewrite.Analyze(g, rewrite.Options{}), PlanOptions{Profile: slowLinkProfile(), Budget: 4 * n * act, FitAccounting: "tfswap"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ev0, err := pr.Evaluate(plan)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !ev0.Fits || len(ev0.Plan.Swaps) != n {
-		t.Fatalf("the plan of %d swaps fits %v; the test needs one of %d that fits", len(ev0.Plan.Swaps), ev0.Fits, n)
-	}
+	pr, ev0 := chainSwapStart(t, n, act)
 	ev, err := pr.improve(ev0)
 	if err != nil {
 		t.Fatal(err)
