@@ -894,7 +894,28 @@ the first changed the timeline, merges two swap-ins of `stage2/block3/out`: +160
 swapped by 19 swap-ins, 22.41 GiB to the host and 45.65 GiB back a step. The `all` row (+164.6%) is this plan
 written with the written bypass (above).
 
-What bounds 8x now (the +160.8% plan; its trace from `tfswap simulate --trace`): the compute stream is busy 5.12 s
+The link's recomputation level (f3df7b3, reverted in e7c84df, back in a71cc78; simulated v100-16gb, `--gate-kind
+reduce`; the 8x rows re-planned at 2db1a22 by `bench/ceiling.py --cache <copy of the cache> --gate-kind reduce
+--multiples 8 --merge docs/bench/ceiling.json --update-docs`, 113.1 s user and 22.5 min wall at load 15 to 28,
+beside the full benchmark and four other planners, so the table's rewrite seconds, wall time, are inflated): `auto`'s screening also tries the targets whose chains add no more
+compute per byte than the byte takes to the host and back (70 of 76 at 8x, `stage5`'s convolutions left out) and
+plans the best byte level beside it. By tfswap's accounting 8x is +153.3% (the table; 1.03 s of recomputation
+instead of 1.47 s, 13 tensors swapped by 22 swap-ins, 22.96 / 46.75 GiB). By all accountings the written bypass
+spaces that plan to +157.2% but leaves it 61 MiB over, and now also tries the plan of the level it replaced, the
+byte level's +160.8% plan, which fits at +164.6% as before (the written graph byte-identical to 567846e's);
+without that second candidate the row was +820.3%. The 6x rows were not re-planned: one rewrite of 6x B0 at
+a71cc78 gives +50.0% by tfswap's accounting (the table's +60.6% was planned at 001b744) and +60.6% by all, the same plan.
+
+What bounds 8x now (the +153.3% plan, 9.044 s; its trace from `tfswap simulate --trace`, 2db1a22): the forward
+(0 to 1.70 s) has 0.72 s of compute and 1.29 s of copies to the host; the backward from `stage5` to `stage3`
+(1.70 to 4.95 s) 2.69 s of compute; the backward from `stage2` on (4.95 to 9.04 s) 1.28 s of compute and 2.85 s
+of copies back to the device, 2.60 s of them seven 4.43 GiB copies (`stage2/block3/out` three times,
+`stage2/block1/out` twice, `stage2/block3`'s output gradient once). Taking each part at its busiest engine gives
+1.29 + 2.69 + 2.85 = 6.83 s, +91% (an estimate: while each part's copies stay in it, and memory leaves no room to
+fetch `stage2`'s ahead, no timing of them, earlier triggers or staggering, reaches +82%, 6.50 s); that needs fewer 4.43 GiB copies in `stage2`'s backward or fewer bytes to the host
+in the forward.
+
+What bounded 8x at +160.8% (that plan; its trace from `tfswap simulate --trace`): the compute stream is busy 5.12 s
 (the unswapped 3.57 s and 1.47 s of recomputation) and idle 4.20 s waiting for swap-ins: 2.06 s in `stage2`'s
 backward, 0.69 s in `stage3`'s, 0.84 s and 0.41 s in the forward at `stage2/block2/add` and `stage3/block4/add`
 (`stage2/block1/out` and `stage3/block3/out` go to the host and come straight back for the block's sum, which does
