@@ -402,6 +402,7 @@ type xfer struct {
 	src, dst   int32 // devices
 	bytes      int64
 	engine     int32 // -1: no engine (host to host, or instant)
+	next       int32 // the transfer made before this one of the same source (xfirst), or -1
 	channel    int32 // RecvOps: the channel the _Send runs on
 	srcBuf     int32
 	dstBuf     int32
@@ -481,7 +482,14 @@ type sim struct {
 	engs     []*copyEngine
 	xfers    []*xfer
 	xslab    []xfer // where new transfers are made: a few allocations instead of one each
-	xmap     map[xkey]int32
+	// xfirst is, per output (outOf) and then per node (its control messages), the last
+	// transfer made of it (to some device), -1 for none; each transfer's next is the one
+	// made before it of the same source. xmore holds the transfers of a port past the node's
+	// outputs, which have no slot. They find a transfer by its source and destination
+	// (findXfer) without a map of every transfer: at a million nodes, the map's look-ups and
+	// growth were about 1 s of the default rewrite's simulations.
+	xfirst   []int32
+	xmore    map[xkey]int32
 	renames  map[int32][]rename
 	chans    []*channel
 	chanIdx  map[[2]int32]int32
@@ -537,7 +545,7 @@ func Simulate(g *graphdef.Graph, p *Profile, opts Options) (*Result, error) {
 	if opts.Conventions.GrapplerTimes {
 		shp = GrapplerShapes(g, shp)
 	}
-	s := &sim{g: g, p: p, facts: facts, opts: opts, conv: opts.Conventions, shp: shp, xmap: map[xkey]int32{}, renames: map[int32][]rename{},
+	s := &sim{g: g, p: p, facts: facts, opts: opts, conv: opts.Conventions, shp: shp, renames: map[int32][]rename{},
 		chanIdx: map[[2]int32]int32{}, sendTie: map[xkey]int32{}, recvTie: map[xkey]int32{}, bodies: map[string]callCost{}}
 	s.res = &Result{Profile: p, Options: opts, UnknownOps: map[string]int{}, Shapes: shp}
 	s.res.Options.Setup = nil // a result does not keep the cache alive
@@ -779,6 +787,10 @@ func (s *sim) setup() error {
 	}
 	s.outB = zeroed(&sc.outB, total)
 	s.newB = zeroed(&sc.newB, total)
+	s.xfirst = zeroed(&sc.xfirst, total+nn)
+	for i := range s.xfirst {
+		s.xfirst[i] = -1
+	}
 	for i := range s.outB {
 		s.outB[i] = -1
 	}
@@ -924,10 +936,10 @@ func (s *sim) setup() error {
 // a tenth of the memory planning ResNet-50 at 4x its batch allocated. No result refers to
 // them (the simulation copies what it reports).
 type simScratch struct {
-	dev, tie, pend, lastX, outOf, wsBuf, resid, outB []int32
-	dur, wsz, ready, start                           []int64
-	picked                                           []pickKey
-	inlined, inlineOK, newB                          []bool
+	dev, tie, pend, lastX, outOf, wsBuf, resid, outB, xfirst []int32
+	dur, wsz, ready, start                                   []int64
+	picked                                                   []pickKey
+	inlined, inlineOK, newB                                  []bool
 }
 
 // zeroed returns (*p)[:n] cleared when it has room for n, or else a new list of n that it
@@ -1334,8 +1346,35 @@ func (s *sim) inputBuf(n *graphdef.Node, i int) int32 {
 	if s.dev[t.Node.Index] == s.dev[n.Index] {
 		return s.outB[s.outOf[t.Node.Index]+int32(t.Port)]
 	}
-	if x, ok := s.xmap[xkey{int32(t.Node.Index), int32(t.Port), s.dev[n.Index]}]; ok {
+	if x := s.findXfer(t.Node.Index, t.Port, s.dev[n.Index]); x >= 0 {
 		return s.xfers[x].dstBuf
+	}
+	return -1
+}
+
+// xslot returns the xfirst slot of the transfers of (node, port): its output's, or for port
+// -1 (a control message) the node's; false for a port past the node's outputs.
+func (s *sim) xslot(node, port int) (int, bool) {
+	if port < 0 {
+		return int(s.outOf[len(s.outOf)-1]) + node, true
+	}
+	o := int(s.outOf[node]) + port
+	return o, o < int(s.outOf[node+1])
+}
+
+// findXfer returns the transfer of (node, port) to device dst, or -1 for none.
+func (s *sim) findXfer(node, port int, dst int32) int32 {
+	slot, ok := s.xslot(node, port)
+	if !ok {
+		if x, ok := s.xmore[xkey{int32(node), int32(port), dst}]; ok {
+			return x
+		}
+		return -1
+	}
+	for x := s.xfirst[slot]; x >= 0; x = s.xfers[x].next {
+		if s.xfers[x].dst == dst {
+			return x
+		}
 	}
 	return -1
 }
@@ -1662,7 +1701,7 @@ func (s *sim) deliver(node int, t int64) {
 // sends a tensor once to each device that reads it.
 func (s *sim) transfer(node, port int, dst int32, t int64) int32 {
 	k := xkey{int32(node), int32(port), dst}
-	if x, ok := s.xmap[k]; ok {
+	if x := s.findXfer(node, port, dst); x >= 0 {
 		return x
 	}
 	n := s.g.Nodes[node]
@@ -1671,7 +1710,7 @@ func (s *sim) transfer(node, port int, dst int32, t int64) int32 {
 		// A new slab, as large as the transfers so far (16 to 8192): its elements never move.
 		s.xslab = make([]xfer, 0, min(max(len(s.xfers), 16), 8192))
 	}
-	s.xslab = append(s.xslab, xfer{node: int32(node), port: int32(port), src: src, dst: dst, engine: -1, channel: -1, srcBuf: -1, dstBuf: -1, enq: t})
+	s.xslab = append(s.xslab, xfer{node: int32(node), port: int32(port), src: src, dst: dst, engine: -1, next: -1, channel: -1, srcBuf: -1, dstBuf: -1, enq: t})
 	x := &s.xslab[len(s.xslab)-1]
 	if port >= 0 {
 		x.srcBuf = s.outB[s.outOf[node]+int32(port)]
@@ -1683,7 +1722,14 @@ func (s *sim) transfer(node, port int, dst int32, t int64) int32 {
 	}
 	id := int32(len(s.xfers))
 	s.xfers = append(s.xfers, x)
-	s.xmap[k] = id
+	if slot, ok := s.xslot(node, port); ok {
+		x.next, s.xfirst[slot] = s.xfirst[slot], id
+	} else {
+		if s.xmore == nil {
+			s.xmore = map[xkey]int32{}
+		}
+		s.xmore[k] = id
+	}
 	if s.conv.RecvOps {
 		// The _Send queues on the channel from src to dst; the _Recv follows (sendDone).
 		key := [2]int32{src, dst}

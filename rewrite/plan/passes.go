@@ -192,6 +192,11 @@ type planState struct {
 	// retrySkip names the planning passes a re-plan for a tighter budget leaves out
 	// (tighterBypass), nil for none.
 	retrySkip map[string]bool
+	// beat is the plan a re-plan for a tighter budget must beat to be kept (tighterBypass:
+	// the best so far of the state that re-plans), nil for none; deferred is set while
+	// passStrategy's swap-only planning waits for the recompute pass (deferSwapOnly).
+	beat     *Evaluation
+	deferred *deferredSwap
 	// tighter is what the tighter pass planned at the tighter budgets, and on which graph.
 	tighter tighterPlanned
 	// tighterSub is the state the tighter pass planned the bypassed graph with at a tighter
@@ -350,21 +355,37 @@ func passAnalyze(st *planState) error {
 	return nil
 }
 
-// passStrategy runs the strategy asked for.
+// passStrategy runs the strategy asked for; in a re-plan for a tighter budget whose swap-only
+// plans cannot win (deferSwapOnly) it leaves that planning to the recompute pass.
 func passStrategy(st *planState) error {
 	pr := st.pr
 	pr.strategy = st.planner.Name
 	if st.planner == autoStrategy {
 		st.effort = searchEffortOf(pr.Problem)
 	}
-	ev, err := st.planner.plan(pr)
+	if st.deferSwapOnly() {
+		st.final = &stage{model: st.model, a: st.a, pr: pr}
+		st.xpr = pr
+		st.sims = pr.sims
+		return nil
+	}
+	if err := st.planSwapOnly(); err != nil {
+		return err
+	}
+	st.sims = pr.sims
+	return nil
+}
+
+// planSwapOnly plans st's problem with its planner, swapping alone, and makes that plan
+// st's swap-only plan and best stage.
+func (st *planState) planSwapOnly() error {
+	ev, err := st.planner.plan(st.pr)
 	if err != nil {
 		return err
 	}
 	st.ev = ev
-	st.final = &stage{model: st.model, a: st.a, pr: pr, ev: ev}
-	st.xpr = pr
-	st.sims = pr.sims
+	st.final = &stage{model: st.model, a: st.a, pr: st.pr, ev: ev}
+	st.xpr = st.pr
 	return nil
 }
 
@@ -414,6 +435,9 @@ func passAccumulators(st *planState) error {
 // passRecompute plans again on the graph with recomputations, where the strategy may
 // recompute, and keeps the better outcome ("max" keeps the recomputed one whatever it costs).
 func passRecompute(st *planState) error {
+	if st.deferred != nil {
+		return st.recomputeDeferred()
+	}
 	pr, ev, mode := st.pr, st.ev, st.mode
 	if !(mode == "max" || (mode == "auto" && st.planner == autoStrategy && !st.effort.bounded() && (ev == nil || !ev.Fits || ev.StepTime > pr.Base.StepTime))) {
 		return nil

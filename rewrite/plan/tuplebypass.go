@@ -79,6 +79,7 @@ func (st *planState) bypassAt(po PlanOptions, on tighterPlanned) (*planState, er
 		// A tighter budget is planned as the tighter pass plans one: the strategies and
 		// the recompute pass, without their retries.
 		sub.retrySkip = tighterRetrySkips
+		sub.beat = st.final.ev
 	}
 	host := *st
 	host.model, host.po, host.sims = on.model, po, 0
