@@ -17,6 +17,16 @@ import (
 // for the larger budget is slower than the one for the smaller, and when turning
 // RerunEveryStrategy off no longer makes it slower (the case would no longer test it).
 func TestAutoMonotoneRerunEveryStrategy(t *testing.T) {
+	fixtureMonotone(t, 3456<<10, 3520<<10, &RerunEveryStrategy, "+recompute")
+}
+
+// fixtureMonotone plans the ResNet fixture (testmodels/fixtures/resnet.pb, --min-bytes 0) on
+// v100-16gb by auto, every accounting, at tight and loose with *flag on (planMonotonePair:
+// each plan must fit, the one at tight must come from a strategy with suffix, and the one at
+// loose must be no slower), and fails t when the plan at loose with *flag off is no slower
+// than the one at tight (the case would no longer test the flag). It returns the plan at loose.
+func fixtureMonotone(t *testing.T, tight, loose int64, flag *bool, suffix string) *Planned {
+	t.Helper()
 	m, err := graphdef.Load("../../testmodels/fixtures/resnet.pb", graphdef.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -25,9 +35,9 @@ func TestAutoMonotoneRerunEveryStrategy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const tight, loose = 3456 << 10, 3520 << 10
-	plan, pt, _ := planMonotonePair(t, m, rewrite.Options{MinTensorBytes: -1}, prof, tight, loose, &RerunEveryStrategy, "+recompute")
+	plan, pt, pl := planMonotonePair(t, m, rewrite.Options{MinTensorBytes: -1}, prof, tight, loose, flag, suffix)
 	if off := plan(loose, false); off.Eval.StepTime <= pt.Eval.StepTime {
-		t.Errorf("with only the best swap-only plans' strategies run again the plan at %d (%s %+.2f%%) is no slower than the one at %d: the test no longer exercises it", loose, off.Eval.Strategy, 100*off.Eval.Overhead, tight)
+		t.Errorf("with the flag off the plan at %d (%s %+.2f%%) is no slower than the one at %d: the test no longer exercises it", loose, off.Eval.Strategy, 100*off.Eval.Overhead, tight)
 	}
+	return pl
 }
