@@ -903,8 +903,8 @@ plans the best byte level beside it. By tfswap's accounting 8x is +153.3% (the t
 instead of 1.47 s, 13 tensors swapped by 22 swap-ins, 22.96 / 46.75 GiB). By all accountings the written bypass
 spaces that plan to +157.2% but leaves it 61 MiB over, and now also tries the plan of the level it replaced, the
 byte level's +160.8% plan, which fits at +164.6% as before (the written graph byte-identical to 567846e's);
-without that second candidate the row was +820.3%. The 6x rows were not re-planned: one rewrite of 6x B0 at
-a71cc78 gives +50.0% by tfswap's accounting (the table's +60.6% was planned at 001b744) and +60.6% by all, the same plan.
+without that second candidate the row was +820.3%. The 6x rows, re-planned at a3e12fb: +50.0% by tfswap's
+accounting (the link level's plan; +60.6% at 001b744) and +60.6% by all, the same plan as at 001b744.
 
 What bounds 8x now (the +153.3% plan, 9.044 s; its trace from `tfswap simulate --trace`, 2db1a22): the forward
 (0 to 1.70 s) has 0.72 s of compute and 1.29 s of copies to the host; the backward from `stage5` to `stage3`
