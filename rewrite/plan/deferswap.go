@@ -84,14 +84,6 @@ func (st *planState) recomputeDeferred() error {
 	}
 	st.recomputing = true
 	st.sims = pr.sims - recomputeSims
-	st.rs = rs
-	if rs != nil {
-		st.sims += rs.pr.sims
-		st.noteRecomputeMiss(rs)
-		if better(rs.ev, st.ev) {
-			st.final = rs
-			st.xpr = rs.pr
-		}
-	}
+	st.keepRecomputed(rs, false)
 	return nil
 }

@@ -289,6 +289,42 @@ func runPlanPasses(st *planState, dbg passDebug) error {
 	return nil
 }
 
+// runPassesFrom runs on st the planning passes from the one named from (the first when from
+// is empty) up to, not including, the one named until, leaving out those st.retrySkip names:
+// a re-plan of another graph (replan) or of the same problem from a later pass (passSwapOnly).
+func runPassesFrom(st *planState, from, until string) error {
+	on := from == ""
+	for _, p := range passesToReplan() {
+		if p.name == until {
+			break
+		}
+		on = on || p.name == from
+		if !on || st.retrySkip[p.name] {
+			continue
+		}
+		if err := p.fn(st); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// keepRecomputed records rs, the stage the recompute pass planned (nil when nothing was
+// recomputed), on st and makes it the best plan when force is set or it beats the swap-only
+// plan st.ev.
+func (st *planState) keepRecomputed(rs *stage, force bool) {
+	st.rs = rs
+	if rs == nil {
+		return
+	}
+	st.sims += rs.pr.sims
+	st.noteRecomputeMiss(rs)
+	if force || better(rs.ev, st.ev) {
+		st.final = rs
+		st.xpr = rs.pr
+	}
+}
+
 // dump writes the best plan so far to w.
 func (st *planState) dump(w io.Writer) {
 	if st.final != nil {
@@ -450,15 +486,7 @@ func passRecompute(st *planState) error {
 	}
 	// In auto mode a recomputation that cannot be planned leaves the swap-only plan, always
 	// a safe answer.
-	st.rs = rs
-	if rs != nil {
-		st.sims += rs.pr.sims
-		st.noteRecomputeMiss(rs)
-		if mode == "max" || better(rs.ev, ev) {
-			st.final = rs
-			st.xpr = rs.pr
-		}
-	}
+	st.keepRecomputed(rs, mode == "max")
 	return nil
 }
 

@@ -455,16 +455,8 @@ func (st *planState) replan(sub *planState, m2 *graphdef.Model, what string) err
 		return fmt.Errorf("internal error: the %s has a cycle: %v", what, err)
 	}
 	sub.model, sub.g, sub.opts, sub.po, sub.planner, sub.mode = m2, g2, st.opts, st.po, st.planner, st.mode
-	for _, p := range passesToReplan() {
-		if p.name == "nofit" {
-			break
-		}
-		if sub.retrySkip[p.name] {
-			continue
-		}
-		if err := p.fn(sub); err != nil {
-			return err
-		}
+	if err := runPassesFrom(sub, "", "nofit"); err != nil {
+		return err
 	}
 	st.sims += sub.sims
 	st.dropped = append(st.dropped, sub.dropped...)

@@ -77,27 +77,15 @@ func passSwapOnly(st *planState) error {
 	}
 	sub := *snap
 	sub.dropped = slices.Clone(snap.dropped)
-	on := false
-	for _, p := range passesToReplan() {
-		if p.name == "swap-only" {
-			break
-		}
-		if p.name == "recompute" {
-			on = true
-		}
-		if !on {
-			continue
-		}
-		if err := p.fn(&sub); err != nil {
-			// The simulations spent and the candidates dropped before the error count, as
-			// they do for every other pass.
-			st.sims += sub.sims - snap.sims
-			st.dropped = append(st.dropped, sub.dropped[len(snap.dropped):]...)
-			return st.dropPass("auto's swap-only planning", err)
-		}
-	}
+	err := runPassesFrom(&sub, "recompute", "swap-only")
+	// The simulations spent and the candidates dropped count whether or not the planning
+	// failed, as they do for every other pass.
 	sims := st.sims + sub.sims - snap.sims
 	dropped := append(st.dropped, sub.dropped[len(snap.dropped):]...)
+	if err != nil {
+		st.sims, st.dropped = sims, dropped
+		return st.dropPass("auto's swap-only planning", err)
+	}
 	if f := sub.final; f != nil && f.ev != nil && f.ev.Fits && better(f.ev, st.final.ev) {
 		mode := st.mode
 		*st = sub
